@@ -1,0 +1,80 @@
+"""Expression → C text, as a table of pattern → text rules (tinygrad's cstyle renderer).
+
+Index arithmetic is integer; data arithmetic is float32 with the <math.h> f-functions.
+Loads and variables are rendered by callbacks, so the same rules serve every backend.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir.loopnest import Acc, Bin, Const, Load, Select, Un, Var
+
+FLOAT_BIN = {
+    "+": "({a} + {b})", "-": "({a} - {b})", "*": "({a} * {b})", "/": "({a} / {b})",
+    "min": "fminf({a}, {b})", "max": "fmaxf({a}, {b})", "pow": "powf({a}, {b})",
+    "<": "({a} < {b})", "<=": "({a} <= {b})", ">": "({a} > {b})", ">=": "({a} >= {b})",
+    "==": "({a} == {b})", "!=": "({a} != {b})", "and": "({a} && {b})", "or": "({a} || {b})",
+}
+INT_BIN = {
+    "+": "({a} + {b})", "-": "({a} - {b})", "*": "({a} * {b})",
+    "//": "SW_FLOORDIV({a}, {b})", "%": "SW_MOD({a}, {b})",
+    "min": "SW_MIN({a}, {b})", "max": "SW_MAX({a}, {b})",
+}
+UNARY = {
+    "neg": "(-{a})", "exp": "expf({a})", "log": "logf({a})", "sqrt": "sqrtf({a})",
+    "tanh": "tanhf({a})", "erf": "erff({a})", "abs": "fabsf({a})", "floor": "floorf({a})",
+    "ceil": "ceilf({a})", "sigmoid": "(1.0f / (1.0f + expf(-{a})))", "relu": "fmaxf({a}, 0.0f)",
+    "not": "(!{a})", "round": "nearbyintf({a})", "sin": "sinf({a})", "cos": "cosf({a})",
+}
+# helpers every generated file that uses the rules above carries
+PRELUDE = """#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SW_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SW_FLOORDIV(a, b) (((a) - (((a) % (b) + (b)) % (b))) / (b))
+#define SW_MOD(a, b) ((((a) % (b)) + (b)) % (b))
+"""
+
+
+def float_literal(v: float) -> str:
+    v = float(v)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    s = repr(v)
+    if "e" not in s and "." not in s:
+        s += ".0"
+    return f"{s}f" if v >= 0 else f"({s}f)"
+
+
+def is_int(e) -> bool:
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, Const):
+        return e.dtype == "int"
+    if isinstance(e, Bin):
+        return e.op in INT_BIN and is_int(e.a) and is_int(e.b)
+    return False
+
+
+def render(e, var, load, acc="acc") -> str:
+    """C text of `e`; `var(name)` and `load(Load)` render the leaves."""
+    def r(x):
+        if isinstance(x, Var):
+            return var(x.name)
+        if isinstance(x, Const):
+            return str(int(x.value)) if x.dtype == "int" else float_literal(x.value)
+        if isinstance(x, Acc):
+            return acc
+        if isinstance(x, Load):
+            return load(x)
+        if isinstance(x, Bin):
+            table = INT_BIN if is_int(x) else FLOAT_BIN
+            if x.op not in table:
+                raise ValueError(f"no C rule for {x.op}")
+            return table[x.op].format(a=r(x.a), b=r(x.b))
+        if isinstance(x, Un):
+            return UNARY[x.op].format(a=r(x.a))
+        if isinstance(x, Select):
+            return f"({r(x.cond)} ? {r(x.a)} : {r(x.b)})"
+        raise TypeError(x)
+    return r(e)

@@ -1,0 +1,576 @@
+"""Sunway C for planned SCoP regions: host file, slave file, shared header.
+
+The host file is the user's file, byte for byte, except that each region becomes a block
+that fills a parameter struct and spawns/joins its kernel (host loops around it when the
+schedule keeps outer loops sequential, serial statements as macros). The slave file holds
+one function per kernel: parameters by DMA, LDM buffers, the loop nest isl's AST generator
+built from the tiled schedule Θ, and DMA transfer sets at each copy level. Athread v1 and
+CRTS differ only in the few spellings in _API.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import islpy as isl
+from pycparser import c_ast, c_generator
+
+_CGEN = c_generator.CGenerator()
+ET, OT, NT = isl.ast_expr_type, isl.ast_expr_op_type, isl.ast_node_type
+
+_API = {
+    "athread": dict(
+        include="#include <slave.h>", reply="volatile int", tid="athread_get_id(-1)",
+        get="athread_get(PE_MODE, m, l, len, (void *)rp, 0, gap, run)",
+        get0="athread_get(PE_MODE, m, l, len, (void *)rp, 0, 0, 0)",
+        put="athread_put(PE_MODE, l, m, len, (void *)rp, gap, run)",
+        put0="athread_put(PE_MODE, l, m, len, (void *)rp, 0, 0)",
+        wait="while ({r} != {n});"),
+    "crts": dict(
+        include="#include <crts.h>", reply="crts_rply_t", tid="CRTS_tid",
+        get="CRTS_dma_iget_stride(l, m, len, run, gap, rp)",
+        get0="CRTS_dma_iget(l, m, len, rp)",
+        put="CRTS_dma_iput_stride(m, l, len, run, gap, rp)",
+        put0="CRTS_dma_iput(m, l, len, rp)",
+        wait="CRTS_dma_wait_value(&{r}, {n});"),
+}
+
+_HELPERS = """\
+#define swk_min(a, b) ((a) < (b) ? (a) : (b))
+#define swk_max(a, b) ((a) > (b) ? (a) : (b))
+#define swk_floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+"""
+
+_DMA = """\
+typedef {reply} swk_reply_t;
+
+/* Moves the box lo[d]..lo[d]+w[d]-1 of a row-major array (extents E, E[0] unused) between
+ * main memory and a dense LDM buffer with as few DMA transfers as the layout allows:
+ * trailing dimensions the box covers completely merge into one contiguous run, the next
+ * dimension becomes the rows of one strided transfer, and only dimensions beyond that
+ * loop. Returns the number of transfers issued: what the caller's reply word will count. */
+static int swk_dma(int put, char *mem, char *ldm, long es, int nd, const long *E,
+                   const long *lo, const long *w, swk_reply_t *rp)
+{{
+    long pitch[8], off = 0, run, rows = 1, gap = 0, outer = 1, idx, len;
+    int d, k, n = 0;
+    for (d = 0; d < nd; d++)
+        if (w[d] <= 0) return 0;
+    pitch[nd - 1] = es;
+    for (d = nd - 2; d >= 0; d--) pitch[d] = pitch[d + 1] * E[d + 1];
+    for (d = 0; d < nd; d++) off += lo[d] * pitch[d];
+    d = nd - 1;
+    while (d > 0 && w[d] == E[d]) d--;
+    run = w[d] * pitch[d];
+    if (d > 0) {{
+        rows = w[d - 1];
+        gap = pitch[d - 1] - run;
+        d--;
+    }}
+    for (k = 0; k < d; k++) outer *= w[k];
+    len = rows * run;
+    for (idx = 0; idx < outer; idx++) {{
+        long rem = idx, o = off;
+        char *m, *l = ldm + idx * len;
+        for (k = d - 1; k >= 0; k--) {{
+            o += (rem % w[k]) * pitch[k];
+            rem /= w[k];
+        }}
+        m = mem + o;
+        if (rows > 1 && gap > 0) {{
+            if (put) {put}; else {get};
+        }} else {{
+            if (put) {put0}; else {get0};
+        }}
+        n++;
+    }}
+    return n;
+}}
+"""
+
+
+def sanitize(s):
+    s = re.sub(r"[^A-Za-z0-9_]", "_", s)
+    return "_" + s if not s or s[0].isdigit() else s
+
+
+# ------------------------------------------------------------------ isl AST to C
+
+class CWriter:
+    """isl AST nodes and expressions as C; user statements through `user(name, args)`."""
+
+    def __init__(self, names, user, iter_prefix="swk_c"):
+        self.names, self.user, self.prefix = names, user, iter_prefix
+
+    def ident(self, name):
+        if name in self.names:
+            return self.names[name]
+        if name.startswith("p_"):
+            return name[2:]
+        if re.fullmatch(r"c\d+", name):
+            return self.prefix + name[1:]
+        return name
+
+    def expr(self, e):
+        t = e.get_type()
+        if t == ET.int:
+            v = e.get_val().to_python()
+            return str(v) if v >= 0 else f"({v})"
+        if t == ET.id:
+            return self.ident(e.get_id().get_name())
+        op = e.get_op_type()
+        a = [self.expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())]
+        if op in (OT.min, OT.max):
+            f = "swk_min" if op == OT.min else "swk_max"
+            out = a[0]
+            for x in a[1:]:
+                out = f"{f}({out}, {x})"
+            return out
+        if op == OT.minus:
+            return f"(-{a[0]})"
+        if op == OT.fdiv_q:
+            return f"swk_floord({a[0]}, {a[1]})"
+        if op in (OT.cond, OT.select):
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if op == OT.call:
+            return f"{a[0]}({', '.join(a[1:])})"
+        sym = {OT.and_: "&&", OT.and_then: "&&", OT.or_: "||", OT.or_else: "||",
+               OT.add: "+", OT.sub: "-", OT.mul: "*", OT.div: "/", OT.pdiv_q: "/",
+               OT.pdiv_r: "%", OT.zdiv_r: "%", OT.eq: "==", OT.le: "<=", OT.lt: "<",
+               OT.ge: ">=", OT.gt: ">"}[op]
+        return f"({a[0]} {sym} {a[1]})"
+
+    def node(self, n, ind, out):
+        t = n.get_type()
+        pad = "    " * ind
+        if t == NT.block:
+            ch = n.block_get_children()
+            for i in range(ch.n_ast_node()):
+                self.node(ch.get_at(i), ind, out)
+        elif t == NT.for_:
+            it = self.expr(n.for_get_iterator())
+            out.append(f"{pad}for (long {it} = {self.expr(n.for_get_init())}; "
+                       f"{self.expr(n.for_get_cond())}; {it} += {self.expr(n.for_get_inc())}) {{")
+            self.node(n.for_get_body(), ind + 1, out)
+            out.append(pad + "}")
+        elif t == NT.if_:
+            out.append(f"{pad}if {_paren(self.expr(n.if_get_cond()))} {{")
+            self.node(n.if_get_then_node(), ind + 1, out)
+            if n.if_has_else_node():
+                out.append(pad + "} else {")
+                self.node(n.if_get_else_node(), ind + 1, out)
+            out.append(pad + "}")
+        elif t == NT.user:
+            e = n.user_get_expr()
+            name = e.get_op_arg(0).get_id().get_name()
+            args = [self.expr(e.get_op_arg(i)) for i in range(1, e.get_op_n_arg())]
+            out.extend(pad + line for line in self.user(name, args))
+        elif t == NT.mark:
+            self.node(n.mark_get_node(), ind, out)
+        else:
+            raise AssertionError(f"unexpected isl AST node {t}")
+
+
+def _paren(s):
+    return s if s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]) else f"({s})"
+
+
+def _balanced(s):
+    d = 0
+    for c in s:
+        d += c == "("
+        d -= c == ")"
+        if d < 0:
+            return False
+    return d == 0
+
+
+def build_ast(sched, context):
+    b = isl.AstBuild.from_context(context)
+    return b.node_from_schedule_map(sched.intersect_params(context))
+
+
+def pw_expr(pa, context, names):
+    """C text of a PwAff over parameters (copy bounds)."""
+    b = isl.AstBuild.from_context(context)
+    return CWriter(names, None).expr(b.expr_from_pw_aff(pa.gist_params(context)))
+
+
+def set_expr(s, context, names):
+    b = isl.AstBuild.from_context(context)
+    return CWriter(names, None).expr(b.expr_from_set(s.gist_params(context)))
+
+
+# ------------------------------------------------------------- statement bodies
+
+def body_c(stmt, ref_c):
+    """C text of a statement; ref_c(k, subscripts C text) prints its k-th array reference.
+    Visits references in the frontend's order: left-hand side, then the value left to right."""
+    its = set(stmt.iters)
+    count = [0]
+
+    def ref(n):
+        subs = []
+        base = n
+        while isinstance(base, c_ast.ArrayRef):
+            subs.append(ex(base.subscript))
+            base = base.name
+        k = count[0]
+        count[0] += 1
+        return ref_c(k, list(reversed(subs)))
+
+    def ex(n):
+        if isinstance(n, c_ast.Constant):
+            return n.value
+        if isinstance(n, c_ast.ID):
+            return f"({n.name})" if n.name in its else n.name
+        if isinstance(n, c_ast.ArrayRef):
+            return ref(n)
+        if isinstance(n, c_ast.BinaryOp):
+            left = ex(n.left)
+            return f"({left} {n.op} {ex(n.right)})"
+        if isinstance(n, c_ast.UnaryOp):
+            return f"({n.op}{ex(n.expr)})"
+        if isinstance(n, c_ast.TernaryOp):
+            c = ex(n.cond)
+            a = ex(n.iftrue)
+            return f"({c} ? {a} : {ex(n.iffalse)})"
+        if isinstance(n, c_ast.Cast):
+            return f"(({_CGEN.visit(n.to_type)}) {ex(n.expr)})"
+        if isinstance(n, c_ast.FuncCall):
+            args = [ex(a) for a in (n.args.exprs if n.args else [])]
+            return f"{_CGEN.visit(n.name)}({', '.join(args)})"
+        raise AssertionError(type(n).__name__)
+
+    node = stmt.node
+    lhs = ref(node.lvalue)
+    return f"({lhs} {node.op} {ex(node.rvalue)})"
+
+
+def _macro(name, stmt, text):
+    return f"#define {name}({', '.join(stmt.iters)}) {text}"
+
+
+# ------------------------------------------------------------------ the printer
+
+class ScopPrinter:
+    def __init__(self, tc, source, stem):
+        self.tc, self.source, self.stem = tc, Path(source), sanitize(stem)
+        self.file_stem = stem            # for file names; self.stem for C identifiers
+        self.api = _API["crts" if tc.api == "crts" else "athread"]
+        self.structs, self.externs, self.kernels_c = [], [], []
+
+    def kname(self, region, k):
+        return f"swk_{self.stem}_r{region.index}_k{k}"
+
+    # -- host
+    def host_file(self, text, plans):
+        lines = text.split("\n")
+        out = []
+        spans = {p.region.start_line: p for p in plans if not p.serial}
+        i = 0
+        base = self.source.name
+        out.append(f'#include "{self.file_stem}_scop.h"')
+        out.append(f'#line 1 "{base}"')
+        while i < len(lines):
+            ln = i + 1
+            if ln in spans:
+                p = spans[ln]
+                out.extend(self.host_region(p))
+                out.append(f'#line {p.region.end_line + 1} "{base}"')
+                i = p.region.end_line
+                continue
+            out.append(lines[i])
+            i += 1
+        return "\n".join(out)
+
+    def host_region(self, p):
+        r = p.region
+        out = [f"{{ /* swbuild scop: region {r.index} ({self.source.name}:{r.start_line}-{r.end_line}), "
+               f"{len(p.kernels)} CPE kernel(s) */"]
+        macros = []
+        for name in p.host.serial:
+            st = p.model.stmts[name]
+            mac = f"SWK_R{r.index}_{name}"
+            text = body_c(st, lambda k, subs, st=st: st.refs[k].array + "".join(f"[{s}]" for s in subs))
+            macros.append(mac)
+            out.append(_macro(mac, st, text))
+        kernels = {f"K{kp.kernel.index}": kp for kp in p.kernels}
+
+        def user(name, args):
+            if name in kernels:
+                return self.launch(r, kernels[name], args)
+            return [f"SWK_R{r.index}_{name}({', '.join(args)});"]
+
+        ctx = isl.Set.universe(p.host.schedule.get_space().params())
+        ast = build_ast(p.host.schedule, ctx)
+        body = []
+        CWriter({}, user).node(ast, 1, body)
+        out += body
+        out += [f"#undef {m}" for m in macros]
+        out.append("}")
+        return out
+
+    def launch(self, r, kp, args):
+        k = kp.kernel
+        name = self.kname(r, k.index)
+        used = self.kernel_symbols(r, kp)
+        fields, sets = [], []
+        for a in used["arrays"]:
+            arr = r.arrays[a]
+            fields.append(f"{arr.ctype} *{a};")
+            sets.append(f"swk_a.{a} = ({arr.ctype} *)({a});")
+            for q in range(1, len(arr.const_dims)):
+                if arr.const_dims[q] is None:
+                    fields.append(f"long {a}_E{q};")
+                    sub = "[0]" * q
+                    sets.append(f"swk_a.{a}_E{q} = (long)(sizeof(({a}){sub}) / sizeof(({a}){sub}[0]));")
+        for s in used["scalars"]:
+            fields.append(f"{r.scalars[s]} {s};")
+            sets.append(f"swk_a.{s} = {s};")
+        for q in range(k.prefix_len):
+            fields.append(f"long swk_o{q};")
+            sets.append(f"swk_a.swk_o{q} = {args[q]};")
+        if not fields:
+            fields.append("int swk_unused;")
+        self.structs.append(f"struct {name}_args {{\n" + "".join(f"    {f}\n" for f in fields) + "};")
+        self.externs.append(f"extern void SLAVE_FUN({name})(void *);")
+        return ["{", f"    struct {name}_args swk_a;"] + ["    " + s for s in sets] + \
+            [f"    swk_{self.stem}_start();", f"    athread_spawn({name}, &swk_a);", "    athread_join();", "}"]
+
+    def kernel_symbols(self, r, kp):
+        arrays = sorted({g.array for g in kp.groups})
+        scalars = set()
+        for name in kp.kernel.stmts:
+            scalars |= _scalars_of(r, r_stmt(r, name))
+        scalars |= set(r.params)
+        return {"arrays": arrays, "scalars": sorted(scalars)}
+
+    # -- slave
+    def slave_kernel(self, r, kp):
+        k, t = kp.kernel, kp.tiling
+        name = self.kname(r, k.index)
+        api = self.api
+        used = self.kernel_symbols(r, kp)
+        L = [f"/* region {r.index} ({self.source.name}:{r.start_line}), kernel {k.index}: "
+             f"statements {', '.join(k.stmts)}; mapped band members {list(t.members)} over "
+             f"{'x'.join(map(str, t.grid))} CPEs; tile sizes {t.sizes}; LDM {t.ldm_bytes} bytes */",
+             f"void {name}(void *swk_arg)", "{",
+             f"    struct {name}_args swk_p;",
+             "    swk_reply_t swk_rp = 0;"]
+        L.append("    " + self._get("swk_arg", "&swk_p", "sizeof swk_p", "swk_rp", 1))
+        L.append(f"    const int swk_id = {api['tid']};")
+        L.append("    const int swk_row = swk_id / 8, swk_col = swk_id % 8;")
+        for a in used["arrays"]:
+            arr = r.arrays[a]
+            dims = ", ".join(["0"] + [str(d) if d is not None else f"swk_p.{a}_E{q}"
+                                      for q, d in enumerate(arr.const_dims) if q > 0])
+            L.append(f"    {arr.ctype} *const swk_g_{a} = swk_p.{a};")
+            L.append(f"    const long swk_E_{a}[{len(arr.const_dims)}] = {{{dims}}};")
+        for s in used["scalars"]:
+            L.append(f"    const {r.scalars[s]} {s} = swk_p.{s};")
+        for q in range(k.prefix_len):
+            L.append(f"    const long swk_o{q} = swk_p.swk_o{q};")
+        for g in kp.groups:
+            arr = r.arrays[g.array]
+            nb = g.elems * g.esize
+            nd = len(g.extents)
+            L.append(f"    {arr.ctype} *const swk_b{g.index} = ({arr.ctype} *)ldm_malloc({nb}); "
+                     f"/* {g.array} {'x'.join(map(str, g.extents))}, {'read-write' if g.rw else 'read'} */")
+            L.append(f"    long swk_b{g.index}_lo[{nd}], swk_b{g.index}_w[{nd}];")
+        for lv in kp.levels:
+            L.append(f"    swk_reply_t swk_rp{lv.depth};")
+        L.append("    (void)swk_row; (void)swk_col;")
+        macros = []
+        gmap = {}
+        for g in kp.groups:
+            for ref in g.refs:
+                gmap[(ref.stmt, ref.k)] = g
+        for sname in k.stmts:
+            st = r_stmt(r, sname)
+            mac = f"SWK_{sname}"
+            macros.append(mac)
+            L.append(_macro(mac, st, body_c(st, lambda q, subs, s=sname: _buf_ref(gmap[(s, q)], subs))))
+        levels = {f"CI{lv.depth}": (lv, False) for lv in kp.levels}
+        levels.update({f"CO{lv.depth}": (lv, True) for lv in kp.levels})
+        names = {"swk_id": "swk_id", "swk_row": "swk_row", "swk_col": "swk_col"}
+        ctx = self.kernel_context(r, kp)
+
+        def user(sname, args):
+            if sname in levels:
+                lv, out = levels[sname]
+                return self.copy_code(r, lv, out, args, ctx)
+            return [f"SWK_{sname}({', '.join(args)});"]
+
+        ast = build_ast(kp.theta.union(kp.copy_sched), ctx)
+        body = []
+        CWriter(names, user).node(ast, 1, body)
+        L += body
+        L += [f"#undef {m}" for m in macros]
+        for g in reversed(kp.groups):
+            L.append(f"    ldm_free(swk_b{g.index}, {g.elems * g.esize});")
+        L.append("}")
+        return "\n".join(L)
+
+    def kernel_context(self, r, kp):
+        k = kp.kernel
+        cons = []
+        if kp.tiling.grid == (64,):
+            prm = ["swk_id"]
+            cons.append("0 <= swk_id < 64")
+        else:
+            prm = ["swk_row", "swk_col"]
+            cons += ["0 <= swk_row < 8", "0 <= swk_col < 8"]
+        ctx = isl.Set(f"[{', '.join(prm)}] -> {{ : {' and '.join(cons)} }}")
+        if k.prefix_len:
+            launch = k.launch.reset_tuple_id()
+            for q in range(k.prefix_len):
+                launch = launch.set_dim_name(isl.dim_type.set, q, f"swk_o{q}")
+            n = launch.dim(isl.dim_type.param)
+            launch = launch.move_dims(isl.dim_type.param, n, isl.dim_type.set, 0, k.prefix_len).params()
+            ctx = ctx.align_params(launch.get_space()).intersect(launch.align_params(ctx.get_space()))
+        else:
+            ctx = ctx.align_params(k.launch.get_space()).intersect_params(
+                k.launch.params().align_params(ctx.get_space()))
+        return ctx
+
+    def copy_code(self, r, lv, out, args, kctx):
+        api = self.api
+        d = lv.depth
+        names = {f"swk_t{q}": f"swk_t{q}" for q in range(d)}
+        L = ["{"]
+        for q in range(d):
+            L.append(f"    const long swk_t{q} = {args[q]};")
+        rp = f"swk_rp{d}"
+        L.append(f"    int swk_n = 0;")
+        L.append(f"    {rp} = 0;")
+        ctx = None
+        for c in lv.copies:
+            g = c.group
+            if out and not g.rw:
+                continue
+            if ctx is None:
+                ctx = _ctx_for(kctx, lv)
+            b = f"swk_b{g.index}"
+            nd = len(g.extents)
+            guard = None
+            gdom = c.domain
+            if not ctx.align_params(gdom.get_space()).is_subset(gdom.align_params(ctx.get_space())):
+                guard = set_expr(gdom, ctx, names)
+            ind = "    "
+            if guard:
+                L.append(f"    if {_paren(guard)} {{")
+                ind = "        "
+            if not out:
+                for q in range(nd):
+                    lo = pw_expr(c.lo[q], ctx, names)
+                    hi = pw_expr(c.hi[q], ctx, names)
+                    L.append(f"{ind}{b}_lo[{q}] = {lo};")
+                    L.append(f"{ind}{b}_w[{q}] = {hi} - {b}_lo[{q}] + 1;")
+            if out or c.copy_in:
+                L.append(f"{ind}swk_n += swk_dma({int(out)}, (char *)swk_g_{g.array}, (char *){b}, {g.esize}, "
+                         f"{nd}, swk_E_{g.array}, {b}_lo, {b}_w, &{rp});")
+            if guard:
+                L.append("    }")
+        L.append("    " + api["wait"].format(r=rp, n="swk_n"))
+        L.append("}")
+        return L
+
+    def _get(self, src, dst, ln, rp, n):
+        if self.api is _API["crts"]:
+            return f"CRTS_dma_iget({dst}, {src}, {ln}, &{rp}); CRTS_dma_wait_value(&{rp}, {n});"
+        return f"athread_get(PE_MODE, {src}, {dst}, {ln}, (void *)&{rp}, 0, 0, 0); while ({rp} != {n});"
+
+    def slave_file(self, plans, header):
+        api = self.api
+        out = [f"/* Generated by swbuild scop from {self.source.name}: CPE kernels. Do not edit. */",
+               "#define SWK_SLAVE_SIDE 1", api["include"], "#include <math.h>", f'#include "{header}"', "",
+               _HELPERS, _DMA.format(reply=api["reply"],
+                                     **{k: api[k] for k in ("get", "get0", "put", "put0")})]
+        for p in plans:
+            if p.serial:
+                continue
+            for kp in p.kernels:
+                out.append(self.slave_kernel(p.region, kp))
+                out.append("")
+        return "\n".join(out)
+
+    def header(self, guard):
+        return "\n".join([
+            f"/* Generated by swbuild scop from {self.source.name}: parameter structs shared by "
+            "host and CPE code. Do not edit. */",
+            f"#ifndef {guard}", f"#define {guard}", ""] + self.structs + [
+            "", "#ifndef SWK_SLAVE_SIDE", "#include <stdlib.h>", "#include <athread.h>", _HELPERS.rstrip()]
+            + self.externs + [
+            f"static int swk_{self.stem}_started;",
+            f"static inline void swk_{self.stem}_halt(void) {{ athread_halt(); }}",
+            f"static inline void swk_{self.stem}_start(void)",
+            "{",
+            f"    if (swk_{self.stem}_started) return;",
+            f"    swk_{self.stem}_started = 1;",
+            "    athread_init();",
+            f"    atexit(swk_{self.stem}_halt);",
+            "}",
+            "#endif", "", f"#endif /* {guard} */", ""])
+
+
+def _ctx_for(kctx, lv):
+    """Context for copy bounds: the kernel's, with the copy level's tile iterators as
+    parameters swk_t<q> bounded by the points where the copy statement runs."""
+    d = lv.depth
+    dom = lv.domain.reset_tuple_id()
+    for q in range(d):
+        dom = dom.set_dim_name(isl.dim_type.set, q, f"swk_t{q}")
+    dom = dom.move_dims(isl.dim_type.param, dom.dim(isl.dim_type.param), isl.dim_type.set, 0, d).params()
+    return kctx.align_params(dom.get_space()).intersect(dom.align_params(kctx.get_space()))
+
+
+def r_stmt(r, name):
+    return next(s for s in r.stmts if s.name == name)
+
+
+def _scalars_of(r, st):
+    out = set()
+
+    def go(n):
+        if isinstance(n, c_ast.ID) and n.name in r.scalars and n.name not in st.iters:
+            out.add(n.name)
+        if isinstance(n, c_ast.FuncCall):
+            if n.args:
+                go(n.args)
+            return
+        for _, ch in n.children():
+            go(ch)
+    go(st.node)
+    return out
+
+
+def _buf_ref(g, subs):
+    b = f"swk_b{g.index}"
+    e = f"(({subs[0]}) - {b}_lo[0])"
+    for q in range(1, len(subs)):
+        e = f"({e} * {b}_w[{q}] + (({subs[q]}) - {b}_lo[{q}]))"
+    return f"{b}[{e}]"
+
+
+def print_files(tc, source, text, plans, out_dir, stem=None):
+    """Write <stem>_host.c, <stem>_slave.c, <stem>_scop.h; returns their paths."""
+    source = Path(source)
+    stem = stem or source.stem
+    pr = ScopPrinter(tc, source, stem)
+    host = pr.host_file(text, plans)
+    slave = pr.slave_file(plans, f"{stem}_scop.h")
+    header = pr.header(f"SWK_{pr.stem.upper()}_SCOP_H")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"host": out_dir / f"{stem}_host.c", "slave": out_dir / f"{stem}_slave.c",
+             "header": out_dir / f"{stem}_scop.h"}
+    for key, content in (("host", host), ("slave", slave), ("header", header)):
+        _write_if_changed(paths[key], content + ("" if content.endswith("\n") else "\n"))
+    return paths
+
+
+def _write_if_changed(path, content):
+    if path.exists() and path.read_text() == content:
+        return
+    path.write_text(content)

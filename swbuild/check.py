@@ -1,0 +1,173 @@
+"""Run a built model under emulation and compare it with a reference.
+
+The reference is, in order: the expected outputs the user gives (npz keyed by output name),
+the expected outputs shipped beside an onnx light model (`<stem>_output_N.pb`, with the
+onnx backend test's input convention), or onnxruntime on the same model and inputs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SwbuildError
+
+LDM_EXIT = 86       # the emulation runtimes' exit status for a hardware-limit violation
+
+
+def seeded_inputs(specs, seed):
+    """Deterministic float32 inputs: standard normal from PCG64(seed), per input in order."""
+    rng = np.random.default_rng(seed)
+    return {s["name"]: rng.standard_normal(s["shape"]).astype(np.float32) for s in specs}
+
+
+def light_reference(model_path, specs):
+    """Inputs and expected outputs of an onnx 'light' zoo model, or None if not one."""
+    if model_path is None:
+        return None
+    p = Path(model_path)
+    pbs = sorted(p.parent.glob(f"{p.stem}_output_*.pb"))
+    if not pbs:
+        return None
+    from onnx import TensorProto, numpy_helper
+    outs = []
+    for pb in pbs:
+        t = TensorProto()
+        t.ParseFromString(pb.read_bytes())
+        outs.append(numpy_helper.to_array(t))
+    # onnx.backend.test.runner.Runner.generate_dummy_data(random=False)
+    ins = {}
+    for s in specs:
+        n = int(np.prod(s["shape"]))
+        ins[s["name"]] = (np.arange(n).reshape(s["shape"]) / n).astype(np.float32)
+    return ins, outs
+
+
+def load_npz(path, names, what):
+    try:
+        with np.load(path) as z:
+            data = {k: z[k] for k in z.files}
+    except Exception as e:
+        raise SwbuildError(f"{path}: cannot read {what} npz: {e}") from None
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise SwbuildError(f"{path}: {what} npz lacks {missing} (it has {sorted(data)})")
+    return data
+
+
+def onnxruntime_reference(model, inputs):
+    import onnx
+    import onnxruntime as ort
+    m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    if m.ir_version > 10:   # onnx writes newer IR versions than onnxruntime reads
+        m = onnx.ModelProto.FromString(m.SerializeToString())
+        m.ir_version = 10
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feed = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+    return sess.run(None, feed)
+
+
+def run_runner(runner, plan, inputs, workdir):
+    """Run the runner program; returns (outputs list, stats dict, stderr, exit code, seconds)."""
+    workdir = Path(workdir)
+    ins = []
+    for k, spec in enumerate(plan["inputs"]):
+        f = workdir / f"in{k}.bin"
+        np.ascontiguousarray(inputs[spec["name"]], dtype="<f4").reshape(spec["shape"]).tofile(f)
+        ins.append(str(f))
+    outs = [str(workdir / f"out{k}.bin") for k in range(len(plan["outputs"]))]
+    stats = workdir / "emulator_stats.json"
+    if stats.exists():
+        stats.unlink()
+    env = dict(os.environ, SWEMU_STATS=str(stats), BANGEMU_STATS=str(stats))
+    t0 = time.perf_counter()
+    p = subprocess.run([str(runner)] + ins + outs, capture_output=True, text=True, env=env)
+    secs = time.perf_counter() - t0
+    got = []
+    if p.returncode == 0:
+        for f, spec in zip(outs, plan["outputs"]):
+            got.append(np.fromfile(f, dtype="<f4").reshape(spec["shape"]))
+    st = json.loads(stats.read_text()) if stats.exists() else None
+    return got, st, p.stderr, p.returncode, secs
+
+
+def compare(got, ref, rtol, atol):
+    """Per-output and overall errors; pass is numpy.allclose semantics."""
+    per, ok = [], True
+    max_abs = max_rel = 0.0
+    for g, r in zip(got, ref):
+        r = np.asarray(r, dtype=np.float64).reshape(g.shape)
+        g = g.astype(np.float64)
+        if g.shape != r.shape:
+            return False, 0.0, 0.0, [{"error": f"shape {g.shape} != {r.shape}"}]
+        d = np.abs(g - r)
+        finite = np.isfinite(r)
+        bad_nan = bool(np.any(np.isnan(g) != np.isnan(r)))
+        a = float(np.max(d[finite], initial=0.0))
+        big = finite & (np.abs(r) > atol)
+        rel = float(np.max(d[big] / np.abs(r[big]), initial=0.0))
+        o_ok = bool(np.all(np.isclose(g, r, rtol=rtol, atol=atol, equal_nan=True))) and not bad_nan
+        per.append({"max_abs_err": a, "max_rel_err": rel, "pass": o_ok})
+        ok &= o_ok
+        max_abs, max_rel = max(max_abs, a), max(max_rel, rel)
+    return ok, max_abs, max_rel, per
+
+
+def emulator_findings(plan, stats):
+    """Kernels whose measured DMA differs from the prediction, LDM peaks and write conflicts."""
+    if stats is None:
+        return {"stats": "missing"}
+    meas = {k["name"]: k for k in stats.get("kernels", [])}
+    mismatched, conflicts, peak = [], 0, 0
+    for k in plan["kernels"]:
+        m = meas.get(k["name"])
+        if m is None:
+            mismatched.append({"kernel": k["name"], "measured": None, "predicted": k["dma"]})
+            continue
+        md = {d: {"ops": m["dma"][d]["ops"], "bytes": m["dma"][d]["bytes"]} for d in ("get", "put")}
+        spawns = max(1, int(m.get("spawns", 1)))
+        per_spawn = {d: {x: v // spawns for x, v in md[d].items()} for d in md}
+        if per_spawn != k["dma"]:
+            mismatched.append({"kernel": k["name"], "measured": per_spawn, "predicted": k["dma"]})
+        conflicts += int(m.get("write_conflicts", 0))
+        peak = max(peak, int(m.get("ldm_peak_bytes", 0)))
+    return {"dma_mismatches": mismatched, "write_conflicts": conflicts, "ldm_peak_bytes": peak}
+
+
+def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
+    """Run and compare; returns the result document (status pass/fail)."""
+    with tempfile.TemporaryDirectory(prefix="swcheck-") as tmp:
+        got, stats, err, code, secs = run_runner(runner, plan, inputs, workdir or tmp)
+    doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol, "run_seconds": round(secs, 3)}
+    if code != 0:
+        doc.update(status="fail", reason=f"runner exited with status {code}" +
+                   (" (emulated hardware limit violated)" if code == LDM_EXIT else ""),
+                   stderr=err.strip().splitlines()[-5:], max_abs_err=None, max_rel_err=None)
+        return doc
+    ref = reference(inputs) if callable(reference) else reference
+    ok, a, r, per = compare(got, ref, rtol, atol)
+    findings = emulator_findings(plan, stats)
+    doc.update(max_abs_err=a, max_rel_err=r, outputs=[dict(name=o["name"], **e) for o, e in zip(plan["outputs"], per)],
+               emulator=findings)
+    reasons = []
+    if not ok:
+        reasons.append("outputs differ from the reference beyond rtol/atol")
+    if findings.get("write_conflicts"):
+        reasons.append(f"{findings['write_conflicts']} write conflicts between CPEs")
+    if findings.get("dma_mismatches"):
+        reasons.append(f"measured DMA differs from the compiler's prediction in {len(findings['dma_mismatches'])} kernels")
+    if findings.get("stats") == "missing":
+        reasons.append("the emulator wrote no statistics")
+    doc["status"] = "fail" if reasons else "pass"
+    if reasons:
+        doc["reason"] = "; ".join(reasons)
+    return doc
+
+

@@ -1,0 +1,286 @@
+"""swbuild command line: compile, check, report, ops, scop."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__, toolchain
+from .errors import RecipeError, SwbuildError, UnsupportedError
+
+EPILOG = """examples:
+  swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
+  swbuild check --recipe recipes/vgg16.yaml --target sunway-emu
+  swbuild check light_vgg19.onnx --target sunway-emu      (uses the shipped expected outputs)
+  swbuild report model.onnx --target sunway-emu --json
+  swbuild ops --target sunway-emu
+"""
+
+
+@dataclass
+class Job:
+    """One model to build: where it comes from and every option that shapes the output."""
+    name: str
+    model: object                 # ModelProto or path
+    model_path: Path | None       # the file, when there is one (light references, hashing)
+    input_shapes: dict
+    batch: int | None
+    options: dict
+    check: dict
+    recipe: object = None
+    lock_inputs: dict = field(default_factory=dict)
+
+
+def _shape(text):
+    name, sep, dims = text.partition("=")
+    if not sep or not name:
+        raise SwbuildError(f"--input {text!r}: expected NAME=D0xD1x... (e.g. data=1x3x224x224)")
+    try:
+        shape = tuple(int(d) for d in dims.replace(",", "x").split("x") if d)
+    except ValueError:
+        raise SwbuildError(f"--input {text!r}: dimensions must be integers") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise SwbuildError(f"--input {text!r}: dimensions must be positive")
+    return name, shape
+
+
+def make_job(args) -> Job:
+    from . import recipe as rc
+    sets = rc.parse_sets(args.set)
+    shapes = dict(_shape(s) for s in args.input or [])
+    if args.recipe:
+        if args.model:
+            raise SwbuildError("give either MODEL or --recipe, not both")
+        r = rc.load_recipe(args.recipe).with_overrides(sets)
+        r.check_target(args.target)
+        if r.source_kind == "zoo":
+            from . import zoo
+            model, path = zoo.build(r.source, batch=r.batch, seed=int(r.check["seed"])), None
+        else:
+            r.verify_source()
+            model = path = Path(r.source)
+        shapes = {**{i.name: tuple(i.shape) for i in r.inputs}, **shapes}
+        lock_inputs = {Path(args.recipe).name: Path(args.recipe)}
+        lock_inputs.update({p.name: p for p in r.source_files()})
+        return Job(r.name, model, path, shapes, r.batch, dict(r.options), dict(r.check), r, lock_inputs)
+    if not args.model:
+        raise SwbuildError("give a MODEL.onnx or --recipe RECIPE")
+    path = Path(args.model)
+    opts = {k: o.default for k, o in rc.OPTIONS.items()}
+    opts.update(sets)
+    name = args.name or path.stem
+    check = {"seed": opts.pop("seed"), "rtol": opts.pop("rtol"), "atol": opts.pop("atol")}
+    batch = opts.pop("batch") if "batch" in sets else None
+    return Job(name, path, path, shapes, batch, opts, check, None, {path.name: path})
+
+
+def _normalized(job, tc):
+    if job.recipe is not None:
+        return job.recipe.normalized()
+    from .recipe import sha256_file
+    return {"model": job.name, "source": {"onnx": job.model_path.name, "sha256": sha256_file(job.model_path)},
+            "inputs": [{"name": k, "shape": list(v)} for k, v in sorted(job.input_shapes.items())],
+            "batch": job.batch, "options": job.options, "check": job.check}
+
+
+def do_compile(job, tc, out_dir):
+    """Generate sources and the lock file into out_dir; returns (program, prefix)."""
+    from .build import generated_files
+    from .compiler import compile_to
+    from .lockfile import write_lock
+    program, files = compile_to(job.model, tc, out_dir, job.name, job.input_shapes, job.batch, job.options)
+    names = generated_files(program.prefix, tc.family)
+    outputs = {n: Path(out_dir) / n for n in sorted(files)}
+    write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
+               toolchain=tc, outputs=outputs, swbuild_version=__version__)
+    return program
+
+
+def do_build(tc, prefix, out_dir, overrides=None, verbose=False):
+    """Compile and link the generated sources; returns the runner path."""
+    from . import build
+    tc.check_compilers(overrides)
+    rt_steps, rt_lib = build.runtime_steps(tc, Path(out_dir) / "_runtime")
+    steps, _, exe = build.model_steps(tc, prefix, out_dir, out_dir, rt_lib, overrides)
+    build.run_steps(rt_steps + steps, verbose=verbose, log=lambda s: print(s, file=sys.stderr))
+    return exe
+
+
+def _out_dir(args, job, tc):
+    return Path(args.out) if args.out else Path("build") / tc.name / job.name
+
+
+def cmd_compile(args):
+    tc = toolchain.load(args.target)
+    job = make_job(args)
+    out = _out_dir(args, job, tc)
+    program = do_compile(job, tc, out)
+    print(f"swbuild: {job.name} -> {out} ({len(program.kernels)} kernels, arena {program.memory.arena_bytes} bytes)",
+          file=sys.stderr)
+    if args.exe:
+        exe = do_build(tc, program.prefix, out, verbose=args.verbose)
+        print(f"swbuild: built {exe}", file=sys.stderr)
+    return 0
+
+
+def _prepare_run(args, job, tc):
+    """Build (unless --runner points at an existing build) and load the plan."""
+    if not tc.emulated:
+        raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin "
+                           f"(e.g. {tc.name}-emu)")
+    out = _out_dir(args, job, tc)
+    if args.runner:
+        runner = Path(args.runner)
+        out = runner.parent
+        if not runner.is_file():
+            raise SwbuildError(f"--runner {runner}: no such program (build it first)")
+        from .names import c_prefix
+        plan_path = out / f"{c_prefix(job.name)}.plan.json"
+    else:
+        program = do_compile(job, tc, out)
+        runner = do_build(tc, program.prefix, out, verbose=getattr(args, "verbose", False))
+        plan_path = out / f"{program.prefix}.plan.json"
+    return runner, json.loads(plan_path.read_text())
+
+
+def _reference(args, job, plan):
+    from . import check
+    names_in = [s["name"] for s in plan["inputs"]]
+    names_out = [s["name"] for s in plan["outputs"]]
+    light = None if args.inputs else check.light_reference(job.model_path, plan["inputs"])
+    if args.inputs:
+        inputs = check.load_npz(args.inputs, names_in, "inputs")
+    elif light:
+        inputs = light[0]
+    else:
+        inputs = check.seeded_inputs(plan["inputs"], int(job.check["seed"]))
+    if args.expected:
+        exp = check.load_npz(args.expected, names_out, "expected outputs")
+        ref = [exp[n] for n in names_out]
+    elif light and not args.inputs:
+        ref = light[1]
+    else:
+        def ref(ins):
+            return check.onnxruntime_reference(job.model, ins)
+    return inputs, ref
+
+
+def cmd_check(args):
+    from . import check
+    try:
+        tc = toolchain.load(args.target)
+        job = make_job(args)
+        runner, plan = _prepare_run(args, job, tc)
+        inputs, ref = _reference(args, job, plan)
+        doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]))
+    except UnsupportedError as e:
+        print(json.dumps({"status": "unsupported", "reason": e.reason}))
+        return 3
+    except (SwbuildError, OSError) as e:
+        print(f"swbuild: error: {e}", file=sys.stderr)
+        print(json.dumps({"status": "error", "reason": str(e).splitlines()[0]}))
+        return 2
+    if doc["status"] != "pass":
+        print(f"swbuild: check FAILED for {doc['model']} on {doc['target']}: {doc.get('reason')}", file=sys.stderr)
+    else:
+        print(f"swbuild: check passed for {doc['model']} on {doc['target']}: max abs err {doc['max_abs_err']:.3g}, "
+              f"max rel err {doc['max_rel_err']:.3g}", file=sys.stderr)
+    print(json.dumps(doc, sort_keys=True))
+    return 0 if doc["status"] == "pass" else 1
+
+
+def cmd_report(args):
+    from . import check
+    from .perf.report import build_report, plot_report
+    tc = toolchain.load(args.target)
+    job = make_job(args)
+    runner, plan = _prepare_run(args, job, tc)
+    inputs, _ = _reference(args, job, plan)
+    with __import__("tempfile").TemporaryDirectory(prefix="swreport-") as tmp:
+        _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp)
+    if code != 0:
+        raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
+    rep = build_report(plan, stats, tc)
+    if args.plot:
+        plot_report(rep, tc, args.plot)
+    print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
+    return 0
+
+
+def cmd_ops(args):
+    from .ops import supported_ops
+    if args.target:
+        toolchain.load(args.target)
+    for op in supported_ops():
+        print(op)
+    return 0
+
+
+def _model_args(p, out_help="output directory (default build/<target>/<model>)"):
+    p.add_argument("model", nargs="?", help="an .onnx file (or use --recipe)")
+    p.add_argument("--recipe", help="a recipe file (YAML or TOML)")
+    p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
+    p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe option (see docs/recipes.md)")
+    p.add_argument("--name", help="model name for file and symbol prefixes (default: the file's stem)")
+    p.add_argument("-o", "--out", help=out_help)
+    p.add_argument("-v", "--verbose", action="store_true", help="print full compiler commands")
+
+
+def parser():
+    ap = argparse.ArgumentParser(prog="swbuild", description="Compile ONNX models and C SCoPs for Sunway and DianNao, "
+                                 "and check them under emulation.", epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"swbuild {__version__}")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    p = sub.add_parser("compile", help="generate C sources (and with --exe, build them)",
+                       description="Generate host/slave C, headers, weights and a lock file for a model.")
+    _model_args(p)
+    p.add_argument("--exe", action="store_true", help="also compile and link lib<model>.a and <model>_runner")
+    p.set_defaults(fn=cmd_compile)
+    p = sub.add_parser("check", help="build, run under emulation and compare with a reference",
+                       description="Build for an emulated target, run, compare. The last output line is one JSON "
+                       "object with status (pass/fail/unsupported/error), max_abs_err and max_rel_err; exit 0 only on pass.")
+    _model_args(p)
+    p.add_argument("--inputs", help="npz of inputs keyed by graph input names (default: seeded normal)")
+    p.add_argument("--expected", help="npz of expected outputs keyed by graph output names (default: onnxruntime)")
+    p.add_argument("--runner", help="use this already built runner (its directory holds the plan)")
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("report", help="predicted and measured kernel numbers as JSON",
+                       description="Build, run under emulation and print one JSON report per build.")
+    _model_args(p)
+    p.add_argument("--inputs", help=argparse.SUPPRESS)
+    p.add_argument("--expected", help=argparse.SUPPRESS)
+    p.add_argument("--runner", help="use this already built runner")
+    p.add_argument("--json", action="store_true", help="compact JSON on one line")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the roofline and per-kernel times (needs matplotlib)")
+    p.set_defaults(fn=cmd_report)
+    p = sub.add_parser("ops", help="list the supported ONNX operators")
+    p.add_argument("--target", "-t", help="target name")
+    p.set_defaults(fn=cmd_ops)
+    try:
+        from .frontends import scop_cli
+        scop_cli.add_parser(sub)
+    except ImportError:
+        pass
+    return ap
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except RecipeError as e:
+        print(f"swbuild: error: {e}", file=sys.stderr)
+        return 2
+    except SwbuildError as e:
+        print(f"swbuild: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

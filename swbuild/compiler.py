@@ -1,0 +1,69 @@
+"""The compile driver: model → graph → kernels → target pipeline → files on disk."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import __version__
+from .errors import SwbuildError, ToolchainError
+from .frontends.onnx import import_model, load_model
+from .lowering import lower
+
+
+def backend_for(tc):
+    if tc.family == "sunway":
+        from .backends import sunway
+        return sunway
+    raise ToolchainError(f"target {tc.name}: no backend for family '{tc.family}'")
+
+
+def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
+    graph = import_model(load_model(model), input_shapes=input_shapes, batch=batch, name=name)
+    program = lower(graph, name)
+    return backend_for(tc).optimize(program, tc, options or {})
+
+
+def plan_document(program, tc):
+    """What the compiler predicts for each kernel: read by check and report."""
+    from .perf.predict import predict_program
+    g = program.graph
+    return {
+        "model": program.name, "prefix": program.prefix, "target": tc.name, "swbuild_version": __version__,
+        "inputs": [{"name": t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in program.inputs],
+        "outputs": [{"name": t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in program.outputs],
+        "arena_bytes": program.memory.arena_bytes, "arena_lower_bound": program.memory.lower_bound,
+        "kernels": predict_program(program, tc),
+    }
+
+
+def write_outputs(out_dir, files: dict):
+    """Write all files or none: stage in a temp dir beside the target, then rename each."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".swbuild-", dir=out_dir))
+    try:
+        for name, data in files.items():
+            (stage / name).write_bytes(data)
+        for name in files:
+            os.replace(stage / name, out_dir / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=None, extra=None):
+    """Generate every source of `name` for target `tc` into out_dir; returns (program, files)."""
+    try:
+        program = build_program(model, tc, name, input_shapes, batch, options)
+        files = backend_for(tc).render(program, tc)
+        plan = plan_document(program, tc)
+    except SwbuildError:
+        raise
+    except RecursionError as e:
+        raise SwbuildError(f"model {name}: {e}") from None
+    files[f"{program.prefix}.plan.json"] = (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode()
+    files.update(extra or {})
+    write_outputs(out_dir, files)
+    return program, files

@@ -1,0 +1,231 @@
+"""ONNX import: load (external data too), fix input shapes, infer shapes, fold constants.
+
+Shape inference is onnx's own; folding runs onnx's ReferenceEvaluator one node at a time,
+so every op the reference implements folds without code here. Large constants are kept out
+of the protos handed to shape inference (they enter as typed inputs), which keeps it fast on
+models with hundreds of MB of weights; ConstantOfShape becomes a zero-stride numpy view so
+splat weights (the light model zoo is made of them) cost no memory until emitted.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from ..errors import ModelError, UnsupportedError
+from ..ir.graph import Graph, Node, Tensor
+
+SMALL_CONST = 4096      # constants up to this many elements go to shape inference as values
+FOLD_LIMIT = 1 << 26    # do not fold nodes whose result would exceed this many elements
+
+
+def load_model(source) -> onnx.ModelProto:
+    """Read an ONNX file (with external data) or accept a ModelProto; errors name the file."""
+    if isinstance(source, onnx.ModelProto):
+        return source
+    path = os.fspath(source)
+    if not os.path.isfile(path):
+        raise ModelError(f"{path}: no such ONNX file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as e:  # protobuf raises DecodeError and friends
+        raise ModelError(f"{path}: not a readable ONNX model (corrupt or truncated?): {e}") from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelError(f"{path}: not a readable ONNX model (empty graph; corrupt or truncated?)")
+    try:
+        from onnx.external_data_helper import load_external_data_for_model
+        load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except Exception as e:
+        raise ModelError(f"{path}: cannot load external data: {e}") from None
+    return model
+
+
+def np_dtype(elem_type: int) -> str:
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        return f"onnx-type-{elem_type}"
+
+
+def _static_shape(vi):
+    dims = []
+    for i, d in enumerate(vi.type.tensor_type.shape.dim):
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_value") and d.dim_value == 0 and not d.dim_param:
+            dims.append(0)
+        else:
+            dims.append(d.dim_param or "?")
+    return dims
+
+
+def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch: int | None = None,
+                 name: str | None = None) -> Graph:
+    """ModelProto → Graph with static shapes and constants folded."""
+    g = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    for o in model.opset_import:
+        if o.domain not in ("", "ai.onnx"):
+            used = any(n.domain == o.domain for n in g.node)
+            if used:
+                raise UnsupportedError(f"operator domain '{o.domain}' is not supported (only the default ONNX domain)")
+    input_shapes = dict(input_shapes or {})
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for sp in g.sparse_initializer:
+        raise UnsupportedError(f"sparse initializer '{sp.values.name}' is not supported")
+
+    # Graph inputs with fixed shapes: the recipe's/CLI's, else the model's (batch override on dim 0).
+    tensors, inputs = {}, []
+    unknown = set(input_shapes) - {i.name for i in g.input}
+    if unknown:
+        raise ModelError(f"--input names {sorted(unknown)} are not inputs of the model "
+                         f"(inputs: {[i.name for i in g.input if i.name not in consts]})")
+    for vi in g.input:
+        if vi.name in consts:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedError(f"input '{vi.name}' is not a tensor")
+        shape = list(input_shapes.get(vi.name) or _static_shape(vi))
+        if batch is not None and shape and vi.name not in input_shapes:
+            shape[0] = batch
+        for k, d in enumerate(shape):
+            if not isinstance(d, int):
+                raise ModelError(f"input '{vi.name}' has dynamic dimension {k} ('{d}'); "
+                                 f"give its shape in the recipe's inputs or with --input {vi.name}=D0xD1x...")
+        tensors[vi.name] = Tensor(vi.name, tuple(shape), np_dtype(vi.type.tensor_type.elem_type))
+        inputs.append(vi.name)
+    for n, a in consts.items():
+        tensors[n] = Tensor(n, tuple(a.shape), a.dtype.name, a)
+
+    nodes = []
+    for k, n in enumerate(g.node):
+        if n.domain not in ("", "ai.onnx"):
+            raise UnsupportedError(f"node '{n.name or k}': operator {n.domain}::{n.op_type} is not supported")
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        for a in n.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                raise UnsupportedError(f"node '{n.name or k}': {n.op_type} with subgraphs is not supported")
+        nodes.append(Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs))
+    outputs = [o.name for o in g.output]
+    graph = Graph(name or g.name or "model", tensors, nodes, inputs, outputs)
+
+    for _ in range(8):  # shapes enable folding (Shape of a static tensor) and vice versa
+        _infer_shapes(graph, model, opset)
+        if not _fold(graph, opset):
+            break
+    _infer_shapes(graph, model, opset)
+    used = {i for n in graph.nodes for i in n.inputs} | set(outputs)
+    for n in graph.nodes:
+        for o in n.outputs:
+            if o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
+                raise ModelError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}'")
+    for o in outputs:
+        if o not in graph.tensors:
+            raise ModelError(f"graph output '{o}' is not produced by any node")
+    graph.opset = opset
+    return graph
+
+
+def _onnx_type(dtype: str) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def _infer_shapes(graph: Graph, model, opset):
+    """Run onnx shape inference on the current graph; big constants enter as typed inputs."""
+    ins, inits = [], []
+    for t in graph.tensors.values():
+        if t.data is not None and t.size <= SMALL_CONST:
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(t.data), t.name))
+        elif t.data is not None or t.name in graph.inputs:
+            ins.append(helper.make_tensor_value_info(t.name, _onnx_type(t.dtype), list(t.shape)))
+    pnodes = [helper.make_node(n.op, n.inputs, n.outputs, name=n.name, **n.attrs) for n in graph.nodes]
+    outs = [helper.make_tensor_value_info(o, 0, None) for o in graph.outputs]
+    pg = helper.make_graph(pnodes, "g", ins, outs, initializer=inits)
+    # IR >= 4 lets initializers stand without being graph inputs.
+    pm = helper.make_model(pg, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
+    try:
+        inferred = shape_inference.infer_shapes(pm, strict_mode=True, data_prop=True)
+    except Exception as e:
+        raise ModelError(f"shape inference failed: {str(e).splitlines()[0] if str(e) else e}") from None
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        if vi.name in graph.tensors and graph.tensors[vi.name].data is not None:
+            continue
+        graph.tensors[vi.name] = Tensor(vi.name, tuple(_static_shape(vi)), np_dtype(tt.elem_type))
+
+
+def _fold(graph: Graph, opset) -> bool:
+    """Evaluate every node whose inputs are all constant (or whose result only needs shapes)."""
+    from onnx.reference import ReferenceEvaluator
+
+    kept, changed = [], False
+    for n in graph.nodes:
+        value = None
+        ins = [i for i in n.inputs if i]
+        if n.op == "Shape" and ins and _has_static_shape(graph, ins[0]):
+            shp = np.array(graph.tensors[ins[0]].shape, dtype=np.int64)
+            start, end = n.attrs.get("start", 0), n.attrs.get("end", None)
+            value = [shp[start:end]]
+        elif n.op == "Size" and ins and _has_static_shape(graph, ins[0]):
+            value = [np.array(graph.tensors[ins[0]].size, dtype=np.int64)]
+        elif all(i in graph.tensors and graph.tensors[i].data is not None for i in ins):
+            value = _evaluate(graph, n, opset, ReferenceEvaluator)
+        if value is None:
+            kept.append(n)
+            continue
+        changed = True
+        for o, v in zip(n.outputs, value):
+            if o:
+                v = v if isinstance(v, np.ndarray) else np.asarray(v)
+                graph.tensors[o] = Tensor(o, tuple(v.shape), v.dtype.name, v)
+    graph.nodes = kept
+    return changed
+
+
+def _has_static_shape(graph, name):
+    t = graph.tensors.get(name)
+    return t is not None and all(isinstance(d, int) for d in t.shape)
+
+
+def _evaluate(graph, n, opset, ReferenceEvaluator):
+    if n.op == "ConstantOfShape":
+        shape = [int(d) for d in graph.tensors[n.inputs[0]].data.reshape(-1)]
+        val = n.attrs.get("value")
+        v = numpy_helper.to_array(val).reshape(-1)[:1] if val is not None else np.zeros(1, np.float32)
+        # A zero-stride view: the weights writer recognises splats and emits a fill.
+        return [np.broadcast_to(v.reshape(()), tuple(shape))]
+    if n.op == "Constant" and "value" in n.attrs:
+        return [numpy_helper.to_array(n.attrs["value"])]
+    for o in n.outputs:  # do not materialise huge tensors at compile time
+        t = graph.tensors.get(o)
+        if t is not None and all(isinstance(d, int) for d in t.shape) and t.size > FOLD_LIMIT:
+            return None
+    ins = [i for i in n.inputs]
+    feeds, pin = {}, []
+    for k, i in enumerate(ins):
+        if not i:
+            pin.append("")
+            continue
+        t = graph.tensors[i]
+        feeds[f"i{k}"] = np.ascontiguousarray(t.data)
+        pin.append(f"i{k}")
+    pout = [f"o{k}" if o else "" for k, o in enumerate(n.outputs)]
+    node = helper.make_node(n.op, pin, pout, **n.attrs)
+    vis = [helper.make_tensor_value_info(f"i{k}", _onnx_type(graph.tensors[i].dtype), list(graph.tensors[i].shape))
+           for k, i in enumerate(ins) if i]
+    outs = [helper.make_tensor_value_info(p, 0, None) for p in pout if p]
+    m = helper.make_model(helper.make_graph([node], "fold", vis, outs),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = ReferenceEvaluator(m).run(None, feeds)
+    except Exception as e:
+        raise ModelError(f"node '{n.name}' ({n.op}): constant folding failed: {e}") from None
+    it = iter(res)
+    return [np.asarray(next(it)) if o else None for o in n.outputs]

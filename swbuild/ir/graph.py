@@ -1,0 +1,68 @@
+"""Graph IR: tensors and nodes after import, shape inference and folding."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Tensor:
+    name: str
+    shape: tuple
+    dtype: str                      # numpy dtype name: float32, int64 ...
+    data: np.ndarray | None = None  # constants only
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    def __repr__(self):
+        kind = "const " if self.data is not None else ""
+        return f"%{self.name}: {kind}{self.dtype}{list(self.shape)}"
+
+
+@dataclass
+class Node:
+    op: str
+    name: str
+    inputs: list       # tensor names ('' for an omitted optional input)
+    outputs: list
+    attrs: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        a = ", ".join(f"{k}={v}" for k, v in sorted(self.attrs.items()))
+        return f"{', '.join(self.outputs)} = {self.op}[{a}]({', '.join(self.inputs)})  # {self.name}"
+
+
+@dataclass
+class Graph:
+    name: str
+    tensors: dict      # name -> Tensor
+    nodes: list        # topological order
+    inputs: list       # graph input names (non-constant)
+    outputs: list
+
+    def producer(self):
+        return {o: n for n in self.nodes for o in n.outputs}
+
+    def consumers(self):
+        out = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                if i:
+                    out.setdefault(i, []).append(n)
+        return out
+
+    def is_const(self, name) -> bool:
+        return self.tensors[name].data is not None
+
+    def __str__(self):
+        lines = [f"graph {self.name}({', '.join(repr(self.tensors[i]) for i in self.inputs)})"]
+        lines += [f"  {n!r}" for n in self.nodes]
+        lines.append(f"  return {', '.join(self.outputs)}")
+        return "\n".join(lines)

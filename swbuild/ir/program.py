@@ -1,0 +1,31 @@
+"""A lowered model: kernels in topological order plus where every tensor lives."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Program:
+    name: str                 # model name as the user wrote it
+    prefix: str               # C prefix of every symbol and file
+    graph: object             # the Graph (tensor shapes, dtypes, constants)
+    kernels: list
+    aliases: dict             # tensor -> tensor whose storage it shares
+    inputs: list
+    outputs: list
+    memory: object = None     # optimizer.memory.MemoryPlan
+    notes: list = field(default_factory=list)
+
+    def root(self, t):
+        while t in self.aliases:
+            t = self.aliases[t]
+        return t
+
+    def __str__(self):
+        lines = [f"program {self.prefix}: inputs {self.inputs} outputs {self.outputs}"]
+        for a, b in sorted(self.aliases.items()):
+            lines.append(f"  alias %{a} = %{b}")
+        lines += [str(k) for k in self.kernels]
+        if self.memory is not None:
+            lines.append(str(self.memory))
+        return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Graph → Program: run each node's lowering in topological order."""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import UnsupportedError
+from .ir.graph import Tensor
+from .ir.program import Program
+from .names import c_ident, c_prefix
+from .ops import LOWERINGS, _load_all, supported_ops
+
+DTYPES = ("float32",)   # data types kernels compute in
+
+
+class LowerCtx:
+    def __init__(self, graph, prefix):
+        self.graph, self.prefix = graph, prefix
+        self.kernels, self.aliases = [], {}
+        self._n = 0
+
+    def kernel_name(self, op):
+        name = f"{self.prefix}_k{len(self.kernels)}_{c_ident(op.split('.')[0]).lower()}"
+        return name
+
+    def add(self, kernel):
+        kernel.name = self.kernel_name(kernel.op)
+        self.kernels.append(kernel)
+
+    def alias(self, out, src):
+        self.aliases[out] = src
+
+    def _fresh(self, hint):
+        self._n += 1
+        name = f"%swtmp{self._n}:{hint}"
+        while name in self.graph.tensors:
+            self._n += 1
+            name = f"%swtmp{self._n}:{hint}"
+        return name
+
+    def new_temp(self, shape, dtype, hint):
+        name = self._fresh(hint)
+        self.graph.tensors[name] = Tensor(name, tuple(int(d) for d in shape), dtype)
+        return name
+
+    def new_const(self, array, hint):
+        name = self._fresh(hint)
+        a = np.asarray(array)
+        self.graph.tensors[name] = Tensor(name, tuple(a.shape), a.dtype.name, a)
+        return name
+
+
+def lower(graph, model_name, supported=None):
+    """Lower every node; unsupported ops and dtypes are one clear error each."""
+    _load_all()
+    prefix = c_prefix(model_name)
+    ctx = LowerCtx(graph, prefix)
+    for node in graph.nodes:
+        fn = LOWERINGS.get(node.op)
+        if fn is None:
+            raise UnsupportedError(f"node '{node.name}': operator {node.op} is not supported "
+                                   f"(supported: {', '.join(supported or supported_ops())})")
+        for t in list(node.inputs) + list(node.outputs):
+            if t and graph.tensors.get(t) is not None and graph.tensors[t].data is None \
+                    and graph.tensors[t].dtype not in DTYPES:
+                raise UnsupportedError(f"node '{node.name}' ({node.op}): tensor '{t}' has dtype "
+                                       f"{graph.tensors[t].dtype}; kernels compute in {', '.join(DTYPES)}")
+        fn(ctx, node)
+    for t in graph.inputs + graph.outputs:
+        if graph.tensors[t].dtype not in DTYPES:
+            raise UnsupportedError(f"graph input/output '{t}' has dtype {graph.tensors[t].dtype}; "
+                                   f"supported: {', '.join(DTYPES)}")
+    return Program(model_name, prefix, graph, ctx.kernels, ctx.aliases, list(graph.inputs), list(graph.outputs))

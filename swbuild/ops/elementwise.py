@@ -1,0 +1,122 @@
+"""Element-wise ops with numpy broadcasting: one kernel, no reduction."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.loopnest import Bin, Const, Select, Un
+from . import KernelBuilder, axes_for, broadcast_index, const_input, register
+
+_F = lambda v: Const(float(v))  # noqa: E731
+
+def _gelu(x, n):
+    approx = n.attrs.get("approximate", b"none")
+    if approx in (b"tanh", "tanh"):
+        inner = Bin("*", _F(0.7978845608028654), Bin("+", x, Bin("*", _F(0.044715), Bin("*", x, Bin("*", x, x)))))
+        return Bin("*", Bin("*", _F(0.5), x), Bin("+", _F(1), Un("tanh", inner)))
+    return Bin("*", Bin("*", _F(0.5), x), Bin("+", _F(1), Un("erf", Bin("*", x, _F(0.7071067811865476)))))
+
+
+UNARY = {
+    "Relu": lambda x, n: Bin("max", x, _F(0)),
+    "Sigmoid": lambda x, n: Un("sigmoid", x),
+    "Tanh": lambda x, n: Un("tanh", x),
+    "Exp": lambda x, n: Un("exp", x),
+    "Log": lambda x, n: Un("log", x),
+    "Sqrt": lambda x, n: Un("sqrt", x),
+    "Neg": lambda x, n: Un("neg", x),
+    "Abs": lambda x, n: Un("abs", x),
+    "Floor": lambda x, n: Un("floor", x),
+    "Ceil": lambda x, n: Un("ceil", x),
+    "Erf": lambda x, n: Un("erf", x),
+    "Sin": lambda x, n: Un("sin", x),
+    "Cos": lambda x, n: Un("cos", x),
+    "Reciprocal": lambda x, n: Bin("/", _F(1), x),
+    "Identity": lambda x, n: x,
+    "LeakyRelu": lambda x, n: Select(Bin("<", x, _F(0)), Bin("*", _F(n.attrs.get("alpha", 0.01)), x), x),
+    "Elu": lambda x, n: Select(Bin("<", x, _F(0)), Bin("*", _F(n.attrs.get("alpha", 1.0)), Bin("-", Un("exp", x), _F(1))), x),
+    "Selu": lambda x, n: Bin("*", _F(n.attrs.get("gamma", 1.0507009873554805)),
+                             Select(Bin("<=", x, _F(0)), Bin("*", _F(n.attrs.get("alpha", 1.6732632423543772)),
+                                                             Bin("-", Un("exp", x), _F(1))), x)),
+    "Softplus": lambda x, n: Un("log", Bin("+", Un("exp", x), _F(1))),
+    "Softsign": lambda x, n: Bin("/", x, Bin("+", Un("abs", x), _F(1))),
+    "HardSigmoid": lambda x, n: Bin("max", _F(0), Bin("min", _F(1), Bin("+", Bin("*", _F(n.attrs.get("alpha", 0.2)), x),
+                                                                        _F(n.attrs.get("beta", 0.5))))),
+    "HardSwish": lambda x, n: Bin("*", x, Bin("max", _F(0), Bin("min", _F(1), Bin("+", Bin("*", _F(1 / 6), x), _F(0.5))))),
+    "Gelu": lambda x, n: _gelu(x, n),
+}
+
+BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Pow": "pow"}
+VARIADIC = {"Sum": "+", "Max": "max", "Min": "min", "Mean": "+"}
+
+
+def _out(ctx, node):
+    return ctx.graph.tensors[node.outputs[0]]
+
+
+@register(*UNARY)
+def lower_unary(ctx, node):
+    out = _out(ctx, node)
+    kb = KernelBuilder(ctx, node)
+    axes = axes_for(out.shape)
+    x = kb.load(node.inputs[0], broadcast_index(ctx.graph.tensors[node.inputs[0]].shape, axes))
+    ctx.add(kb.kernel(out.name, axes, UNARY[node.op](x, node)))
+
+
+@register("Clip")
+def lower_clip(ctx, node):
+    out = _out(ctx, node)
+    kb = KernelBuilder(ctx, node)
+    axes = axes_for(out.shape)
+    x = kb.load(node.inputs[0], broadcast_index(ctx.graph.tensors[node.inputs[0]].shape, axes))
+    lo = node.attrs.get("min") if "min" in node.attrs else const_input(ctx, node, 1)
+    hi = node.attrs.get("max") if "max" in node.attrs else const_input(ctx, node, 2)
+    e = x
+    if lo is not None:
+        e = Bin("max", e, _F(np.asarray(lo).item()))
+    if hi is not None:
+        e = Bin("min", e, _F(np.asarray(hi).item()))
+    ctx.add(kb.kernel(out.name, axes, e))
+
+
+def _loads(ctx, kb, names, axes):
+    return [kb.load(n, broadcast_index(ctx.graph.tensors[n].shape, axes)) for n in names]
+
+
+@register(*BINARY)
+def lower_binary(ctx, node):
+    out = _out(ctx, node)
+    kb = KernelBuilder(ctx, node)
+    axes = axes_for(out.shape)
+    a, b = _loads(ctx, kb, node.inputs[:2], axes)
+    ctx.add(kb.kernel(out.name, axes, Bin(BINARY[node.op], a, b)))
+
+
+@register(*VARIADIC)
+def lower_variadic(ctx, node):
+    out = _out(ctx, node)
+    kb = KernelBuilder(ctx, node)
+    axes = axes_for(out.shape)
+    xs = _loads(ctx, kb, [i for i in node.inputs if i], axes)
+    e = xs[0]
+    for x in xs[1:]:
+        e = Bin(VARIADIC[node.op], e, x)
+    if node.op == "Mean":
+        e = Bin("/", e, _F(len(xs)))
+    ctx.add(kb.kernel(out.name, axes, e))
+
+
+@register("BatchNormalization")
+def lower_batchnorm(ctx, node):
+    """Inference form: y = x * a[c] + b[c] with a, b folded at compile time."""
+    out = _out(ctx, node)
+    scale, bias, mean, var = (const_input(ctx, node, k).astype(np.float64) for k in (1, 2, 3, 4))
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    a = (scale / np.sqrt(var + eps)).astype(np.float32)
+    b = (bias - mean * a).astype(np.float32)
+    sa = ctx.new_const(a, node.name + "_a")
+    sb = ctx.new_const(b, node.name + "_b")
+    kb = KernelBuilder(ctx, node)
+    axes = axes_for(out.shape)
+    x = kb.load(node.inputs[0], [ax.var for ax in axes])
+    c = axes[1].var if len(axes) > 1 else axes[0].var
+    ctx.add(kb.kernel(out.name, axes, Bin("+", Bin("*", x, kb.load(sa, [c])), kb.load(sb, [c]))))

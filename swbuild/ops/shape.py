@@ -1,0 +1,60 @@
+"""Data-movement ops: reshapes are aliases (free), Transpose/Concat/Split are copies."""
+from __future__ import annotations
+
+from . import KernelBuilder, axes_for, register
+
+ALIASES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity")
+
+
+@register(*ALIASES)
+def lower_alias(ctx, node):
+    # Row-major data is unchanged by these ops; the output names the same storage.
+    ctx.alias(node.outputs[0], node.inputs[0])
+
+
+@register("Transpose")
+def lower_transpose(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    perm = node.attrs.get("perm") or list(reversed(range(len(x.shape))))
+    axes = axes_for(out.shape)
+    idx = [None] * len(perm)
+    for j, p in enumerate(perm):
+        idx[p] = axes[j].var
+    kb = KernelBuilder(ctx, node)
+    ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx)))
+
+
+@register("Concat")
+def lower_concat(ctx, node):
+    out = ctx.graph.tensors[node.outputs[0]]
+    axis = int(node.attrs["axis"]) % len(out.shape)
+    off = 0
+    for name in node.inputs:
+        if not name:
+            continue
+        x = ctx.graph.tensors[name]
+        if x.shape[axis] == 0:
+            continue
+        kb = KernelBuilder(ctx, node)
+        axes = axes_for(x.shape)
+        offset = tuple(off if d == axis else 0 for d in range(len(x.shape)))
+        ctx.add(kb.kernel(out.name, axes, kb.load(name, [a.var for a in axes]), out_offset=offset))
+        off += x.shape[axis]
+
+
+@register("Split")
+def lower_split(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    axis = int(node.attrs.get("axis", 0)) % len(x.shape)
+    off = 0
+    for name in node.outputs:
+        if not name:
+            continue
+        o = ctx.graph.tensors[name]
+        kb = KernelBuilder(ctx, node)
+        axes = axes_for(o.shape)
+        idx = [a.var + off if d == axis else a.var for d, a in enumerate(axes)]
+        ctx.add(kb.kernel(name, axes, kb.load(x.name, idx)))
+        off += o.shape[axis]
+

@@ -1,0 +1,211 @@
+/* dma.c - DMA for both APIs (v1 athread_get/put, CRTS_dma_*), checks, counters and the
+ * write-conflict detector.
+ *
+ * Every transfer completes inside the call, then adds 1 to the reply word atomically:
+ * `while (reply != n);` and CRTS_dma_wait_value see it at once.  Strided transfers follow
+ * the hardware: `bsize` bytes contiguous in main memory, then `stride` bytes skipped (a
+ * gap, not a pitch); the LDM side is contiguous; bsize == 0 or stride == 0 = contiguous.
+ */
+#include "swemu_int.h"
+#include "dma.h"
+#include "crts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi)
+{
+    if (c->nw && c->w[c->nw - 1].hi == lo) {   /* consecutive chunks: one range */
+        c->w[c->nw - 1].hi = hi;
+        return;
+    }
+    if (c->nw == c->w_cap) {
+        c->w_cap = c->w_cap ? 2 * c->w_cap : 64;
+        c->w = realloc(c->w, c->w_cap * sizeof *c->w);
+        if (!c->w) swemu_die(c, "out of memory recording DMA writes (SWEMU_CONFLICTS=0 turns this off)");
+    }
+    c->w[c->nw++] = (swemu_range){lo, hi};
+}
+
+static void check_ldm(swemu_cpe *c, const char *op, const char *what, uintptr_t lo, uintptr_t hi)
+{
+    char where[96];
+    if (swemu_in_ldm(c, lo, hi)) return;
+    if (lo >= (uintptr_t)c->ldm && hi <= (uintptr_t)c->ldm + SWEMU_LDM_BYTES)
+        snprintf(where, sizeof where, "in this CPE's LDM heap but not inside one live ldm_malloc block");
+    else
+        swemu_where(lo, where, sizeof where);
+    swemu_die(c, "%s: %s %#lx..%#lx is %s, not in this CPE's LDM", op, what,
+              (unsigned long)lo, (unsigned long)hi, where);
+}
+
+int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsize, long stride,
+              volatile int *reply)
+{
+    swemu_cpe *c = swemu_need_cpe(op);
+    uintptr_t mlo = (uintptr_t)mem, mhi, llo = (uintptr_t)ldm;
+    long chunk = len, gap = 0, n = 1;
+    int b;
+    if (len <= 0) swemu_die(c, "%s: len %ld must be positive", op, len);
+    if (bsize < 0 || stride < 0)
+        swemu_die(c, "%s: negative bsize %ld or stride %ld", op, bsize, stride);
+    if (bsize > 0 && stride > 0) {
+        if (len % bsize)
+            swemu_die(c, "%s: len %ld is not a multiple of bsize %ld", op, len, bsize);
+        chunk = bsize;
+        gap = stride;
+        n = len / bsize;
+    }
+    mhi = mlo + n * chunk + (n - 1) * gap;
+    if (!mem) swemu_die(c, "%s: main-memory address is NULL", op);
+    if ((mlo < swemu_ldm_hi && mhi > swemu_ldm_lo) || (mlo < swemu_stk_hi && mhi > swemu_stk_lo)) {
+        char where[96];
+        uintptr_t at = mlo;
+        if (!((mlo >= swemu_ldm_lo && mlo < swemu_ldm_hi) || (mlo >= swemu_stk_lo && mlo < swemu_stk_hi)))
+            at = (mhi > swemu_ldm_lo && mlo < swemu_ldm_hi) ? swemu_ldm_lo : swemu_stk_lo;
+        swemu_where(at, where, sizeof where);
+        swemu_die(c, "%s: main-memory side %#lx..%#lx is %s, not main memory (source and "
+                  "destination swapped?)", op, (unsigned long)mlo, (unsigned long)mhi, where);
+    }
+    check_ldm(c, op, "LDM side", llo, llo + len);
+    if (reply) check_ldm(c, op, "reply word", (uintptr_t)reply, (uintptr_t)reply + sizeof *reply);
+    for (long k = 0; k < n; k++) {
+        char *m = (char *)mem + k * (chunk + gap), *l = (char *)ldm + k * chunk;
+        if (put) {
+            memcpy(m, l, chunk);
+            if (swemu_conflicts_on) record_write(c, (uintptr_t)m, (uintptr_t)m + chunk);
+        } else {
+            memcpy(l, m, chunk);
+        }
+    }
+    if (put) { c->put_ops++; c->put_bytes += len; }
+    else { c->get_ops++; c->get_bytes += len; }
+    b = 63 - __builtin_clzl((unsigned long)len);
+    c->hist[b < SWEMU_HIST ? b : SWEMU_HIST - 1]++;
+    if (reply) __atomic_fetch_add((int *)reply, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+/* ---- Athread v1: source first, stride before bsize ---- */
+static const char *mode_name(int m)
+{
+    static const char *names[] = {"PE_MODE", "BCAST_MODE", "ROW_MODE", "BROW_MODE", "RANK_MODE"};
+    return m >= 0 && m < 5 ? names[m] : "unknown mode";
+}
+
+int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask, int stride,
+                int bsize)
+{
+    (void)mask;
+    if (mode != PE_MODE)
+        swemu_die(swemu_need_cpe("athread_get"), "athread_get: %s is not emulated (only PE_MODE)",
+                  mode_name(mode));
+    return swemu_dma("athread_get", 0, src, dest, len, bsize, stride, reply);
+}
+
+int athread_put(dma_mode mode, void *src, void *dest, int len, void *reply, int stride, int bsize)
+{
+    if (mode != PE_MODE)
+        swemu_die(swemu_need_cpe("athread_put"), "athread_put: %s is not emulated (only PE_MODE)",
+                  mode_name(mode));
+    return swemu_dma("athread_put", 1, dest, src, len, bsize, stride, reply);
+}
+
+/* ---- CRTS: destination first, bsize before stride ---- */
+int CRTS_dma_iget(void *dest, void *src, int len, crts_rply_t *reply)
+{ return swemu_dma("CRTS_dma_iget", 0, src, dest, len, 0, 0, reply); }
+int CRTS_dma_iput(void *dest, void *src, int len, crts_rply_t *reply)
+{ return swemu_dma("CRTS_dma_iput", 1, dest, src, len, 0, 0, reply); }
+int CRTS_dma_iget_stride(void *dest, void *src, int len, int bsize, int stride, crts_rply_t *reply)
+{ return swemu_dma("CRTS_dma_iget_stride", 0, src, dest, len, bsize, stride, reply); }
+int CRTS_dma_iput_stride(void *dest, void *src, int len, int bsize, int stride, crts_rply_t *reply)
+{ return swemu_dma("CRTS_dma_iput_stride", 1, dest, src, len, bsize, stride, reply); }
+int CRTS_dma_get(void *dest, void *src, int len)
+{ return swemu_dma("CRTS_dma_get", 0, src, dest, len, 0, 0, NULL); }
+int CRTS_dma_put(void *dest, void *src, int len)
+{ return swemu_dma("CRTS_dma_put", 1, dest, src, len, 0, 0, NULL); }
+int CRTS_dma_get_stride(void *dest, void *src, int len, int bsize, int stride)
+{ return swemu_dma("CRTS_dma_get_stride", 0, src, dest, len, bsize, stride, NULL); }
+int CRTS_dma_put_stride(void *dest, void *src, int len, int bsize, int stride)
+{ return swemu_dma("CRTS_dma_put_stride", 1, dest, src, len, bsize, stride, NULL); }
+
+int CRTS_dma_wait_value(crts_rply_t *reply, int value)
+{
+    swemu_cpe *c = swemu_need_cpe("CRTS_dma_wait_value");
+    check_ldm(c, "CRTS_dma_wait_value", "reply word", (uintptr_t)reply, (uintptr_t)reply + sizeof *reply);
+    if (*reply < value)
+        swemu_die(c, "CRTS_dma_wait_value: reply word is %d, waiting for %d, and no DMA is in "
+                  "flight: the chip would wait forever", *reply, value);
+    return 0;
+}
+
+/* ---- write conflicts: bytes that two or more CPEs wrote by DMA in one spawn ---- */
+typedef struct { uintptr_t at; int cpe, delta; } event;
+
+static int event_cmp(const void *x, const void *y)
+{
+    const event *a = x, *b = y;
+    if (a->at != b->at) return a->at < b->at ? -1 : 1;
+    return a->delta - b->delta;   /* ends before starts: touching ranges do not overlap */
+}
+
+static int hull_cmp(const void *x, const void *y)
+{
+    const swemu_range *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
+{
+    swemu_range hull[SWEMU_CPES];
+    int nh = 0, act[SWEMU_CPES] = {0}, distinct = 0, found = 0;
+    size_t n = 0, k = 0;
+    uint64_t total = 0;
+    event *e;
+    /* fast path: CPEs whose written address hulls are disjoint cannot conflict */
+    for (int i = 0; i < SWEMU_CPES; i++) {
+        swemu_cpe *c = &swemu_cpes[i];
+        if (!c->nw) continue;
+        hull[nh] = c->w[0];
+        for (size_t j = 1; j < c->nw; j++) {
+            if (c->w[j].lo < hull[nh].lo) hull[nh].lo = c->w[j].lo;
+            if (c->w[j].hi > hull[nh].hi) hull[nh].hi = c->w[j].hi;
+        }
+        nh++;
+        n += c->nw;
+    }
+    qsort(hull, nh, sizeof *hull, hull_cmp);
+    for (int i = 1; i < nh; i++)
+        if (hull[i].lo < hull[i - 1].hi) found = 1;
+        else if (hull[i - 1].hi > hull[i].hi) hull[i].hi = hull[i - 1].hi;
+    if (!found) return 0;
+    found = 0;
+    if (!(e = malloc(2 * n * sizeof *e))) return 0;
+    for (int i = 0; i < SWEMU_CPES; i++)
+        for (size_t j = 0; j < swemu_cpes[i].nw; j++) {
+            e[k++] = (event){swemu_cpes[i].w[j].lo, i, +1};
+            e[k++] = (event){swemu_cpes[i].w[j].hi, i, -1};
+        }
+    qsort(e, k, sizeof *e, event_cmp);
+    for (size_t i = 0; i < k;) {
+        uintptr_t at = e[i].at;
+        for (; i < k && e[i].at == at; i++) {
+            int c = e[i].cpe;
+            if (e[i].delta > 0) distinct += act[c]++ == 0;
+            else distinct -= --act[c] == 0;
+        }
+        if (distinct >= 2 && i < k) {
+            total += e[i].at - at;
+            if (!found) {
+                found = 1;
+                *first = at;
+                *ca = *cb = -1;
+                for (int c = 0; c < SWEMU_CPES && *cb < 0; c++)
+                    if (act[c]) { if (*ca < 0) *ca = c; else *cb = c; }
+            }
+        }
+    }
+    free(e);
+    return total;
+}

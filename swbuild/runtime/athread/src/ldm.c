@@ -1,0 +1,112 @@
+/* ldm.c - each CPE's LDM: ldm_malloc/ldm_free over its own arena, and the address tests
+ * DMA uses to tell LDM from main memory.
+ *
+ * Capacity is shared, as on the chip, by the heap, the static LDM data (__thread_local /
+ * __ldm, i.e. the program's TLS) and the stack depth at the time of the call.
+ */
+#include "swemu_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t granule(size_t n)
+{
+    if (n == 0) n = 1;
+    return (n + SWEMU_ALIGN - 1) & ~(size_t)(SWEMU_ALIGN - 1);
+}
+
+size_t swemu_stack_depth(swemu_cpe *c)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    return c->entry_sp > sp ? c->entry_sp - sp : 0;
+}
+
+static size_t heap_top(swemu_cpe *c)
+{
+    return c->nblk ? c->blk[c->nblk - 1].off + c->blk[c->nblk - 1].size : 0;
+}
+
+void *ldm_malloc(size_t size)
+{
+    swemu_cpe *c = swemu_need_cpe("ldm_malloc");
+    size_t r, off = 0, top, stack = swemu_stack_depth(c);
+    int i;
+    if (size > SWEMU_LDM_BYTES) r = size;   /* fails below without wrapping */
+    else r = granule(size);
+    /* first fit between live blocks (kept sorted by offset) */
+    for (i = 0; i < c->nblk; i++) {
+        if (c->blk[i].off - off >= r) break;
+        off = c->blk[i].off + c->blk[i].size;
+    }
+    top = off + r > heap_top(c) ? off + r : heap_top(c);
+    if (top + swemu_static_ldm + stack > SWEMU_LDM_BYTES)
+        swemu_die(c, "LDM overflow: requested %zu bytes, %zu in use, capacity %d bytes "
+                  "(heap %zu, static %zu, stack %zu)", size,
+                  c->heap_used + swemu_static_ldm + stack, SWEMU_LDM_BYTES,
+                  c->heap_used, swemu_static_ldm, stack);
+    if (c->nblk == c->blk_cap) {
+        c->blk_cap = c->blk_cap ? 2 * c->blk_cap : 16;
+        c->blk = realloc(c->blk, c->blk_cap * sizeof *c->blk);
+        if (!c->blk) swemu_die(c, "out of memory");
+    }
+    memmove(&c->blk[i + 1], &c->blk[i], (c->nblk - i) * sizeof *c->blk);
+    c->blk[i] = (swemu_blk){off, r, size};
+    c->nblk++;
+    c->heap_used += r;
+    if (top > c->heap_peak) c->heap_peak = top;
+    return c->ldm + off;
+}
+
+void ldm_free(void *p, size_t size)
+{
+    swemu_cpe *c = swemu_need_cpe("ldm_free");
+    int i;
+    if (!p) return;
+    for (i = 0; i < c->nblk; i++)
+        if (c->ldm + c->blk[i].off == (char *)p) break;
+    if (i == c->nblk)
+        swemu_die(c, "ldm_free(%p, %zu): not a live ldm_malloc block of this CPE", p, size);
+    if (granule(size) != c->blk[i].size)
+        swemu_die(c, "ldm_free(%p, %zu): the block was allocated with %zu bytes", p, size,
+                  c->blk[i].req);
+    c->heap_used -= c->blk[i].size;
+    memmove(&c->blk[i], &c->blk[i + 1], (c->nblk - i - 1) * sizeof *c->blk);
+    c->nblk--;
+}
+
+int CRTS_pldm_get_free_size(void)
+{
+    swemu_cpe *c = swemu_need_cpe("CRTS_pldm_get_free_size");
+    long f = (long)SWEMU_LDM_BYTES - (long)(heap_top(c) + swemu_static_ldm + swemu_stack_depth(c));
+    return f > 0 ? (int)f : 0;
+}
+
+void swemu_heap_reset(swemu_cpe *c)
+{
+    c->leaked += c->heap_used;
+    c->heap_used = 0;
+    c->nblk = 0;
+}
+
+/* [lo, hi) lies in c's LDM: inside one live ldm_malloc block, or in c's stack/TLS. */
+int swemu_in_ldm(swemu_cpe *c, uintptr_t lo, uintptr_t hi)
+{
+    uintptr_t base = (uintptr_t)c->ldm;
+    if (lo >= c->stk_lo && hi <= c->stk_hi) return 1;
+    if (lo < base || hi > base + SWEMU_LDM_BYTES) return 0;
+    for (int i = 0; i < c->nblk; i++)
+        if (lo >= base + c->blk[i].off && hi <= base + c->blk[i].off + c->blk[i].size) return 1;
+    return 0;
+}
+
+/* Human description of an address for error messages. */
+void swemu_where(uintptr_t a, char *buf, size_t n)
+{
+    if (a >= swemu_ldm_lo && a < swemu_ldm_hi)
+        snprintf(buf, n, "in CPE %d's LDM heap", (int)((a - swemu_ldm_lo) / SWEMU_LDM_BYTES));
+    else if (a >= swemu_stk_lo && a < swemu_stk_hi)
+        snprintf(buf, n, "in CPE %d's LDM stack/static data", (int)((a - swemu_stk_lo) / swemu_stk_region));
+    else
+        snprintf(buf, n, "in main memory");
+}

@@ -1,0 +1,165 @@
+"""Target descriptions: toolchains/<name>.toml → Toolchain.
+
+A new board is a new file. An emulated target names the real one in `emulates` and takes
+its hardware numbers and API from it, so the optimizer sees the same chip either way.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib
+
+from .errors import ToolchainError
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+
+
+def _search_dirs(project_dir=None):
+    dirs = []
+    if os.environ.get("SWBUILD_TOOLCHAINS"):
+        dirs += [Path(p) for p in os.environ["SWBUILD_TOOLCHAINS"].split(os.pathsep) if p]
+    if project_dir is not None:
+        dirs.append(Path(project_dir) / "toolchains")
+    here = Path(__file__).resolve().parent
+    dirs.append(here.parent / "toolchains")          # source checkout
+    dirs.append(here / "toolchains_data")            # installed wheel
+    return [d for d in dirs if d.is_dir()]
+
+
+def available(project_dir=None):
+    """Names of all target descriptions that can be found, sorted."""
+    names = set()
+    for d in _search_dirs(project_dir):
+        names.update(p.stem for p in d.glob("*.toml"))
+    return sorted(names)
+
+
+def find_file(name, project_dir=None):
+    for d in _search_dirs(project_dir):
+        p = d / f"{name}.toml"
+        if p.is_file():
+            return p
+    raise ToolchainError(f"unknown target '{name}': no toolchains/{name}.toml "
+                         f"(known: {', '.join(available(project_dir)) or 'none'})")
+
+
+@dataclass
+class Toolchain:
+    name: str
+    path: Path
+    family: str
+    api: str
+    chip: str
+    emulated: bool
+    description: str
+    compilers: dict
+    flags: dict
+    hardware: dict
+    emulation: dict = field(default_factory=dict)
+    sha256: str = ""
+
+    # -- hardware numbers the optimizer reads -------------------------------------------
+    @property
+    def cores(self) -> int:
+        return int(self.hardware["cpes"])
+
+    @property
+    def ldm_budget(self) -> int:
+        """Bytes of local memory a kernel's buffers may use per core."""
+        return int(self.hardware["ldm_bytes"]) - int(self.hardware.get("ldm_reserve_bytes", 0))
+
+    # -- commands -----------------------------------------------------------------------
+    def argv(self, tool, overrides=None):
+        """argv prefix for `tool` (host_cc, slave_cc, asm, link, ar), with the user's
+        compiler path applied (SCons variable or environment variable `path_variable`)."""
+        raw = [a.replace("{python}", sys.executable) for a in self.compilers[tool]]
+        path = self.compiler_path(overrides)
+        primary = self.compilers.get("primary")
+        if path and raw and raw[0] == primary:
+            raw[0] = path
+        return raw
+
+    def compiler_path(self, overrides=None):
+        var = self.compilers.get("path_variable")
+        if not var:
+            return None
+        overrides = overrides or {}
+        return overrides.get(var) or os.environ.get(var) or None
+
+    def check_compilers(self, overrides=None):
+        """Raise a ToolchainError naming the missing compiler and how to point at it."""
+        primary = self.compilers.get("primary")
+        if not primary:
+            return
+        path = self.compiler_path(overrides)
+        found = (path and os.path.isfile(path) and os.access(path, os.X_OK)) or \
+            (not path and shutil.which(primary))
+        if found:
+            return
+        var = self.compilers.get("path_variable")
+        how = (f"install it, or point swbuild at it with {var}=/path/to/{primary} "
+               f"(on the scons command line or in the environment)") if var else "install it"
+        given = f" ({var}={path} is not an executable file)" if path else " (not on PATH)"
+        raise ToolchainError(f"target {self.name}: compiler '{primary}' not found{given}; {how}. "
+                             f"The generated sources are written; only compiling needs {primary}.")
+
+    def runtime_include_dirs(self):
+        rt = self.emulation.get("runtime")
+        return [RUNTIME_DIR / rt / "include"] if rt else []
+
+    def runtime_sources(self):
+        rt = self.emulation.get("runtime")
+        return sorted((RUNTIME_DIR / rt / "src").glob("*.c")) if rt else []
+
+    def runtime_defines(self):
+        """Preprocessor definitions that select the emulated chip's API and limits."""
+        if not self.emulated:
+            return []
+        api = {"athread": "SWEMU_API_V1", "crts": "SWEMU_API_CRTS"}.get(self.api)
+        out = [api] if api else []
+        if self.family == "sunway":
+            out += [f"SWEMU_LDM_BYTES={int(self.hardware['ldm_bytes'])}",
+                    f"SWEMU_CPES={self.cores}"]
+        return out + list(self.emulation.get("defines", []))
+
+
+def load(name, project_dir=None) -> Toolchain:
+    path = find_file(name, project_dir)
+    data = _read(path)
+    base = {}
+    if data.get("emulates"):
+        base = _read(find_file(data["emulates"], project_dir))
+    hardware = dict(base.get("hardware", {}))
+    hardware.update(data.get("hardware", {}))
+    for key in ("name", "compilers", "flags"):
+        if key not in data:
+            raise ToolchainError(f"{path}: missing [{key}]")
+    digest = hashlib.sha256(path.read_bytes())
+    if data.get("emulates"):
+        digest.update(find_file(data["emulates"], project_dir).read_bytes())
+    return Toolchain(
+        name=data["name"], path=path,
+        family=data.get("family", base.get("family", "")),
+        api=data.get("api", base.get("api", "")),
+        chip=data.get("chip", base.get("chip", "")),
+        emulated=bool(data.get("emulated", False)),
+        description=data.get("description", ""),
+        compilers=data["compilers"], flags=data["flags"], hardware=hardware,
+        emulation=data.get("emulation", {}), sha256=digest.hexdigest(),
+    )
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ToolchainError(f"{path}: {e}") from None
