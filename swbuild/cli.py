@@ -112,8 +112,15 @@ def _out_dir(args, job, tc):
     return Path(args.out) if args.out else Path("build") / tc.name / job.name
 
 
+def _toolchain(args):
+    """The target's description; a project's own toolchains/ (beside its recipes/) wins."""
+    from .recipe import project_dir_of
+    project = project_dir_of(args.recipe) if getattr(args, "recipe", None) else Path.cwd()
+    return toolchain.load(args.target, project)
+
+
 def cmd_compile(args):
-    tc = toolchain.load(args.target)
+    tc = _toolchain(args)
     job = make_job(args)
     out = _out_dir(args, job, tc)
     program = do_compile(job, tc, out)
@@ -170,7 +177,7 @@ def _reference(args, job, plan):
 def cmd_check(args):
     from . import check
     try:
-        tc = toolchain.load(args.target)
+        tc = _toolchain(args)
         job = make_job(args)
         runner, plan = _prepare_run(args, job, tc)
         inputs, ref = _reference(args, job, plan)
@@ -181,6 +188,10 @@ def cmd_check(args):
     except (SwbuildError, OSError) as e:
         print(f"swbuild: error: {e}", file=sys.stderr)
         print(json.dumps({"status": "error", "reason": str(e).splitlines()[0]}))
+        return 2
+    except Exception as e:  # e.g. onnxruntime rejecting the reference model: still one JSON line
+        print(f"swbuild: error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(json.dumps({"status": "error", "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}))
         return 2
     if doc["status"] != "pass":
         print(f"swbuild: check FAILED for {doc['model']} on {doc['target']}: {doc.get('reason')}", file=sys.stderr)
@@ -194,7 +205,7 @@ def cmd_check(args):
 def cmd_report(args):
     from . import check
     from .perf.report import build_report, plot_report
-    tc = toolchain.load(args.target)
+    tc = _toolchain(args)
     job = make_job(args)
     runner, plan = _prepare_run(args, job, tc)
     inputs, _ = _reference(args, job, plan)

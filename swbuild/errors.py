@@ -8,8 +8,9 @@ class SwbuildError(Exception):
 class RecipeError(SwbuildError):
     def __init__(self, path, line, field, message):
         self.path, self.line, self.field = path, line, field
-        where = f"{path}:{line}" if line else str(path)
-        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+        where = (f"{path}:{line}" if line else str(path)) if path else ""
+        text = f"{field}: {message}" if field else message
+        super().__init__(f"{where}: {text}" if where else text)
 
 
 class ModelError(SwbuildError):

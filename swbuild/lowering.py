@@ -69,4 +69,34 @@ def lower(graph, model_name, supported=None):
         if graph.tensors[t].dtype not in DTYPES:
             raise UnsupportedError(f"graph input/output '{t}' has dtype {graph.tensors[t].dtype}; "
                                    f"supported: {', '.join(DTYPES)}")
+    _materialize_outputs(ctx, graph)
     return Program(model_name, prefix, graph, ctx.kernels, ctx.aliases, list(graph.inputs), list(graph.outputs))
+
+
+def _materialize_outputs(ctx, graph):
+    """A graph output must own its buffer: when it would alias a graph input, a constant or
+    another output (Identity, Reshape of an input...), copy into it instead."""
+    from .ir.loopnest import Axis, Kernel, Load
+
+    def root(t):
+        while t in ctx.aliases:
+            t = ctx.aliases[t]
+        return t
+
+    owners = {}
+    for o in graph.outputs:
+        r = root(o)
+        shared = r in graph.inputs or graph.tensors[r].data is not None or r in owners
+        owners.setdefault(r, o)
+        if not shared and owners[r] == o:
+            continue
+        ctx.aliases.pop(o, None)
+        t = graph.tensors[o]
+        axes = [Axis(f"i{d}", n) for d, n in enumerate(t.shape)] or [Axis("i0", 1)]
+        src = graph.tensors[r]
+        shape = tuple(a.extent for a in axes)
+        from .ir.loopnest import Buffer
+        bufs = {"b0": Buffer("b0", r, shape, src.dtype), "b1": Buffer("b1", o, shape, t.dtype)}
+        k = Kernel(name="", op="Copy", node=o, out="b1", axes=tuple(axes),
+                   body=Load("b0", tuple(a.var for a in axes)), buffers=bufs)
+        ctx.add(k)

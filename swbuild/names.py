@@ -46,6 +46,7 @@ class UniqueNames:
 
 
 def c_comment(text: str) -> str:
-    """Text safe inside /* */: printable ASCII only, no comment terminators."""
-    s = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in str(text))
+    """Text safe inside /* */: printable ASCII without quotes or backslashes, no comment
+    terminators (no model string ever puts a quote or a line break into the C text)."""
+    s = "".join(ch if 32 <= ord(ch) < 127 and ch not in "\"'\\" else "?" for ch in str(text))
     return s.replace("*/", "* /").replace("/*", "/ *")[:120]

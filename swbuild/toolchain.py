@@ -65,16 +65,31 @@ class Toolchain:
     hardware: dict
     emulation: dict = field(default_factory=dict)
     sha256: str = ""
+    emulates: str = ""          # the real target an emulated one stands for
+    base_path: Path | None = None  # its toolchain file (part of the signature)
 
     # -- hardware numbers the optimizer reads -------------------------------------------
     @property
     def cores(self) -> int:
-        return int(self.hardware["cpes"])
+        return int(self.hardware.get("cores", self.hardware.get("cpes")))
 
     @property
     def ldm_budget(self) -> int:
         """Bytes of local memory a kernel's buffers may use per core."""
         return int(self.hardware["ldm_bytes"]) - int(self.hardware.get("ldm_reserve_bytes", 0))
+
+    @property
+    def nram_budget(self) -> int:
+        """DianNao: bytes of NRAM per core a program may declare (cncc keeps a reserve)."""
+        return int(self.hardware["nram_bytes"]) - int(self.hardware.get("nram_reserve_bytes", 0))
+
+    @property
+    def wram_budget(self) -> int:
+        return int(self.hardware["wram_bytes"])
+
+    @property
+    def sram_budget(self) -> int:
+        return int(self.hardware["sram_bytes"]) - int(self.hardware.get("sram_reserve_bytes", 0))
 
     # -- commands -----------------------------------------------------------------------
     def argv(self, tool, overrides=None):
@@ -128,6 +143,14 @@ class Toolchain:
         if self.family == "sunway":
             out += [f"SWEMU_LDM_BYTES={int(self.hardware['ldm_bytes'])}",
                     f"SWEMU_CPES={self.cores}"]
+        elif self.family == "diannao":   # runtime/bang/README.md: every [hardware] number
+            for k, v in sorted(self.hardware.items()):
+                if k == "arch":
+                    out.append(f"BANGEMU_ARCH={int(str(v).rsplit('_', 1)[1])}")
+                elif isinstance(v, bool):
+                    out.append(f"BANGEMU_{k.upper()}={int(v)}")
+                elif isinstance(v, (int, float)):
+                    out.append(f"BANGEMU_{k.upper()}={v}")
         return out + list(self.emulation.get("defines", []))
 
 
@@ -154,6 +177,8 @@ def load(name, project_dir=None) -> Toolchain:
         description=data.get("description", ""),
         compilers=data["compilers"], flags=data["flags"], hardware=hardware,
         emulation=data.get("emulation", {}), sha256=digest.hexdigest(),
+        emulates=data.get("emulates", ""),
+        base_path=find_file(data["emulates"], project_dir) if data.get("emulates") else None,
     )
 
 

@@ -25,6 +25,9 @@ UNARY = {
     "tanh": "tanhf({a})", "erf": "erff({a})", "abs": "fabsf({a})", "floor": "floorf({a})",
     "ceil": "ceilf({a})", "sigmoid": "(1.0f / (1.0f + expf(-{a})))", "relu": "fmaxf({a}, 0.0f)",
     "not": "(!{a})", "round": "nearbyintf({a})", "sin": "sinf({a})", "cos": "cosf({a})",
+    "tan": "tanf({a})", "asin": "asinf({a})", "acos": "acosf({a})", "atan": "atanf({a})",
+    "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
+    "atanh": "atanhf({a})", "sign": "(float)(({a} > 0.0f) - ({a} < 0.0f))",
 }
 # helpers every generated file that uses the rules above carries
 PRELUDE = """#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -28,7 +28,9 @@ _UN = {
     "neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
     "abs": np.abs, "floor": np.floor, "ceil": np.ceil, "not": np.logical_not, "erf": _erf,
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "relu": lambda x: np.maximum(x, 0),
-    "round": np.rint, "sin": np.sin, "cos": np.cos,
+    "round": np.rint, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "sign": np.sign,
 }
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
 
@@ -90,3 +92,22 @@ def run_kernel(k, arrays: dict):
     dst = arrays[out.tensor].reshape(out.shape)
     sl = tuple(slice(o, o + a.extent) for o, a in zip(k.out_offset, k.axes))
     dst[sl] = res.astype(dst.dtype)
+
+
+def run_program(program, feeds: dict):
+    """Evaluate a whole lowered Program with the interpreter; returns the outputs in order."""
+    g = program.graph
+    flat = {}
+    for name, t in g.tensors.items():
+        if name != program.root(name):
+            continue
+        if t.data is not None:
+            flat[name] = np.array(t.data, dtype=t.dtype).reshape(-1)
+        elif name in feeds:
+            flat[name] = np.asarray(feeds[name], dtype=t.dtype).reshape(-1).copy()
+        else:
+            flat[name] = np.zeros(t.size, dtype=t.dtype)
+    arrays = {name: flat[program.root(name)] for name in g.tensors}
+    for k in program.kernels:
+        run_kernel(k, arrays)
+    return [arrays[o].reshape(g.tensors[o].shape) for o in program.outputs]

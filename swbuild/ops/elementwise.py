@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.loopnest import Bin, Const, Select, Un
-from . import KernelBuilder, axes_for, broadcast_index, const_input, register
+from ..errors import UnsupportedError
+from ..ir.loopnest import Bin, Const, Select, Un, iconst
+from . import KernelBuilder, axes_for, broadcast_index, register
 
 _F = lambda v: Const(float(v))  # noqa: E731
 
@@ -43,9 +44,34 @@ UNARY = {
                                                                         _F(n.attrs.get("beta", 0.5))))),
     "HardSwish": lambda x, n: Bin("*", x, Bin("max", _F(0), Bin("min", _F(1), Bin("+", Bin("*", _F(1 / 6), x), _F(0.5))))),
     "Gelu": lambda x, n: _gelu(x, n),
+    "Round": lambda x, n: Un("round", x),
+    "Sign": lambda x, n: Un("sign", x),
+    "Tan": lambda x, n: Un("tan", x),
+    "Asin": lambda x, n: Un("asin", x),
+    "Acos": lambda x, n: Un("acos", x),
+    "Atan": lambda x, n: Un("atan", x),
+    "Sinh": lambda x, n: Un("sinh", x),
+    "Cosh": lambda x, n: Un("cosh", x),
+    "Asinh": lambda x, n: Un("asinh", x),
+    "Acosh": lambda x, n: Un("acosh", x),
+    "Atanh": lambda x, n: Un("atanh", x),
+    "Mish": lambda x, n: Bin("*", x, Un("tanh", Un("log", Bin("+", Un("exp", x), _F(1))))),
+    "ThresholdedRelu": lambda x, n: Select(Bin(">", x, _F(n.attrs.get("alpha", 1.0))), x, _F(0)),
+    "Shrink": lambda x, n: Select(Bin("<", x, _F(-n.attrs.get("lambd", 0.5))), Bin("+", x, _F(n.attrs.get("bias", 0.0))),
+                                  Select(Bin(">", x, _F(n.attrs.get("lambd", 0.5))),
+                                         Bin("-", x, _F(n.attrs.get("bias", 0.0))), _F(0))),
 }
 
 BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/", "Pow": "pow"}
+
+
+@register("PRelu")
+def lower_prelu(ctx, node):
+    out = _out(ctx, node)
+    kb = KernelBuilder(ctx, node)
+    axes = axes_for(out.shape)
+    x, slope = _loads(ctx, kb, node.inputs[:2], axes)
+    ctx.add(kb.kernel(out.name, axes, Select(Bin("<", x, _F(0)), Bin("*", slope, x), x)))
 VARIADIC = {"Sum": "+", "Max": "max", "Min": "min", "Mean": "+"}
 
 
@@ -68,13 +94,14 @@ def lower_clip(ctx, node):
     kb = KernelBuilder(ctx, node)
     axes = axes_for(out.shape)
     x = kb.load(node.inputs[0], broadcast_index(ctx.graph.tensors[node.inputs[0]].shape, axes))
-    lo = node.attrs.get("min") if "min" in node.attrs else const_input(ctx, node, 1)
-    hi = node.attrs.get("max") if "max" in node.attrs else const_input(ctx, node, 2)
     e = x
-    if lo is not None:
-        e = Bin("max", e, _F(np.asarray(lo).item()))
-    if hi is not None:
-        e = Bin("min", e, _F(np.asarray(hi).item()))
+    for k, (key, op) in enumerate((("min", "max"), ("max", "min")), start=1):
+        if key in node.attrs:                                   # opset < 11
+            e = Bin(op, e, _F(node.attrs[key]))
+        elif len(node.inputs) > k and node.inputs[k]:
+            t = ctx.graph.tensors[node.inputs[k]]
+            bound = _F(np.asarray(t.data).item()) if t.data is not None else kb.load(t.name, [iconst(0)] * len(t.shape))
+            e = Bin(op, e, bound)
     ctx.add(kb.kernel(out.name, axes, e))
 
 
@@ -107,16 +134,24 @@ def lower_variadic(ctx, node):
 
 @register("BatchNormalization")
 def lower_batchnorm(ctx, node):
-    """Inference form: y = x * a[c] + b[c] with a, b folded at compile time."""
+    """Inference form: y = x * a[c] + b[c]; a and b folded at compile time when the
+    statistics are constants, else computed per element from the loaded statistics."""
     out = _out(ctx, node)
-    scale, bias, mean, var = (const_input(ctx, node, k).astype(np.float64) for k in (1, 2, 3, 4))
+    if len([o for o in node.outputs if o]) > 1 or int(node.attrs.get("training_mode", 0)):
+        raise UnsupportedError(f"node '{node.name}' (BatchNormalization): training mode is not supported")
     eps = float(node.attrs.get("epsilon", 1e-5))
-    a = (scale / np.sqrt(var + eps)).astype(np.float32)
-    b = (bias - mean * a).astype(np.float32)
-    sa = ctx.new_const(a, node.name + "_a")
-    sb = ctx.new_const(b, node.name + "_b")
     kb = KernelBuilder(ctx, node)
     axes = axes_for(out.shape)
     x = kb.load(node.inputs[0], [ax.var for ax in axes])
-    c = axes[1].var if len(axes) > 1 else axes[0].var
-    ctx.add(kb.kernel(out.name, axes, Bin("+", Bin("*", x, kb.load(sa, [c])), kb.load(sb, [c]))))
+    c = [axes[1].var if len(axes) > 1 else axes[0].var]
+    params = [ctx.graph.tensors[node.inputs[k]] for k in (1, 2, 3, 4)]
+    if all(t.data is not None for t in params):
+        scale, bias, mean, var = (np.asarray(t.data, np.float64) for t in params)
+        a = (scale / np.sqrt(var + eps)).astype(np.float32)
+        b = (bias - mean * a).astype(np.float32)
+        y = Bin("+", Bin("*", x, kb.load(ctx.new_const(a, node.name + "_a"), c)),
+                kb.load(ctx.new_const(b, node.name + "_b"), c))
+    else:
+        scale, bias, mean, var = (kb.load(t.name, c) for t in params)
+        y = Bin("+", Bin("*", Bin("-", x, mean), Bin("/", scale, Un("sqrt", Bin("+", var, _F(eps))))), bias)
+    ctx.add(kb.kernel(out.name, axes, y))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, iconst
 from . import KernelBuilder, attr_ints, axes_for, broadcast_index, register
@@ -47,17 +49,27 @@ def lower_conv(ctx, node):
     g = ctx.graph
     x, w, out = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]], g.tensors[node.outputs[0]]
     bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    nd = len(x.shape) - 2
+    strides = attr_ints(node, "strides", [1] * nd)
+    dil = attr_ints(node, "dilations", [1] * nd)
+    k_eff = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], dil)]
+    pb, _ = _pads(node, list(x.shape[2:]), k_eff, strides, list(out.shape[2:]))
+    conv_kernel(ctx, node, x.name, w.name, bias, out.name, int(node.attrs.get("group", 1)), strides, dil, pb)
+
+
+def conv_kernel(ctx, node, x_name, w_name, bias, out_name, G, strides, dil, pb, op="Conv"):
+    """out[n, g, co, o...] = sum_{ci, k...} x[n, g, ci, o*s + k*d - p] * w[g, co, ci, k...] (+ bias).
+    Groups are a view of the same memory ([N, G, C/G, ...]), so the indices stay affine;
+    a negative pad is a crop."""
+    g = ctx.graph
+    x, w, out = g.tensors[x_name], g.tensors[w_name], g.tensors[out_name]
     N, C, *in_sp = x.shape
     Co, Cig, *ks = w.shape
     _, _, *out_sp = out.shape
-    G = int(node.attrs.get("group", 1))
     nd = len(in_sp)
-    strides = attr_ints(node, "strides", [1] * nd)
-    dil = attr_ints(node, "dilations", [1] * nd)
     k_eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
-    pb, _ = _pads(node, in_sp, k_eff, strides, out_sp)
     Cog = Co // G
-    kb = KernelBuilder(ctx, node)
+    kb = KernelBuilder(ctx, node, op)
     n_ax = Axis("n", N)
     g_ax = [Axis("g", G)] if G > 1 else []
     co = Axis("co", Cog)
@@ -66,8 +78,8 @@ def lower_conv(ctx, node):
     kr = [Axis(f"k{d}", ks[d]) for d in range(nd)]
     gv = [a.var for a in g_ax]
     in_idx = [window_index(sp[d], strides[d], kr[d], dil[d], pb[d]) for d in range(nd)]
-    pad = 0.0 if any(pb) or any((o - 1) * s + ke - p > i for o, s, ke, p, i in
-                                zip(out_sp, strides, k_eff, pb, in_sp)) else None
+    pad = 0.0 if any(p > 0 for p in pb) or any((o - 1) * s + ke - p > i for o, s, ke, p, i in
+                                               zip(out_sp, strides, k_eff, pb, in_sp)) else None
     xv = kb.load(x.name, [n_ax.var] + gv + [ci.var] + in_idx, pad=pad, shape=[N] + [G] * bool(g_ax) + [Cig] + in_sp)
     wv = kb.load(w.name, gv + [co.var, ci.var] + [a.var for a in kr], shape=[G] * bool(g_ax) + [Cog, Cig] + ks)
     epi = None
@@ -77,6 +89,69 @@ def lower_conv(ctx, node):
     k = kb.kernel(out.name, axes, Bin("*", xv, wv), out_shape=[a.extent for a in axes],
                   reduce_axes=(ci, *kr), combine="sum", init=0.0, **({"epilogue": epi} if epi else {}))
     ctx.add(k)
+
+
+def _flipped_weights(ctx, node, w, G, Cin_g, Cog, ks):
+    """The equivalent convolution's weights, wc[g, co, ci, k] = W[g, ci, co, K-1-k]: folded
+    when W is a constant, else one copy kernel (the flip is an affine index)."""
+    nd = len(ks)
+    if w.data is not None:
+        Wg = np.asarray(w.data).reshape([G, Cin_g, Cog] + ks)
+        Wc = np.flip(Wg, axis=tuple(range(3, 3 + nd))).transpose([0, 2, 1] + list(range(3, 3 + nd)))
+        return ctx.new_const(np.ascontiguousarray(Wc.reshape([G * Cog, Cin_g] + ks)), node.name + "_wconv")
+    wc = ctx.new_temp([G * Cog, Cin_g] + ks, w.dtype, node.name + "_wconv")
+    kb = KernelBuilder(ctx, node, "ConvTranspose.flip")
+    axes = [Axis("g", G), Axis("co", Cog), Axis("ci", Cin_g)] + [Axis(f"k{d}", k) for d, k in enumerate(ks)]
+    idx = [axes[0].var, axes[2].var, axes[1].var] + [lin([(a.var, -1)], k - 1) for a, k in zip(axes[3:], ks)]
+    ctx.add(kb.kernel(wc, axes, kb.load(w.name, idx, shape=[G, Cin_g, Cog] + ks), out_shape=[G, Cog, Cin_g] + ks))
+    return wc
+
+
+@register("ConvTranspose")
+def lower_conv_transpose(ctx, node):
+    """A stride-1 convolution with the flipped kernel over the input with s-1 zeros inserted
+    between elements (two copy kernels build that input: a zero fill and a strided scatter)."""
+    g = ctx.graph
+    x, w, out = g.tensors[node.inputs[0]], g.tensors[node.inputs[1]], g.tensors[node.outputs[0]]
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    N, C, *in_sp = x.shape
+    nd = len(in_sp)
+    G = int(node.attrs.get("group", 1))
+    Cin_g, Cog, ks = w.shape[0] // G, w.shape[1], list(w.shape[2:])
+    strides = attr_ints(node, "strides", [1] * nd)
+    dil = attr_ints(node, "dilations", [1] * nd)
+    out_sp = list(out.shape[2:])
+    opad = attr_ints(node, "output_padding", [0] * nd)
+    auto = node.attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    pads = attr_ints(node, "pads", [0] * (2 * nd))
+    if "output_shape" in node.attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for d in range(nd):   # total padding that yields the requested output size
+            total = strides[d] * (in_sp[d] - 1) + opad[d] + (ks[d] - 1) * dil[d] + 1 - out_sp[d]
+            lo = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            pads.append((d, lo, total - lo))
+        pads = [p[1] for p in pads] + [p[2] for p in pads]
+    pb = pads[:nd]
+    # the dilated input: [N, C, H*s, W*s], zero except at multiples of s
+    xd = ctx.new_temp([N, C] + [h * s for h, s in zip(in_sp, strides)], x.dtype, node.name + "_dilated")
+    if any(s > 1 for s in strides):
+        kb = KernelBuilder(ctx, node, "ConvTranspose.zero")
+        axes = axes_for(g.tensors[xd].shape)
+        ctx.add(kb.kernel(xd, axes, Const(0.0)))
+        kb = KernelBuilder(ctx, node, "ConvTranspose.scatter")
+        axes = [Axis("n", N), Axis("c", C)]
+        view = [N, C]
+        for d in range(nd):
+            axes += [Axis(f"i{d}", in_sp[d]), Axis(f"r{d}", 1)]
+            view += [in_sp[d], strides[d]]
+        xv = kb.load(x.name, [axes[0].var, axes[1].var] + [axes[2 + 2 * d].var for d in range(nd)])
+        ctx.add(kb.kernel(xd, axes, xv, out_shape=view))
+    else:
+        ctx.alias(xd, x.name)
+    wc = _flipped_weights(ctx, node, w, G, Cin_g, Cog, ks)
+    conv_pb = [dil[d] * (ks[d] - 1) - pb[d] for d in range(nd)]
+    conv_kernel(ctx, node, xd, wc, bias, out.name, G, [1] * nd, dil, conv_pb, op="ConvTranspose")
 
 
 def _acc():
@@ -92,8 +167,6 @@ def _pool(ctx, node, combine):
     ks = attr_ints(node, "kernel_shape", None)
     strides = attr_ints(node, "strides", [1] * nd)
     dil = attr_ints(node, "dilations", [1] * nd)
-    if node.op == "AveragePool" and any(d != 1 for d in dil):
-        raise UnsupportedError(f"node '{node.name}' (AveragePool): dilations other than 1 are not supported")
     k_eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
     pb, pe = _pads(node, in_sp, k_eff, strides, out_sp)
     kb = KernelBuilder(ctx, node)
@@ -109,12 +182,21 @@ def _pool(ctx, node, combine):
         for d in range(nd):
             start = lin([(axes[2 + d].var, strides[d])], -pb[d])
             lo_lim, hi_lim = (-pb[d], in_sp[d] + pe[d]) if include else (0, in_sp[d])
-            # window [start, start+k) clipped to the region that counts
-            n_d = Bin("-", Bin("min", start + ks[d], iconst(hi_lim)), Bin("max", start, iconst(lo_lim)))
+            n_d = _window_count(start, ks[d], dil[d], lo_lim, hi_lim)
             cnt = n_d if cnt is None else Bin("*", cnt, n_d)
         epi = Bin("/", _acc(), cnt)
     ctx.add(kb.kernel(out.name, axes, xv, reduce_axes=tuple(kr), combine=combine,
                       init=-math.inf if combine == "max" else 0.0, epilogue=epi))
+
+
+def _window_count(start, k, d, lo, hi):
+    """How many of the taps start + j*d (0 <= j < k) fall in [lo, hi): the divisor of an
+    average pool at this output position."""
+    if d == 1:   # window [start, start+k) clipped to [lo, hi)
+        return Bin("-", Bin("min", lin([(start, 1)], k), iconst(hi)), Bin("max", start, iconst(lo)))
+    first = Bin("max", iconst(0), Bin("//", Bin("-", iconst(lo + d - 1), start), iconst(d)))   # ceil((lo-start)/d)
+    last = Bin("min", iconst(k - 1), Bin("//", Bin("-", iconst(hi - 1), start), iconst(d)))   # floor((hi-1-start)/d)
+    return Bin("max", iconst(0), lin([(Bin("-", last, first), 1)], 1))
 
 
 @register("MaxPool")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.loopnest import Bin, Load, Select, Un, Var, iter_loads
+from ..ir.loopnest import Bin, Load, Select, Un, Var, iconst, iter_loads, substitute_acc
 
 
 def _subst(e, fn):
@@ -50,8 +50,12 @@ def fuse_epilogues(program):
                 continue
             fused = _try_fuse(prod, cons, t, program)
             if fused:
-                program.kernels[program.kernels.index(prod)] = fused
-                program.kernels.remove(cons)
+                # The fused kernel runs where the consumer ran: the consumer's other inputs
+                # may be computed after the producer (resnet's downsample branch), and the
+                # producer's own inputs are ready earlier still.
+                ks = program.kernels
+                ks[next(i for i, k in enumerate(ks) if k is cons)] = fused
+                del ks[next(i for i, k in enumerate(ks) if k is prod)]
                 changed = True
                 break
     return program
@@ -61,21 +65,46 @@ def _aliased_elsewhere(program, t):
     return any(program.root(a) == t for a in program.aliases)
 
 
+def view_map(cons_shape, prod_axes):
+    """Express each consumer axis through the producer's axes when the consumer's view
+    merges consecutive producer dims (e.g. [N, C, H, W] over a grouped conv's
+    [N, G, C/G, H, W]): c = g * (C/G) + co. None when the views do not line up so."""
+    out, j = [], 0
+    for d in cons_shape:
+        group, size = [], 1
+        while j < len(prod_axes) and (size < d or (prod_axes[j].extent == 1 and size == d and d != 1)):
+            group.append(prod_axes[j])
+            size *= prod_axes[j].extent
+            j += 1
+        if size != d:
+            return None
+        e, pitch = None, 1
+        for a in reversed(group):
+            term = a.var if pitch == 1 else Bin("*", a.var, iconst(pitch))
+            e = term if e is None else Bin("+", term, e)
+            pitch *= a.extent
+        out.append(e if e is not None else iconst(0))
+    while j < len(prod_axes) and prod_axes[j].extent == 1:
+        j += 1
+    return out if j == len(prod_axes) else None
+
+
 def _try_fuse(prod, cons, t, program):
-    pout = prod.buffers[prod.out]
-    loads = [ld for ld in iter_loads(cons.body) if program.root(cons.buffers[ld.buf].tensor) == t]
+    value = substitute_acc(cons.epilogue, cons.body)   # the consumer's whole element-wise value
+    loads = [ld for ld in iter_loads(value) if program.root(cons.buffers[ld.buf].tensor) == t]
     if not loads:
         return None
     want = tuple(Var(a.name) for a in cons.axes)
     for ld in loads:
-        if cons.buffers[ld.buf].shape != pout.shape or ld.index != want or len(cons.axes) != len(prod.axes):
+        if ld.index != want or tuple(cons.buffers[ld.buf].shape) != tuple(a.extent for a in cons.axes):
             return None
-    if [a.extent for a in cons.axes] != [a.extent for a in prod.axes]:
-        return None
     if cons.out_offset and any(cons.out_offset):
         return None
-    # rename the consumer's axes to the producer's and its buffers into the producer's table
-    amap = {c.name: Var(p.name) for c, p in zip(cons.axes, prod.axes)}
+    mapped = view_map([a.extent for a in cons.axes], list(prod.axes))
+    if mapped is None:
+        return None
+    # express the consumer's axes through the producer's; its buffers join the producer's table
+    amap = {c.name: e for c, e in zip(cons.axes, mapped)}
     buffers = dict(prod.buffers)
     del buffers[prod.out]
     bmap = {}
@@ -84,9 +113,7 @@ def _try_fuse(prod, cons, t, program):
             continue
         existing = next((n for n, x in buffers.items() if x.tensor == b.tensor and x.shape == b.shape), None)
         if existing is None:
-            existing = f"b{len(buffers) + len(bmap) + 1}"
-            while existing in buffers:
-                existing += "x"
+            existing = next(f"b{i}" for i in range(len(buffers) + len(cons.buffers) + 1) if f"b{i}" not in buffers)
             buffers[existing] = replace(b, name=existing)
         bmap[name] = existing
 
@@ -99,7 +126,9 @@ def _try_fuse(prod, cons, t, program):
             return amap[e.name]
         return None
 
-    epi = _subst(cons.body, sub)
+    epi = _subst(value, sub)
     out_name = bmap[cons.out]
+    # the consumer's output is written through the producer's view of it
+    buffers[out_name] = replace(buffers[out_name], shape=prod.buffers[prod.out].shape)
     return replace(prod, epilogue=epi, out=out_name, buffers=buffers,
                    fused=prod.fused + (cons.op,), schedule=None)

@@ -34,3 +34,9 @@ def build(name, batch=1, seed=0):
 
 def _load():
     from . import vgg  # noqa: F401  (registration)
+    from . import resnet  # noqa: F401
+    from . import mobilenet  # noqa: F401
+    from . import shufflenet  # noqa: F401
+    from . import dcgan  # noqa: F401
+    from . import yolov3  # noqa: F401
+    from . import bert  # noqa: F401

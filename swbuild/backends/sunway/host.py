@@ -23,13 +23,18 @@ def is_splat(a):
     return isinstance(a, np.ndarray) and a.size > 1 and a.ndim > 0 and all(s == 0 for s in a.strides)
 
 
+def buffer_order(k):
+    """Parameter-struct field order: b0, b1, ..., b10 (numeric, not lexical)."""
+    return sorted(k.buffers.values(), key=lambda b: (len(b.name), b.name))
+
+
 class Storage:
     """Where each tensor lives: a run() parameter, the weights blob, the splat array or the arena."""
 
     def __init__(self, program):
         self.p = program
         g = program.graph
-        names = UniqueNames(reserved={"workspace", "ws"})
+        names = UniqueNames(reserved={"workspace", "sw_ws", "sw_para", "i"})
         self.params = {t: names(f"in:{t}", t) for t in program.inputs}
         self.params.update({t: names(f"out:{t}", t) for t in program.outputs})
         self.blob, self.blob_off, self.splats, self.splat_off = bytearray(), {}, [], {}
@@ -61,7 +66,7 @@ class Storage:
             return f"(float *)({prefix}_weights + {self.blob_off[r]})"
         if r in self.splat_off:
             return f"({prefix}_splat + {self.splat_off[r]})"
-        return f"(float *)(ws + {self.p.memory.offsets[r]})"
+        return f"(float *)(sw_ws + {self.p.memory.offsets[r]})"
 
 
 def para_header(program, version):
@@ -71,7 +76,7 @@ def para_header(program, version):
            f"#ifndef {guard}", f"#define {guard}", ""]
     for k in program.kernels:
         out.append(f"struct {k.name}_para {{")
-        for b in sorted(k.buffers.values(), key=lambda b: int(b.name[1:]) if b.name[1:].isdigit() else 0):
+        for b in buffer_order(k):
             out.append(f"    float *{b.name};  /* {c_comment(b.tensor)} {list(b.shape)} */")
         out.append("};")
     out += ["", f"#endif /* {guard} */", ""]
@@ -116,14 +121,14 @@ def host_c(program, storage, tc, version):
     out += [f"    {P}_ready = 1;", "    return 0;", "}", ""]
     args = [f"const float *{storage.params[t]}" for t in program.inputs] + \
            [f"float *{storage.params[t]}" for t in program.outputs] + ["void *workspace"]
-    out += [f"int {P}_run({', '.join(args)})", "{", "    char *ws = (char *)workspace;", "    (void)ws;",
+    out += [f"int {P}_run({', '.join(args)})", "{", "    char *sw_ws = (char *)workspace;", "    (void)sw_ws;",
             f"    if (!{P}_ready) return -1;"]
     for k in program.kernels:
-        order = sorted(k.buffers.values(), key=lambda b: int(b.name[1:]))
+        order = buffer_order(k)
         fields = ", ".join(f".{b.name} = {storage.pointer(b.tensor, P)}" for b in order)
         out += [f"    {{   /* {c_comment(k.op)} {c_comment(k.node)} */",
-                f"        struct {k.name}_para a = {{ {fields} }};",
-                f"        athread_spawn({k.name}, &a);", "        athread_join();", "    }"]
+                f"        struct {k.name}_para sw_para = {{ {fields} }};",
+                f"        athread_spawn({k.name}, &sw_para);", "        athread_join();", "    }"]
     out += ["    return 0;", "}", "", f"void {P}_teardown(void)", "{",
             f"    if ({P}_ready) athread_halt();", f"    {P}_ready = 0;", "}", ""]
     return "\n".join(out)

@@ -1,0 +1,259 @@
+"""Data movement expressed as affine copies: Slice, Pad, Expand, Tile, nearest Resize and
+Upsample, DepthToSpace/SpaceToDepth, Gather with constant indices, Cast to the same type.
+
+Repetition and interleaving become views instead of division: Tile reads x[j] for an
+output viewed as [repeats, n]; a whole-number nearest upsampling by s writes an output
+viewed as [H, s, W, s] from x[h, w]. Indices stay affine, so DMA footprints stay boxes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..ir.loopnest import Axis, Bin, iconst
+from . import KernelBuilder, axes_for, broadcast_index, const_input, register
+
+
+def _affine(v, c):
+    """coef * var + const with the trivial cases folded."""
+    e = v if c[0] == 1 else Bin("*", v, iconst(c[0]))
+    return e if c[1] == 0 else Bin("+" if c[1] > 0 else "-", e, iconst(abs(c[1])))
+
+
+@register("Slice")
+def lower_slice(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    r = len(x.shape)
+    if "starts" in node.attrs:   # opset < 10
+        starts, ends = node.attrs["starts"], node.attrs["ends"]
+        axes = node.attrs.get("axes", list(range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = const_input(ctx, node, 1).reshape(-1).tolist()
+        ends = const_input(ctx, node, 2).reshape(-1).tolist()
+        axes = const_input(ctx, node, 3, np.arange(len(starts))).reshape(-1).tolist()
+        steps = const_input(ctx, node, 4, np.ones(len(starts), np.int64)).reshape(-1).tolist()
+    maps = {d: (1, 0) for d in range(r)}
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = int(a) % r
+        idx = range(x.shape[a])[slice(int(s), int(e), int(st))]   # ONNX clamping = Python's
+        maps[a] = (int(st), idx[0] if len(idx) else 0)
+    if out.size == 0:
+        return
+    kb = KernelBuilder(ctx, node)
+    oax = axes_for(out.shape)
+    ctx.add(kb.kernel(out.name, oax, kb.load(x.name, [_affine(a.var, maps[d]) for d, a in enumerate(oax)])))
+
+
+@register("Pad")
+def lower_pad(ctx, node):
+    mode = node.attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode != "constant":
+        raise UnsupportedError(f"node '{node.name}' (Pad): mode '{mode}' is not supported (constant only)")
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    r = len(x.shape)
+    if "pads" in node.attrs:
+        pads, value = list(node.attrs["pads"]), float(node.attrs.get("value", 0.0))
+    else:
+        pads = const_input(ctx, node, 1).reshape(-1).tolist()
+        cv = const_input(ctx, node, 2)
+        value = float(cv.reshape(-1)[0]) if cv is not None and cv.size else 0.0
+        ax = const_input(ctx, node, 3)
+        if ax is not None:
+            full = [0] * (2 * r)
+            ax = [int(a) % r for a in ax.reshape(-1)]
+            for k, a in enumerate(ax):
+                full[a], full[a + r] = pads[k], pads[k + len(ax)]
+            pads = full
+    kb = KernelBuilder(ctx, node)
+    oax = axes_for(out.shape)
+    idx = [_affine(a.var, (1, -int(pads[d]))) for d, a in enumerate(oax)]
+    ctx.add(kb.kernel(out.name, oax, kb.load(x.name, idx, pad=value)))
+
+
+@register("Expand")
+def lower_expand(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    kb = KernelBuilder(ctx, node)
+    oax = axes_for(out.shape)
+    ctx.add(kb.kernel(out.name, oax, kb.load(x.name, broadcast_index(x.shape, oax))))
+
+
+@register("Tile")
+def lower_tile(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    reps = [int(v) for v in const_input(ctx, node, 1).reshape(-1)]
+    kb = KernelBuilder(ctx, node)
+    axes, view, idx = [], [], []
+    for d, (n, rep) in enumerate(zip(x.shape, reps)):
+        t, j = Axis(f"t{d}", rep), Axis(f"j{d}", n)
+        axes += [t, j]
+        view += [rep, n]
+        idx.append(j.var)
+    ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx), out_shape=view))
+
+
+def _nearest_map(n_in, n_out, scale, ctm, nearest, roi=None):
+    """Input index of every output index per the ONNX Resize formulas (nearest mode)."""
+    o = np.arange(n_out, dtype=np.float64)
+    if ctm == "half_pixel":
+        xo = (o + 0.5) / scale - 0.5
+    elif ctm == "pytorch_half_pixel":
+        xo = (o + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(o)
+    elif ctm == "align_corners":
+        xo = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(o)
+    elif ctm == "asymmetric":
+        xo = o / scale
+    elif ctm == "half_pixel_symmetric":
+        adj = n_out / (scale * n_in)
+        xo = n_in / 2 * (1 - adj) + (o + 0.5) / scale - 0.5
+    else:
+        return None
+    if nearest == "floor":
+        xi = np.floor(xo)
+    elif nearest == "ceil":
+        xi = np.ceil(xo)
+    elif nearest == "round_prefer_ceil":
+        xi = np.floor(xo + 0.5)
+    else:  # round_prefer_floor
+        xi = np.ceil(xo - 0.5)
+    return np.clip(xi, 0, n_in - 1).astype(np.int64)
+
+
+def _s(v, default):
+    if v is None:
+        return default
+    return v.decode() if isinstance(v, bytes) else v
+
+
+@register("Resize", "Upsample")
+def lower_resize(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    mode = _s(node.attrs.get("mode"), "nearest")
+    if mode != "nearest":
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): mode '{mode}' is not supported (nearest only)")
+    if node.op == "Upsample" or getattr(ctx.graph, "opset", 13) < 11:
+        ctm, nearest = "asymmetric", "floor"
+    else:
+        ctm = _s(node.attrs.get("coordinate_transformation_mode"), "half_pixel")
+        nearest = _s(node.attrs.get("nearest_mode"), "round_prefer_floor")
+    if ctm == "tf_crop_and_resize":
+        raise UnsupportedError(f"node '{node.name}' (Resize): coordinate_transformation_mode tf_crop_and_resize is not supported")
+    if int(node.attrs.get("antialias", 0)):
+        raise UnsupportedError(f"node '{node.name}' (Resize): antialias is not supported")
+    scales = _resize_scales(ctx, node, x, out)
+    axes, view, idx = [], [], []
+    for d, (ni, no) in enumerate(zip(x.shape, out.shape)):
+        m = _nearest_map(ni, no, scales[d], ctm, nearest)
+        if m is None:
+            raise UnsupportedError(f"node '{node.name}' (Resize): coordinate_transformation_mode '{ctm}' is not supported")
+        o = np.arange(no)
+        s = no // ni if ni and no % ni == 0 else 0
+        if s >= 1 and np.array_equal(m, o // s):        # whole-number upsampling: a view
+            a, r = Axis(f"i{d}", ni), Axis(f"r{d}", s)
+            axes += [a, r]
+            view += [ni, s]
+            idx.append(a.var)
+            continue
+        step = int(m[1] - m[0]) if no > 1 else 0
+        if np.array_equal(m, m[0] + step * o):          # affine (downsampling, identity)
+            a = Axis(f"o{d}", no)
+            axes.append(a)
+            view.append(no)
+            idx.append(_affine(a.var, (step, int(m[0]))) if step else iconst(int(m[0])))
+            continue
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): nearest resize of dim {d} from {ni} to {no} is not "
+                               f"a whole-number up- or down-sampling")
+    kb = KernelBuilder(ctx, node)
+    ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx), out_shape=view))
+
+
+def _resize_scales(ctx, node, x, out):
+    if node.op == "Upsample" and "scales" in node.attrs:
+        return [float(s) for s in node.attrs["scales"]]
+    k = 1 if node.op == "Upsample" or getattr(ctx.graph, "opset", 13) < 11 else 2
+    sc = const_input(ctx, node, k)
+    if sc is not None and sc.size:
+        sc = [float(s) for s in sc.reshape(-1)]
+        ax = node.attrs.get("axes")
+        if ax is not None:
+            full = [1.0] * len(x.shape)
+            for a, s in zip(ax, sc):
+                full[int(a) % len(x.shape)] = s
+            sc = full
+        return sc
+    return [o / i for i, o in zip(x.shape, out.shape)]   # sizes given: scale = out / in
+
+
+@register("DepthToSpace")
+def lower_depth_to_space(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    b = int(node.attrs["blocksize"])
+    N, C, H, W = x.shape
+    c = C // (b * b)
+    crd = _s(node.attrs.get("mode"), "DCR") == "CRD"
+    n, ch, h, i, w, j = (Axis("n", N), Axis("c", c), Axis("h", H), Axis("i", b), Axis("w", W), Axis("j", b))
+    kb = KernelBuilder(ctx, node)
+    if crd:
+        src = kb.load(x.name, [n.var, ch.var, i.var, j.var, h.var, w.var], shape=[N, c, b, b, H, W])
+    else:
+        src = kb.load(x.name, [n.var, i.var, j.var, ch.var, h.var, w.var], shape=[N, b, b, c, H, W])
+    ctx.add(kb.kernel(out.name, [n, ch, h, i, w, j], src, out_shape=[N, c, H, b, W, b]))
+
+
+@register("SpaceToDepth")
+def lower_space_to_depth(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    b = int(node.attrs["blocksize"])
+    N, C, H, W = x.shape
+    n, i, j, ch, h, w = (Axis("n", N), Axis("i", b), Axis("j", b), Axis("c", C), Axis("h", H // b), Axis("w", W // b))
+    kb = KernelBuilder(ctx, node)
+    src = kb.load(x.name, [n.var, ch.var, h.var, i.var, w.var, j.var], shape=[N, C, H // b, b, W // b, b])
+    if _s(node.attrs.get("mode"), "DCR") == "CRD":   # output channel c * b * b + i * b + j
+        ctx.add(kb.kernel(out.name, [n, ch, i, j, h, w], src, out_shape=[N, C, b, b, H // b, W // b]))
+        return
+    ctx.add(kb.kernel(out.name, [n, i, j, ch, h, w], src, out_shape=[N, b, b, C, H // b, W // b]))
+
+
+@register("Cast", "CastLike")
+def lower_cast(ctx, node):
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    if x.dtype != out.dtype:
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a runtime "
+                               f"tensor is not supported (kernels compute in float32)")
+    ctx.alias(out.name, x.name)
+
+
+@register("Gather")
+def lower_gather(ctx, node):
+    """Constant indices: one copy kernel per index (a slice of the data)."""
+    data = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    idx_t = ctx.graph.tensors[node.inputs[1]]
+    if idx_t.data is None:
+        raise UnsupportedError(f"node '{node.name}' (Gather): indices computed at run time are not supported")
+    axis = int(node.attrs.get("axis", 0)) % len(data.shape)
+    n = data.shape[axis]
+    outer, inner = math.prod(data.shape[:axis]), math.prod(data.shape[axis + 1:])
+    idx = np.asarray(idx_t.data).reshape(-1)
+    if idx.size > 256:
+        raise UnsupportedError(f"node '{node.name}' (Gather): more than 256 constant indices are not supported")
+    for p, v in enumerate(idx.tolist()):
+        v = int(v) + (n if v < 0 else 0)
+        o, i = Axis("o", outer), Axis("i", inner)
+        kb = KernelBuilder(ctx, node)
+        src = kb.load(data.name, [o.var, iconst(v), i.var], shape=[outer, n, inner])
+        ctx.add(kb.kernel(out.name, [o, Axis("p", 1), i], src, out_shape=[outer, idx.size, inner], out_offset=(0, p, 0)))
+
+

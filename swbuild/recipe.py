@@ -1,0 +1,523 @@
+"""Recipes: one schema, written in YAML or TOML, that says which model to build and how.
+
+Every error names the file, the line and the field, because a recipe is the one file
+users edit by hand. `normalized()` is what the build depends on: a canonical dict with no
+absolute paths, so moving a project to another directory rebuilds nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib
+
+import yaml
+
+from .errors import RecipeError
+
+RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
+DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64", "bool")
+TOP_FIELDS = ("model", "source", "inputs", "batch", "targets", "options", "check")
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+# -- compiler options ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    kind: str             # "int", "float", "onoff" or "int_or_auto"
+    default: object
+    help: str
+    field: str            # where it lives in a recipe: "batch", "check.seed", "options.simd"
+    minimum: float | None = None
+
+    @property
+    def allowed(self):
+        """Human text of the allowed values (used in errors and `scons -h`)."""
+        lo = "" if self.minimum is None else f" >= {self.minimum:g}"
+        return {"int": f"an integer{lo}", "float": f"a number{lo}", "onoff": "on, off",
+                "int_or_auto": f"auto or an integer{lo} (bytes)"}[self.kind]
+
+    def parse(self, value):
+        """The typed value of `value` (a recipe value or a command-line string); ValueError."""
+        if self.kind == "onoff":
+            if isinstance(value, bool):      # YAML 1.1 reads a bare on/off as a boolean
+                return "on" if value else "off"
+            if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+                return value.strip().lower()
+            raise ValueError(f"bad value {value!r}")
+        if self.kind == "int_or_auto" and isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        if self.kind in ("int", "int_or_auto"):
+            out = _as_int(value)
+        else:
+            out = _as_float(value)
+        if out is None:
+            raise ValueError(f"bad value {value!r}")
+        if self.minimum is not None and out < self.minimum:
+            raise ValueError(f"{value!r} is too small")
+        return out
+
+
+def _as_int(v):
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"\s*[+-]?\d+\s*", v):
+        return int(v)
+    return None
+
+
+def _as_float(v):
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):   # PyYAML reads 1e-3 (no dot) as a string
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+OPTIONS: dict[str, Option] = {o.key: o for o in (
+    Option("batch", "int", 1, "batch size: overrides the first dimension of every input", "batch", 1),
+    Option("seed", "int", 0, "seed of the check inputs (and of zoo weights)", "check.seed", 0),
+    Option("rtol", "float", 1e-3, "relative tolerance of `check` against onnxruntime", "check.rtol", 0),
+    Option("atol", "float", 1e-4, "absolute tolerance of `check` against onnxruntime", "check.atol", 0),
+    Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
+    Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer"),
+    Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd"),
+    Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
+)}
+_CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
+_OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
+
+
+def parse_sets(items) -> dict:
+    """["batch=2", "simd=off"] → {"batch": 2, "simd": "off"}, validated against OPTIONS."""
+    out = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep:
+            raise RecipeError(None, 0, item, f"expected KEY=VALUE; keys: {', '.join(OPTIONS)}")
+        opt = OPTIONS.get(key)
+        if opt is None:
+            raise RecipeError(None, 0, key, f"unknown option; allowed: {', '.join(OPTIONS)}")
+        try:
+            out[key] = opt.parse(value)
+        except ValueError as e:
+            raise RecipeError(None, 0, key, f"{e}; allowed: {opt.allowed}") from None
+    return out
+
+
+# -- the recipe ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    shape: tuple
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    path: Path
+    source_kind: str            # "zoo" | "onnx"
+    source: object              # zoo model name, or absolute Path of the ONNX file
+    sha256: str | None
+    inputs: tuple
+    batch: int
+    targets: tuple              # () means every target
+    options: dict
+    check: dict
+    source_ref: str = ""        # the onnx path as written (relative), for normalized()
+    lines: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def line_of(self, field_name) -> int:
+        """Line of `field_name` ("source.sha256", "inputs[0].shape"), or of its closest parent."""
+        return _line_in(self.lines, field_name)
+
+    def error(self, field_name, message):
+        return RecipeError(self.path, self.line_of(field_name), field_name, message)
+
+    def with_overrides(self, overrides) -> "Recipe":
+        """A copy with `parse_sets()` values applied (command line beats recipe)."""
+        if not overrides:
+            return self
+        batch, check, options = self.batch, dict(self.check), dict(self.options)
+        for key, value in overrides.items():
+            opt = OPTIONS[key]
+            where, _, sub = opt.field.partition(".")
+            if where == "batch":
+                batch = value
+            elif where == "check":
+                check[sub] = value
+            else:
+                options[sub] = value
+        inputs = tuple(InputSpec(i.name, (batch,) + tuple(i.shape[1:]), i.dtype) for i in self.inputs)
+        return dataclasses.replace(self, batch=batch, check=check, options=options, inputs=inputs)
+
+    def normalized(self) -> dict:
+        """Canonical JSON-able form: what generated code depends on, minus absolute paths."""
+        src = {"zoo": self.source} if self.source_kind == "zoo" else \
+            {"onnx": self.source_ref, "sha256": self.sha256}
+        doc = {"model": self.name, "source": src, "batch": self.batch,
+               "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in self.inputs],
+               "targets": sorted(self.targets), "options": self.options, "check": self.check}
+        return json.loads(json.dumps(doc, sort_keys=True))
+
+    def allows(self, target) -> bool:
+        return not self.targets or target in self.targets
+
+    def check_target(self, target):
+        if not self.allows(target):
+            raise self.error("targets", f"target '{target}' is not allowed by this recipe "
+                                        f"(allowed: {', '.join(self.targets)})")
+
+    def verify_source(self):
+        """Raise a RecipeError if the pinned ONNX file is missing or its sha256 differs."""
+        if self.source_kind != "onnx":
+            return
+        p = Path(self.source)
+        if not p.is_file():
+            raise self.error("source.onnx", f"model file not found: {p}")
+        actual = sha256_file(p)
+        if actual != self.sha256:
+            raise self.error("source.sha256", f"{p} has sha256 {actual}, the recipe pins {self.sha256}")
+
+    def source_files(self) -> list:
+        """The model file and the external-data files it names (what the build reads)."""
+        if self.source_kind != "onnx":
+            return []
+        p = Path(self.source)
+        if not p.is_file():
+            return [p]
+        return [p] + [p.parent / loc for loc in _external_data(str(p))]
+
+
+_EXT_CACHE: dict = {}
+
+
+def _external_data(path):
+    """Locations of ONNX external data (cached per file state: scanners run every build)."""
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _EXT_CACHE:
+        import onnx
+        try:
+            m = onnx.load(path, load_external_data=False)
+        except Exception:  # a corrupt model is the frontend's error to report
+            return []
+        tensors = list(m.graph.initializer)
+        for node in m.graph.node:
+            tensors += [a.t for a in node.attribute if a.HasField("t")]
+        locs = set()
+        for t in tensors:
+            for kv in t.external_data:
+                if kv.key == "location":
+                    locs.add(kv.value)
+        _EXT_CACHE[key] = sorted(locs)
+    return _EXT_CACHE[key]
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# -- reading ---------------------------------------------------------------------------
+
+def load_recipe(path) -> Recipe:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecipeError(path, 0, None, f"cannot read recipe: {e.strerror}") from None
+    if path.suffix == ".toml":
+        data, lines = _parse_toml(path, text)
+    elif path.suffix in (".yaml", ".yml"):
+        data, lines = _parse_yaml(path, text)
+    else:
+        raise RecipeError(path, 0, None, f"unknown recipe format '{path.suffix}' (use {', '.join(RECIPE_SUFFIXES)})")
+    return _build(path, data, lines)
+
+
+def _parse_yaml(path, text):
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise RecipeError(path, mark.line + 1 if mark else 0, None,
+                          f"YAML syntax error: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise RecipeError(path, 0, None, f"YAML error: {e}") from None
+    finally:
+        loader.dispose()
+    lines = {}
+
+    def walk(n, prefix):
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                key = f"{prefix}.{k.value}" if prefix else str(k.value)
+                if key in lines:
+                    raise RecipeError(path, k.start_mark.line + 1, key, "duplicate key")
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                lines[f"{prefix}[{i}]"] = v.start_mark.line + 1
+                walk(v, f"{prefix}[{i}]")
+    if node is not None:
+        walk(node, "")
+    return data, lines
+
+
+_KEY = r'(?:[A-Za-z0-9_\-]+|"[^"]*")'
+
+
+def _parse_toml(path, text):
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        line = int(m.group(1)) if m else len(text.splitlines()) if "end of document" in str(e) else 0
+        raise RecipeError(path, line, None, f"TOML syntax error: {e}") from None
+    # tomllib keeps no positions: a light scan of headers and `key =` lines is enough
+    # to point at the line a user must fix.
+    lines, prefix, counts = {}, "", {}
+    for no, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if m := re.match(rf"\[\[\s*({_KEY}(?:\s*\.\s*{_KEY})*)\s*\]\]", s):
+            name = _dotted(m.group(1))
+            idx = counts[name] = counts.get(name, -1) + 1
+            prefix = f"{name}[{idx}]"
+            lines.setdefault(name, no)
+            lines[prefix] = no
+        elif m := re.match(rf"\[\s*({_KEY}(?:\s*\.\s*{_KEY})*)\s*\]", s):
+            prefix = _dotted(m.group(1))
+            lines.setdefault(prefix, no)
+        elif m := re.match(rf"({_KEY}(?:\s*\.\s*{_KEY})*)\s*=(.*)", s):
+            key = f"{prefix}.{_dotted(m.group(1))}" if prefix else _dotted(m.group(1))
+            lines.setdefault(key, no)
+            rest = m.group(2)
+            if rest.lstrip().startswith("{"):      # inline table: its keys are on this line
+                for sub in re.findall(rf"[{{,]\s*({_KEY})\s*=", rest):
+                    lines.setdefault(f"{key}.{_dotted(sub)}", no)
+    return data, lines
+
+
+def _dotted(key):
+    return ".".join(p.strip().strip('"') for p in key.split("."))
+
+
+def _line_in(lines, key):
+    """Line of a dotted field, else of its nearest parent that has one; 0 if none."""
+    while key:
+        if key in lines:
+            return lines[key]
+        parent = re.sub(r"(\.[^.\[]+|\[\d+\])$", "", key)
+        key = "" if parent == key else parent
+    return 0
+
+
+def project_dir_of(recipe_path) -> Path:
+    """<project>/recipes/x.yaml → <project>; a recipe elsewhere is its own project."""
+    d = Path(recipe_path).absolute().parent
+    return d.parent if d.name == "recipes" else d
+
+
+def _build(path, data, lines) -> Recipe:
+    def err(fld, msg):
+        return RecipeError(path, _line_in(lines, fld), fld, msg)
+
+    if data is None:
+        raise RecipeError(path, 0, None, "empty recipe: it needs at least `model` and `source`")
+    if not isinstance(data, dict):
+        raise RecipeError(path, 1, None, "a recipe is a mapping of fields (model, source, ...)")
+    for key in data:
+        if key not in TOP_FIELDS:
+            raise err(str(key), f"unknown field; allowed: {', '.join(TOP_FIELDS)}")
+    for key in ("model", "source"):
+        if key not in data:
+            raise RecipeError(path, 0, key, "missing required field")
+
+    name = data["model"]
+    if not isinstance(name, str) or not name.strip():
+        raise err("model", "must be a non-empty string")
+
+    source_kind, source, sha, ref = _source(data["source"], path, err)
+    batch_given = "batch" in data
+    batch = data.get("batch", 1)
+    if _as_int(batch) is None or isinstance(batch, str) or batch < 1:
+        raise err("batch", f"must be an integer >= 1, got {batch!r}")
+
+    inputs = _inputs(data.get("inputs", []), err)
+    if inputs and not batch_given:
+        batch = inputs[0].shape[0]
+    inputs = tuple(InputSpec(i.name, (batch,) + i.shape[1:], i.dtype) for i in inputs)
+
+    targets = _targets(data.get("targets", []), path, err)
+
+    opts = {} if data.get("options") is None else data["options"]
+    if not isinstance(opts, dict):
+        raise err("options", "must be a mapping of option: value")
+    options = {k: o.default for k, o in _OPTION_KEYS.items()}
+    for k, v in opts.items():
+        if k not in _OPTION_KEYS:
+            hint = f" (`{k}` is set by `{OPTIONS[k].field}`)" if k in OPTIONS else ""
+            raise err(f"options.{k}", f"unknown option{hint}; allowed: {', '.join(_OPTION_KEYS)}")
+        options[k] = _typed(_OPTION_KEYS[k], v, f"options.{k}", err)
+
+    chk = {} if data.get("check") is None else data["check"]
+    if not isinstance(chk, dict):
+        raise err("check", "must be a mapping with rtol, atol, seed")
+    check = {k: o.default for k, o in _CHECK_KEYS.items()}
+    for k, v in chk.items():
+        if k not in _CHECK_KEYS:
+            raise err(f"check.{k}", f"unknown field; allowed: {', '.join(_CHECK_KEYS)}")
+        check[k] = _typed(_CHECK_KEYS[k], v, f"check.{k}", err)
+
+    return Recipe(name=name.strip(), path=path, source_kind=source_kind, source=source, sha256=sha,
+                  inputs=inputs, batch=batch, targets=targets, options=options, check=check,
+                  source_ref=ref, lines=dict(lines))
+
+
+def _typed(opt, value, fld, err):
+    # Strings are for the command line; in a file an int must be an int (floats may be
+    # strings because PyYAML reads 1e-3 as one).
+    if opt.kind in ("int", "int_or_auto") and isinstance(value, str) and value.strip().lower() != "auto":
+        raise err(fld, f"must be {opt.allowed}, got the string {value!r}")
+    try:
+        return opt.parse(value)
+    except ValueError as e:
+        raise err(fld, f"{e}; allowed: {opt.allowed}") from None
+
+
+def _source(src, path, err):
+    if not isinstance(src, dict):
+        raise err("source", "must be a mapping with `zoo: NAME` or `onnx: FILE` + `sha256: HEX`")
+    for k in src:
+        if k not in ("zoo", "onnx", "sha256"):
+            raise err(f"source.{k}", "unknown field; allowed: zoo, onnx, sha256")
+    if ("zoo" in src) == ("onnx" in src):
+        raise err("source", "give exactly one of `zoo` and `onnx`")
+    if "zoo" in src:
+        zoo = src["zoo"]
+        if not isinstance(zoo, str) or not zoo:
+            raise err("source.zoo", "must be the name of a zoo model")
+        if "sha256" in src:
+            raise err("source.sha256", "only an `onnx` source is pinned by sha256")
+        known = _zoo_names()
+        if known is not None and zoo not in known:
+            raise err("source.zoo", f"unknown zoo model '{zoo}'; available: {', '.join(sorted(known))}")
+        return "zoo", zoo, None, ""
+    ref = src["onnx"]
+    if not isinstance(ref, str) or not ref:
+        raise err("source.onnx", "must be a path to an .onnx file, relative to the recipe")
+    if "sha256" not in src:
+        raise err("source.onnx", "an `onnx` source needs `sha256: <64 hex digits>` to pin the file")
+    sha = src["sha256"]
+    if not isinstance(sha, str) or not _SHA256.match(sha):
+        hint = " (quote it: unquoted digits read as a number)" if not isinstance(sha, str) else ""
+        raise err("source.sha256", f"must be 64 hex digits, got {sha!r}{hint}")
+    p = Path(ref)
+    absolute = Path(os.path.normpath(p if p.is_absolute() else path.absolute().parent / p))
+    shown = p.name if p.is_absolute() else p.as_posix()
+    return "onnx", absolute, sha.lower(), shown
+
+
+def _zoo_names():
+    """Names the built-in zoo offers, if it says (None: do not validate)."""
+    try:
+        from . import zoo
+    except Exception:
+        return None
+    for attr in ("names", "available", "MODELS"):
+        obj = getattr(zoo, attr, None)
+        if callable(obj):
+            try:
+                return set(obj())
+            except Exception:
+                return None
+        if isinstance(obj, dict):
+            return set(obj)
+    return None
+
+
+def _inputs(raw, err):
+    if not isinstance(raw, list):
+        raise err("inputs", "must be a list of {name, shape, dtype}")
+    out, seen = [], set()
+    for i, item in enumerate(raw):
+        f = f"inputs[{i}]"
+        if not isinstance(item, dict):
+            raise err(f, "must be a mapping with name, shape, dtype")
+        for k in item:
+            if k not in ("name", "shape", "dtype"):
+                raise err(f"{f}.{k}", "unknown field; allowed: name, shape, dtype")
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise err(f"{f}.name", "missing or empty input name")
+        if name in seen:
+            raise err(f"{f}.name", f"duplicate input '{name}'")
+        seen.add(name)
+        shape = item.get("shape")
+        if not isinstance(shape, list) or not shape or any(_as_int(d) is None or isinstance(d, str) or d < 1 for d in shape):
+            raise err(f"{f}.shape", f"must be a non-empty list of positive integers, got {shape!r}")
+        dtype = item.get("dtype", "float32")
+        if dtype not in DTYPES:
+            raise err(f"{f}.dtype", f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPES)}")
+        out.append(InputSpec(name, tuple(shape), dtype))
+    return out
+
+
+def _targets(raw, path, err):
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or any(not isinstance(t, str) for t in raw):
+        raise err("targets", "must be a list of target names")
+    from . import toolchain
+    known = toolchain.available(project_dir_of(path))
+    for i, t in enumerate(raw):
+        if t not in known:
+            raise err(f"targets[{i}]", f"unknown target '{t}'; allowed: {', '.join(known)}")
+    return tuple(dict.fromkeys(raw))
+
+
+# -- finding recipes in a project ------------------------------------------------------
+
+def list_models(project_dir) -> list:
+    d = Path(project_dir) / "recipes"
+    return sorted({p.stem for p in d.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file()}) if d.is_dir() else []
+
+
+def find_recipe(project_dir, model_name) -> Path:
+    d = Path(project_dir) / "recipes"
+    found = [d / f"{model_name}{s}" for s in RECIPE_SUFFIXES if (d / f"{model_name}{s}").is_file()]
+    if not found:
+        models = list_models(project_dir)
+        raise RecipeError(d, 0, "model", f"no recipe for model '{model_name}' "
+                                         f"(available: {', '.join(models) or 'none'})")
+    if len(found) > 1:
+        raise RecipeError(d, 0, "model", f"several recipes for model '{model_name}': "
+                                         f"{', '.join(p.name for p in found)}; keep one")
+    return found[0]

@@ -1,0 +1,199 @@
+/* Vector intrinsics on NRAM: element-wise binary and scalar ops, activations, reductions,
+ * fills and pooling. Rules: operands in NRAM, 64-B aligned, n * sizeof(T) a multiple of
+ * 128 B. Cost: start-up + one cycle per 128-B chunk (a partial chunk is a whole one). */
+#ifndef BANGEMU_VECTOR_H
+#define BANGEMU_VECTOR_H
+
+#include <cmath>
+#include <type_traits>
+
+#include "core.h"
+
+namespace bangemu {
+
+template <class T> struct same { typedef T type; };  // keeps scalars out of deduction
+
+inline long long vector_cycles(long long bytes, long long per_chunk = 1) {
+  return BANGEMU_VECTOR_STARTUP_CYCLES + ceil_div(bytes, BANGEMU_VECTOR_BYTES_PER_CYCLE) * per_chunk;
+}
+
+/* n > 0 and n * elem a multiple of the vector size. */
+inline bool count_rule(const char* fn, long long n, size_t elem) {
+  cur();
+  if (n <= 0) return violation(fn, "n must be positive", fmt("n=%lld", n));
+  if ((n * (long long)elem) % BANGEMU_VECTOR_SIZE_MULTIPLE_BYTES != 0)
+    return violation(fn, fmt("n * sizeof(T) must be a multiple of %d B", BANGEMU_VECTOR_SIZE_MULTIPLE_BYTES),
+                     fmt("n=%lld, sizeof(T)=%zu, bytes=%lld", n, elem, n * (long long)elem));
+  return true;
+}
+inline bool vec(const char* fn, const char* what, const void* p, long long bytes) {
+  return operand(fn, what, p, bytes, NRAM, BANGEMU_VECTOR_ALIGN_BYTES);
+}
+
+template <class T, class F>
+inline void binary(int op, T* dst, const T* a, const T* b, int n, F f) {
+  const char* fn = op_name(op);
+  if (!count_rule(fn, n, sizeof(T))) return;
+  long long by = (long long)n * sizeof(T);
+  bool ok = vec(fn, "dst", dst, by);
+  ok = vec(fn, "src0", a, by) && ok;
+  ok = vec(fn, "src1", b, by) && ok;
+  if (!ok) return;
+  for (int i = 0; i < n; ++i) dst[i] = f(a[i], b[i]);
+  charge(op, vector_cycles(by));
+}
+
+/* dst may equal src (in place). */
+template <class T, class F>
+inline void unary(int op, T* dst, const T* src, int n, F f, long long per_chunk = 1) {
+  const char* fn = op_name(op);
+  if (!count_rule(fn, n, sizeof(T))) return;
+  long long by = (long long)n * sizeof(T);
+  bool ok = vec(fn, "dst", dst, by);
+  ok = vec(fn, "src", src, by) && ok;
+  if (!ok) return;
+  for (int i = 0; i < n; ++i) dst[i] = f(src[i]);
+  charge(op, vector_cycles(by, per_chunk));
+}
+
+/* Fills have no size rule in the table: only the space and the bounds are checked. */
+template <class T>
+inline void fill(int op, void* dst, int n, T v) {
+  const char* fn = op_name(op);
+  cur();
+  if (n < 0) { violation(fn, "n must not be negative", fmt("n=%d", n)); return; }
+  long long by = (long long)n * sizeof(T);
+  if (!operand(fn, "dst", dst, by, NRAM, 0)) return;
+  for (int i = 0; i < n; ++i) memcpy((char*)dst + (size_t)i * sizeof(T), &v, sizeof(T));
+  charge(op, vector_cycles(by));
+}
+
+/* HWC pooling without padding: out (Ho, Wo, C), Ho = (H - kh) / sh + 1. */
+template <class T>
+inline void pool(int op, T* dst, const T* src, int C, int H, int W, int kh, int kw, int sw, int sh) {
+  const char* fn = op_name(op);
+  cur();
+  bool ok = true;
+  if (C <= 0 || kh <= 0 || kw <= 0 || sw <= 0 || sh <= 0 || H < kh || W < kw)
+    ok = violation(fn, "need C, kernel and strides > 0 and the window inside H x W",
+                   fmt("C=%d, H=%d, W=%d, kh=%d, kw=%d, sw=%d, sh=%d", C, H, W, kh, kw, sw, sh));
+  else if ((C * (long long)sizeof(T)) % BANGEMU_POOL_C_MULTIPLE_BYTES != 0)
+    ok = violation(fn, fmt("C * sizeof(T) must be a multiple of %d B (HWC layout)", BANGEMU_POOL_C_MULTIPLE_BYTES),
+                   fmt("C=%d, sizeof(T)=%zu", C, sizeof(T)));
+  if (!ok) return;
+  int Ho = (H - kh) / sh + 1, Wo = (W - kw) / sw + 1;
+  ok = vec(fn, "dst", dst, (long long)Ho * Wo * C * sizeof(T));
+  ok = vec(fn, "src", src, (long long)H * W * C * sizeof(T)) && ok;
+  if (!ok) return;
+  for (int oh = 0; oh < Ho; ++oh)
+    for (int ow = 0; ow < Wo; ++ow)
+      for (int c = 0; c < C; ++c) {
+        T acc = src[((long long)oh * sh * W + (long long)ow * sw) * C + c];
+        if (op == OP_AVGPOOL) acc = 0;
+        for (int y = 0; y < kh; ++y)
+          for (int x = 0; x < kw; ++x) {
+            T v = src[((long long)(oh * sh + y) * W + ow * sw + x) * C + c];
+            acc = op == OP_AVGPOOL ? acc + v : std::max(acc, v);
+          }
+        dst[((long long)oh * Wo + ow) * C + c] = op == OP_AVGPOOL ? acc / (T)(kh * kw) : acc;
+      }
+  charge(op, BANGEMU_VECTOR_STARTUP_CYCLES +
+                 (long long)Ho * Wo * kh * kw * ceil_div(C * (long long)sizeof(T), BANGEMU_VECTOR_BYTES_PER_CYCLE));
+}
+
+}  // namespace bangemu
+
+#define BANGEMU_BINARY(name, OP, expr)                                                    \
+  template <class T> inline void name(T* dst, const T* src0, const T* src1, int n) {      \
+    ::bangemu::binary(::bangemu::OP, dst, src0, src1, n, [](T a, T b) { return (T)(expr); }); \
+  }
+BANGEMU_BINARY(__bang_add, OP_ADD, a + b)
+BANGEMU_BINARY(__bang_sub, OP_SUB, a - b)
+BANGEMU_BINARY(__bang_mul, OP_MUL, a * b)
+#undef BANGEMU_BINARY
+
+#define BANGEMU_SCALAR(name, OP, expr)                                                    \
+  template <class T>                                                                      \
+  inline void name(T* dst, const T* src, typename ::bangemu::same<T>::type value, int n) { \
+    ::bangemu::unary(::bangemu::OP, dst, src, n, [value](T a) { return (T)(expr); });     \
+  }
+BANGEMU_SCALAR(__bang_add_scalar, OP_ADD_SCALAR, a + value)
+BANGEMU_SCALAR(__bang_sub_scalar, OP_SUB_SCALAR, a - value)
+BANGEMU_SCALAR(__bang_mul_scalar, OP_MUL_SCALAR, a * value)
+#undef BANGEMU_SCALAR
+
+/* Activations (table-driven units on the chip: transcendental ones cost more per chunk). */
+#define BANGEMU_ACTIVE(name, OP, chunk, expr)                                             \
+  template <class T> inline void name(T* dst, const T* src, int n) {                      \
+    ::bangemu::unary(::bangemu::OP, dst, src, n, [](T a) { return (T)(expr); }, chunk);   \
+  }
+BANGEMU_ACTIVE(__bang_active_relu, OP_RELU, 1, a > (T)0 ? a : (T)0)
+BANGEMU_ACTIVE(__bang_active_abs, OP_ABS, 1, a < (T)0 ? -a : a)
+BANGEMU_ACTIVE(__bang_active_sigmoid, OP_SIGMOID, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, 1.0f / (1.0f + std::exp(-(float)a)))
+BANGEMU_ACTIVE(__bang_active_tanh, OP_TANH, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::tanh((float)a))
+BANGEMU_ACTIVE(__bang_active_exp, OP_EXP, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::exp((float)a))
+#undef BANGEMU_ACTIVE
+
+/* Reductions: the result goes to dst[0]; dst needs one 128-B vector. */
+template <class T> inline void __bang_sum(T* dst, const T* src, int n) {
+  using namespace bangemu;
+  const char* fn = op_name(OP_SUM);
+  if (!count_rule(fn, n, sizeof(T))) return;
+  bool ok = vec(fn, "dst", dst, BANGEMU_VECTOR_SIZE_MULTIPLE_BYTES);
+  if (!(vec(fn, "src", src, (long long)n * sizeof(T)) && ok)) return;
+  T acc = 0;
+  for (int i = 0; i < n; ++i) acc += src[i];
+  dst[0] = acc;
+  charge(OP_SUM, vector_cycles((long long)n * sizeof(T)));
+}
+template <class T> inline void __bang_max(T* dst, const T* src, int n) {
+  using namespace bangemu;
+  const char* fn = op_name(OP_MAX);
+  if (!count_rule(fn, n, sizeof(T))) return;
+  bool ok = vec(fn, "dst", dst, BANGEMU_VECTOR_SIZE_MULTIPLE_BYTES);
+  if (!(vec(fn, "src", src, (long long)n * sizeof(T)) && ok)) return;
+  T acc = src[0];
+  for (int i = 1; i < n; ++i) acc = std::max(acc, src[i]);
+  dst[0] = acc;
+  charge(OP_MAX, vector_cycles((long long)n * sizeof(T)));
+}
+
+/* __memset_nram(dst, n, value): n elements of value's type (overloads as in BANG; a double
+ * value is ambiguous on purpose). */
+#define BANGEMU_MEMSET(T) \
+  inline void __memset_nram(void* dst, int n, T v) { ::bangemu::fill(::bangemu::OP_MEMSET_NRAM, dst, n, v); }
+BANGEMU_MEMSET(char)
+BANGEMU_MEMSET(signed char)
+BANGEMU_MEMSET(unsigned char)
+BANGEMU_MEMSET(short)
+BANGEMU_MEMSET(unsigned short)
+BANGEMU_MEMSET(int)
+BANGEMU_MEMSET(unsigned int)
+BANGEMU_MEMSET(float)
+#undef BANGEMU_MEMSET
+template <class T> inline void __bang_write_zero(T* dst, int n) {
+  ::bangemu::fill(::bangemu::OP_WRITE_ZERO, dst, n, (T)0);
+}
+template <class T> inline void __bang_write_value(T* dst, int n, typename ::bangemu::same<T>::type v) {
+  ::bangemu::fill(::bangemu::OP_WRITE_VALUE, dst, n, (T)v);
+}
+
+/* Pooling on HWC data; the 7-argument form uses the kernel size as stride. */
+template <class T>
+inline void __bang_maxpool(T* dst, const T* src, int C, int H, int W, int kh, int kw, int sw, int sh) {
+  ::bangemu::pool(::bangemu::OP_MAXPOOL, dst, src, C, H, W, kh, kw, sw, sh);
+}
+template <class T>
+inline void __bang_maxpool(T* dst, const T* src, int C, int H, int W, int kh, int kw) {
+  ::bangemu::pool(::bangemu::OP_MAXPOOL, dst, src, C, H, W, kh, kw, kw, kh);
+}
+template <class T>
+inline void __bang_avgpool(T* dst, const T* src, int C, int H, int W, int kh, int kw, int sw, int sh) {
+  ::bangemu::pool(::bangemu::OP_AVGPOOL, dst, src, C, H, W, kh, kw, sw, sh);
+}
+template <class T>
+inline void __bang_avgpool(T* dst, const T* src, int C, int H, int W, int kh, int kw) {
+  ::bangemu::pool(::bangemu::OP_AVGPOOL, dst, src, C, H, W, kh, kw, kw, kh);
+}
+
+#endif

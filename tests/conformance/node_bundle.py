@@ -1,0 +1,217 @@
+"""ONNX backend node tests through the emulated Sunway target, compiled into ONE program.
+
+Every case is compiled with its own model prefix (c0, c1, ...; symbols never collide),
+the host, slave and weights objects of all cases are linked with a generated dispatcher
+main, and each case then runs as `bundle <case> IN... OUT...`. That is one link instead of
+hundreds, which keeps the suite within minutes on two cores.
+
+Inputs that are parameters in spirit (a Reshape's shape, Slice's starts, Resize's scales,
+Gather's indices, ...) are bound as constants before compiling: an ahead-of-time compiler
+with static shapes needs them at compile time. Data tensors stay run-time inputs.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import subprocess
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from swbuild import build, toolchain
+from swbuild.errors import SwbuildError, UnsupportedError
+from swbuild.ops import supported_ops
+
+# input positions bound as constants, per op (see the module docstring)
+PARAM_INPUTS = {
+    "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Pad": {1, 2, 3},
+    "Resize": {1, 2, 3}, "Upsample": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Split": {1},
+    "Gather": {1}, "ConstantOfShape": {0}, "Clip": set(), "ReduceSum": {1}, "ReduceMean": {1},
+    "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1},
+    "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
+}
+# float32 is what kernels compute in; cases on other types get a named reason
+RTOL_MIN, ATOL_MIN = 1e-3, 1e-5     # float32 kernels vs numpy references (erff, expf, ...)
+
+
+@dataclass
+class Case:
+    index: int
+    name: str
+    model: onnx.ModelProto
+    inputs: list                      # numpy arrays for the run-time inputs, in graph order
+    outputs: list
+    rtol: float
+    atol: float
+    prefix: str = ""
+    status: str = "pending"           # compiled | unsupported | error
+    reason: str = ""
+    plan: dict = field(default_factory=dict)
+
+
+def collect(ops=None):
+    """Node test cases whose every node is an op swbuild claims (all of them, by default)."""
+    from onnx.backend.test.case.node import collect_testcases
+    claimed = set(ops or supported_ops())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    out = []
+    for c in cases:
+        if c.kind != "node" or not c.data_sets:
+            continue
+        if not all(n.op_type in claimed and n.domain in ("", "ai.onnx") for n in c.model.graph.node):
+            continue
+        out.append(c)
+    return sorted(out, key=lambda c: c.name)
+
+
+def bind_params(tc, index):
+    """Model with parameter inputs turned into initializers; returns (model, runtime inputs)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(tc.model)
+    inputs, outputs = tc.data_sets[0]
+    names = [vi.name for vi in m.graph.input]
+    bound = set()
+    for n in m.graph.node:
+        for k in PARAM_INPUTS.get(n.op_type, ()):
+            if k < len(n.input) and n.input[k] in names:
+                bound.add(n.input[k])
+    keep, run_inputs = [], []
+    for vi, value in zip(list(m.graph.input), inputs):
+        value = np.asarray(value)
+        if vi.name in bound:
+            m.graph.initializer.append(numpy_helper.from_array(value, vi.name))
+        else:
+            keep.append(vi)
+            run_inputs.append(value)
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    return Case(index, tc.name, m, run_inputs, [np.asarray(o) for o in outputs],
+                max(tc.rtol, RTOL_MIN), max(tc.atol, ATOL_MIN))
+
+
+def compile_case(case, tc, out_dir):
+    from swbuild.compiler import compile_to
+    case.prefix = f"c{case.index}"
+    try:
+        for v in case.inputs + case.outputs:
+            if v.dtype != np.float32:
+                raise UnsupportedError(f"dtype {v.dtype} of a graph input/output (kernels compute in float32)")
+        program, files = compile_to(case.model, tc, out_dir, case.prefix)
+        case.plan = json.loads(files[f"{case.prefix}.plan.json"])
+        case.status = "compiled"
+    except UnsupportedError as e:
+        case.status, case.reason = "unsupported", e.reason
+    except SwbuildError as e:
+        case.status, case.reason = "error", str(e)
+    except Exception as e:  # a compiler bug: the test reports it with the case's name
+        case.status, case.reason = "error", f"{type(e).__name__}: {e}"
+    return case
+
+
+def _dispatcher(cases):
+    lines = ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>"]
+    for c in cases:
+        lines.append(f'#include "{c.prefix}.h"')
+    lines += ["static float *load(const char *p, size_t n) {",
+              "  float *b = malloc(n * sizeof(float) + 4); FILE *f = fopen(p, \"rb\");",
+              "  if (!b || !f || fread(b, sizeof(float), n, f) != n) { fprintf(stderr, \"cannot read %s\\n\", p); exit(2); }",
+              "  fclose(f); return b; }",
+              "static void save(const char *p, const float *b, size_t n) {",
+              "  FILE *f = fopen(p, \"wb\"); if (!f || fwrite(b, sizeof(float), n, f) != n) exit(2); fclose(f); }",
+              "static char ws[1 << 26] __attribute__((aligned(64)));"]
+    for c in cases:
+        P, U = c.prefix, c.prefix.upper()
+        nin, nout = len(c.plan["inputs"]), len(c.plan["outputs"])
+        args = [f"load(a[{i}], {U}_INPUT{i}_ELEMS)" for i in range(nin)]
+        outs = [f"o{i}" for i in range(nout)]
+        lines.append(f"static int run_{P}(char **a) {{")
+        for i in range(nout):
+            lines.append(f"  float *o{i} = calloc({U}_OUTPUT{i}_ELEMS + 1, sizeof(float));")
+        lines.append(f"  if (sizeof ws < {U}_WORKSPACE_SIZE) return 3;")
+        lines.append(f"  if ({P}_init() || {P}_run({', '.join(args + outs + ['ws'])})) return 1;")
+        lines.append(f"  {P}_teardown();")
+        for i in range(nout):
+            lines.append(f"  save(a[{nin + i}], o{i}, {U}_OUTPUT{i}_ELEMS);")
+        lines.append("  return 0; }")
+    lines.append("int main(int argc, char **argv) {")
+    lines.append("  if (argc < 2) return 2;")
+    for c in cases:
+        lines.append(f'  if (!strcmp(argv[1], "{c.prefix}")) return run_{c.prefix}(argv + 2);')
+    lines += ["  fprintf(stderr, \"unknown case %s\\n\", argv[1]);", "  return 2; }", ""]
+    return "\n".join(lines)
+
+
+def _run(argv, cwd=None):
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=cwd)
+    if p.returncode:
+        raise RuntimeError(f"{' '.join(map(str, argv[:6]))}... failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+
+
+def build_bundle(cases, tc, gen_dir, jobs=2):
+    """Compile every compiled case and link one dispatcher program; returns its path."""
+    from swbuild.runtime.slavecc import rename
+    gen_dir = Path(gen_dir)
+    obj = gen_dir / "obj"
+    obj.mkdir(exist_ok=True)
+    ok = [c for c in cases if c.status == "compiled"]
+    flags = lambda side: (list(tc.flags[side]) + [f"-I{d}" for d in tc.runtime_include_dirs()]  # noqa: E731
+                          + [f"-D{d}" for d in tc.runtime_defines()] + [f"-I{gen_dir}"])
+    gcc = tc.argv("host_cc")
+    groups = {"host": [gen_dir / f"{c.prefix}_host.c" for c in ok] + [gen_dir / "bundle_main.c"],
+              "slave": [gen_dir / f"{c.prefix}_slave.c" for c in ok],
+              "asm": [gen_dir / f"{c.prefix}_weights.S" for c in ok]}
+    (gen_dir / "bundle_main.c").write_text(_dispatcher(ok))
+    work = []
+    for side, files in groups.items():
+        f = flags("host" if side != "slave" else "slave") if side != "asm" else [f"-Wa,-I,{gen_dir}"]
+        d = obj / side
+        d.mkdir(exist_ok=True)
+        for k in range(jobs):
+            part = files[k::jobs]
+            if part:
+                work.append((gcc + f + ["-c"] + [str(p) for p in part], d))
+    with cf.ThreadPoolExecutor(jobs) as ex:
+        list(ex.map(lambda w: _run(w[0], cwd=w[1]), work))
+    slaves = obj / "all_slaves.o"
+    _run(["ld", "-r", "-o", slaves] + sorted((obj / "slave").glob("*.o")))
+    rename(str(slaves))   # what the emulated slave compiler does to each slave object
+    rt_steps, rt_lib = build.runtime_steps(tc, gen_dir / "_runtime")
+    build.run_steps(rt_steps, log=lambda s: None)
+    exe = gen_dir / "bundle"
+    _run(tc.argv("link") + sorted((obj / "host").glob("*.o")) + [slaves] + sorted((obj / "asm").glob("*.o"))
+         + [rt_lib] + list(tc.flags["libs"]) + ["-o", exe])
+    return exe
+
+
+def run_case(case, exe, work_dir):
+    """Run one case; returns (outputs or None, stats dict or None, stderr)."""
+    work_dir = Path(work_dir)
+    ins = []
+    for i, v in enumerate(case.inputs):
+        p = work_dir / f"{case.prefix}_in{i}.bin"
+        np.ascontiguousarray(v, dtype="<f4").tofile(p)
+        ins.append(p)
+    outs = [work_dir / f"{case.prefix}_out{i}.bin" for i in range(len(case.outputs))]
+    stats = work_dir / f"{case.prefix}_stats.json"
+    env = dict(os.environ, SWEMU_STATS=str(stats), SWEMU_TIMEOUT="60")
+    p = subprocess.run([str(exe), case.prefix] + [str(x) for x in ins + outs], capture_output=True, text=True, env=env)
+    if p.returncode:
+        return None, None, f"exit {p.returncode}: {p.stderr.strip()[-500:]}"
+    got = [np.fromfile(o, dtype="<f4").reshape(ref.shape) for o, ref in zip(outs, case.outputs)]
+    return got, json.loads(stats.read_text()) if stats.exists() else None, p.stderr
+
+
+def prepare_all(gen_dir, target="sunway-emu", ops=None, jobs=2):
+    tc = toolchain.load(target)
+    cases = [bind_params(c, i) for i, c in enumerate(collect(ops))]
+    for c in cases:
+        compile_case(c, tc, gen_dir)
+    exe = build_bundle(cases, tc, gen_dir, jobs) if any(c.status == "compiled" for c in cases) else None
+    return cases, exe

@@ -1,0 +1,37 @@
+"""Small ONNX models written by the tests (never committed as files)."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def make(nodes, inputs, outputs, inits=(), opset=13, name="t"):
+    g = helper.make_graph(nodes, name,
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+                          initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def rand(*shape, seed=0, scale=1.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+def cnn(input_name="gpu_0/data_0", hw=12):
+    """Conv(groups, pads) + Relu + MaxPool + LRN + AveragePool + Gemm + Softmax, hostile node names."""
+    nodes = [
+        helper.make_node("Conv", [input_name, "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name='conv*/ "evil" \n#define x'),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], group=2, strides=[2, 2], pads=[0, 0, 1, 1]),
+        helper.make_node("MaxPool", ["c2"], ["p"], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]),
+        helper.make_node("LRN", ["p"], ["l"], size=3, alpha=1e-3),
+        helper.make_node("AveragePool", ["l"], ["a"], kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1]),
+        helper.make_node("Flatten", ["a"], ["f"]),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["g"], transB=1),
+        helper.make_node("Softmax", ["g"], ["prob/0"]),
+    ]
+    h2 = (hw + 1 - 3) // 2 + 1          # conv2: stride 2, one row/col of end padding
+    a_hw = (h2 + 1 - 2) // 2 + 1        # avgpool 2x2 stride 2, end padding 1
+    inits = [("w1", rand(8, 3, 3, 3, seed=1, scale=0.3)), ("b1", rand(8, seed=2)),
+             ("w2", rand(8, 4, 3, 3, seed=3, scale=0.3)), ("b2", rand(8, seed=4)),
+             ("fw", rand(10, 8 * a_hw * a_hw, seed=5, scale=0.1)), ("fb", rand(10, seed=6))]
+    return make(nodes, [(input_name, [1, 3, hw, hw])], [("prob/0", [1, 10])], inits)

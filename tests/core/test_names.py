@@ -1,0 +1,33 @@
+import re
+
+from swbuild.names import UniqueNames, c_comment, c_ident, c_prefix
+
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def test_identifiers_are_c_safe():
+    for name in ["gpu_0/data_0", "9lives", "a b\nc", "*/ int x; /*", "", "for", "__reserved", "é€", "a" * 300]:
+        s = c_ident(name)
+        assert IDENT.match(s), (name, s)
+        assert len(s) <= 48
+        assert s not in {"for", "int"} and not s.startswith("__")
+
+
+def test_prefix_examples():
+    assert c_prefix("bert-base") == "bert_base"
+    assert c_prefix("vgg16") == "vgg16"
+    assert c_prefix("3d/net") == "_3d_net"
+
+
+def test_unique_names_are_distinct_and_stable():
+    u = UniqueNames(reserved={"ws"})
+    a = u("in:x/y", "x/y")
+    b = u("in:x_y", "x_y")
+    c = u("out:ws", "ws")
+    assert len({a, b, c}) == 3 and c != "ws"
+    assert u("in:x/y", "x/y") == a
+
+
+def test_comment_text_cannot_close_a_comment():
+    s = c_comment("a */ b /* c \x00\n")
+    assert "*/" not in s and "/*" not in s and "\n" not in s

@@ -1,0 +1,50 @@
+"""System tests with the real compiler: the repository's SConstruct copied into a tmp
+project with a tiny ONNX recipe (Conv+Relu on 1x3x8x8), target sunway-emu / sunway."""
+import json
+import os
+
+import pytest
+
+from scons_project import REPO, make_project, run_scons
+
+from swbuild.build import generated_files
+
+pytestmark = pytest.mark.skipif(not (REPO / "swbuild" / "cli.py").is_file(), reason="swbuild.cli not written yet")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    p = make_project(tmp_path_factory.mktemp("real") / "proj", fake=False)
+    r = run_scons(p, "-Q", "target=sunway-emu", "model=tiny")
+    return p, r
+
+
+def test_real_build_and_up_to_date(built):
+    p, r = built
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = p / "build/sunway-emu/tiny"
+    assert "SWGEN tiny -> build/sunway-emu/tiny" in r.stdout and "LINK tiny_runner" in r.stdout
+    for name in generated_files("tiny").values():
+        assert (out / name).is_file(), name
+    assert os.access(out / "tiny_runner", os.X_OK) and (out / "libtiny.a").is_file()
+    assert (p / "build/sunway-emu/_runtime/libswemu.a").is_file()
+    lock = (out / "tiny.lock.json").read_text()
+    assert str(p) not in lock and json.loads(lock)["target"] == "sunway-emu"
+    assert run_scons(p, "-q", "target=sunway-emu", "model=tiny").returncode == 0
+
+
+def test_real_sunway_without_sw5cc_writes_sources_then_fails(built):
+    p, _ = built
+    r = run_scons(p, "-Q", "target=sunway", "model=tiny", env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode != 0
+    assert "compiler 'sw5cc' not found" in r.stderr and "Traceback" not in r.stdout + r.stderr
+    for name in generated_files("tiny").values():
+        assert (p / "build/sunway/tiny" / name).is_file(), name
+
+
+@pytest.mark.slow
+def test_real_check_alias(built):
+    p, _ = built
+    r = run_scons(p, "-Q", "target=sunway-emu", "model=tiny", "check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "CHECK tiny (sunway-emu)" in r.stdout and '"status": "pass"' in r.stdout
