@@ -18,12 +18,36 @@ import numpy as np
 from .errors import SwbuildError
 
 LDM_EXIT = 86       # the emulation runtimes' exit status for a hardware-limit violation
+BANG_EXIT = 87      # the BANG emulator's exit status for a broken rule (runtime/bang/README.md)
 
 
-def seeded_inputs(specs, seed):
-    """Deterministic float32 inputs: standard normal from PCG64(seed), per input in order."""
+def seeded_inputs(specs, seed, bounds=None):
+    """Deterministic inputs from PCG64(seed), per input in order: standard normal floats;
+    integers (lookup indices) uniform in [0, bound)."""
     rng = np.random.default_rng(seed)
-    return {s["name"]: rng.standard_normal(s["shape"]).astype(np.float32) for s in specs}
+    out = {}
+    for s in specs:
+        if s.get("dtype", "float32").startswith("int"):
+            out[s["name"]] = rng.integers(0, (bounds or {}).get(s["name"], 2), s["shape"]).astype(s["dtype"])
+        else:
+            out[s["name"]] = rng.standard_normal(s["shape"]).astype(np.float32)
+    return out
+
+
+def index_bounds(model):
+    """For integer graph inputs used as Gather indices: the size of the gathered axis."""
+    import onnx
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model), load_external_data=False)
+    shapes = {t.name: list(t.dims) for t in model.graph.initializer}
+    out = {}
+    for n in model.graph.node:
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[0] in shapes:
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+            dims = shapes[n.input[0]]
+            b = dims[axis % len(dims)]
+            out[n.input[1]] = min(out.get(n.input[1], b), b)
+    return out
 
 
 def light_reference(model_path, specs):
@@ -89,7 +113,8 @@ def run_runner(runner, plan, inputs, workdir):
     ins = []
     for k, spec in enumerate(plan["inputs"]):
         f = workdir / f"in{k}.bin"
-        np.ascontiguousarray(inputs[spec["name"]], dtype="<f4").reshape(spec["shape"]).tofile(f)
+        dt = np.dtype(spec.get("dtype", "float32")).newbyteorder("<")
+        np.ascontiguousarray(inputs[spec["name"]], dtype=dt).reshape(spec["shape"]).tofile(f)
         ins.append(str(f))
     outs = [str(workdir / f"out{k}.bin") for k in range(len(plan["outputs"]))]
     stats = workdir / "emulator_stats.json"
@@ -102,7 +127,7 @@ def run_runner(runner, plan, inputs, workdir):
     got = []
     if p.returncode == 0:
         for f, spec in zip(outs, plan["outputs"]):
-            got.append(np.fromfile(f, dtype="<f4").reshape(spec["shape"]))
+            got.append(np.fromfile(f, dtype=np.dtype(spec.get("dtype", "float32")).newbyteorder("<")).reshape(spec["shape"]))
     st = json.loads(stats.read_text()) if stats.exists() else None
     return got, st, p.stderr, p.returncode, secs
 
@@ -157,12 +182,17 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
     doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol, "run_seconds": round(secs, 3)}
     if code != 0:
         doc.update(status="fail", reason=f"runner exited with status {code}" +
-                   (" (emulated hardware limit violated)" if code == LDM_EXIT else ""),
+                   (" (emulated hardware limit violated)" if code == LDM_EXIT else
+                    " (emulated BANG rule violated)" if code == BANG_EXIT and plan.get("family") == "diannao" else ""),
                    stderr=err.strip().splitlines()[-5:], max_abs_err=None, max_rel_err=None)
         return doc
     ref = reference(inputs) if callable(reference) else reference
     ok, a, r, per = compare(got, ref, rtol, atol)
-    findings = emulator_findings(plan, stats)
+    if plan.get("family") == "diannao":   # BANG emulator statistics: rule violations, cycles
+        from .backends.diannao.report import emulator_findings as bang_findings
+        findings = bang_findings(plan, stats)
+    else:
+        findings = emulator_findings(plan, stats)
     doc.update(max_abs_err=a, max_rel_err=r, outputs=[dict(name=o["name"], **e) for o, e in zip(plan["outputs"], per)],
                emulator=findings)
     reasons = []
@@ -172,6 +202,8 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
         reasons.append(f"{findings['write_conflicts']} write conflicts between CPEs")
     if findings.get("dma_mismatches"):
         reasons.append(f"measured DMA differs from the compiler's prediction in {len(findings['dma_mismatches'])} kernels")
+    if findings.get("violations"):
+        reasons.append(f"{findings['violations']} BANG rule violations in the emulator")
     if findings.get("stats") == "missing":
         reasons.append("the emulator wrote no statistics")
     doc["status"] = "fail" if reasons else "pass"

@@ -162,7 +162,7 @@ def _reference(args, job, plan):
     elif light:
         inputs = light[0]
     else:
-        inputs = check.seeded_inputs(plan["inputs"], int(job.check["seed"]))
+        inputs = check.seeded_inputs(plan["inputs"], int(job.check["seed"]), check.index_bounds(job.model))
     if args.expected:
         exp = check.load_npz(args.expected, names_out, "expected outputs")
         ref = [exp[n] for n in names_out]

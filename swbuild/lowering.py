@@ -10,6 +10,7 @@ from .names import c_ident, c_prefix
 from .ops import LOWERINGS, _load_all, supported_ops
 
 DTYPES = ("float32",)   # data types kernels compute in
+INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices
 
 
 class LowerCtx:
@@ -23,6 +24,8 @@ class LowerCtx:
         return name
 
     def add(self, kernel):
+        if kernel.points == 0:   # an empty output: nothing to compute or move
+            return
         kernel.name = self.kernel_name(kernel.op)
         self.kernels.append(kernel)
 
@@ -51,7 +54,9 @@ class LowerCtx:
 
 def lower(graph, model_name, supported=None):
     """Lower every node; unsupported ops and dtypes are one clear error each."""
+    from .optimizer.graph import simplify
     _load_all()
+    graph = simplify(graph)
     prefix = c_prefix(model_name)
     ctx = LowerCtx(graph, prefix)
     for node in graph.nodes:
@@ -59,13 +64,18 @@ def lower(graph, model_name, supported=None):
         if fn is None:
             raise UnsupportedError(f"node '{node.name}': operator {node.op} is not supported "
                                    f"(supported: {', '.join(supported or supported_ops())})")
-        for t in list(node.inputs) + list(node.outputs):
+        for k, t in enumerate(list(node.inputs) + list(node.outputs)):
+            if node.op == "Gather" and k == 1 and graph.tensors[t].dtype in INDEX_DTYPES:
+                continue   # run-time indices of a lookup
             if t and graph.tensors.get(t) is not None and graph.tensors[t].data is None \
                     and graph.tensors[t].dtype not in DTYPES:
                 raise UnsupportedError(f"node '{node.name}' ({node.op}): tensor '{t}' has dtype "
                                        f"{graph.tensors[t].dtype}; kernels compute in {', '.join(DTYPES)}")
         fn(ctx, node)
+    index_inputs = {n.inputs[1] for n in graph.nodes if n.op == "Gather" and len(n.inputs) > 1}
     for t in graph.inputs + graph.outputs:
+        if t in index_inputs and t in graph.inputs and graph.tensors[t].dtype in INDEX_DTYPES:
+            continue
         if graph.tensors[t].dtype not in DTYPES:
             raise UnsupportedError(f"graph input/output '{t}' has dtype {graph.tensors[t].dtype}; "
                                    f"supported: {', '.join(DTYPES)}")
@@ -92,6 +102,9 @@ def _materialize_outputs(ctx, graph):
             continue
         ctx.aliases.pop(o, None)
         t = graph.tensors[o]
+        if r == o:   # the output is itself a folded constant: its data moves to a tensor of its own
+            r = ctx.new_const(t.data, o)
+            graph.tensors[o] = type(t)(o, t.shape, t.dtype)
         axes = [Axis(f"i{d}", n) for d, n in enumerate(t.shape)] or [Axis("i0", 1)]
         src = graph.tensors[r]
         shape = tuple(a.extent for a in axes)

@@ -138,7 +138,7 @@ def _infer_shapes(graph: Graph, model, opset):
     ins, inits = [], []
     for t in graph.tensors.values():
         if t.data is not None and t.size <= SMALL_CONST:
-            inits.append(numpy_helper.from_array(np.ascontiguousarray(t.data), t.name))
+            inits.append(numpy_helper.from_array(np.array(t.data), t.name))
         elif t.data is not None or t.name in graph.inputs:
             ins.append(helper.make_tensor_value_info(t.name, _onnx_type(t.dtype), list(t.shape)))
     pnodes = [helper.make_node(n.op, n.inputs, n.outputs, name=n.name, **n.attrs) for n in graph.nodes]
@@ -212,7 +212,7 @@ def _evaluate(graph, n, opset, ReferenceEvaluator):
             pin.append("")
             continue
         t = graph.tensors[i]
-        feeds[f"i{k}"] = np.ascontiguousarray(t.data)
+        feeds[f"i{k}"] = np.array(t.data)
         pin.append(f"i{k}")
     pout = [f"o{k}" if o else "" for k, o in enumerate(n.outputs)]
     node = helper.make_node(n.op, pin, pout, **n.attrs)

@@ -55,7 +55,7 @@ def run_kernel(k, arrays: dict):
         if isinstance(e, Load):
             buf = k.buffers[e.buf]
             data = arrays[buf.tensor].reshape(buf.shape)
-            idx = [np.asarray(ev(i, acc)) for i in e.index]
+            idx = [np.asarray(ev(i, acc)).astype(np.int64) for i in e.index]
             idx = np.broadcast_arrays(*idx) if idx else []
             ok = np.ones(idx[0].shape if idx else (), bool)
             clipped = []

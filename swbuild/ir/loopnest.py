@@ -134,6 +134,8 @@ class Kernel:
     out_offset: tuple = ()     # per axis, where the output view starts (Concat writes slices)
     fused: tuple = ()          # names of nodes fused into this kernel
     schedule: object = None    # set by the optimizer (tiling, DMA plan)
+    kind: str = "compute"      # "compute", or a special kernel the backend prints by itself ("gather")
+    extra: dict = field(default_factory=dict)   # what a special kernel needs (buffer roles)
 
     def __post_init__(self):
         if not self.out_offset:

@@ -237,23 +237,31 @@ def lower_cast(ctx, node):
 
 @register("Gather")
 def lower_gather(ctx, node):
-    """Constant indices: one copy kernel per index (a slice of the data)."""
+    """out[o, q, i] = data[o, idx[q], i] over the [outer, n, inner] view of the data.
+    Constant indices: one affine copy kernel per index. Run-time indices (embedding
+    lookups): a special gather kernel that moves the chosen rows."""
     data = ctx.graph.tensors[node.inputs[0]]
     out = ctx.graph.tensors[node.outputs[0]]
     idx_t = ctx.graph.tensors[node.inputs[1]]
-    if idx_t.data is None:
-        raise UnsupportedError(f"node '{node.name}' (Gather): indices computed at run time are not supported")
     axis = int(node.attrs.get("axis", 0)) % len(data.shape)
     n = data.shape[axis]
     outer, inner = math.prod(data.shape[:axis]), math.prod(data.shape[axis + 1:])
+    Q = idx_t.size
+    o, q, i = Axis("o", outer), Axis("q", Q), Axis("i", inner)
+    if idx_t.data is None:
+        kb = KernelBuilder(ctx, node)
+        ix = kb.load(idx_t.name, [q.var], shape=[Q])
+        k = kb.kernel(out.name, [o, q, i], kb.load(data.name, [o.var, ix, i.var], shape=[outer, n, inner]),
+                      out_shape=[outer, Q, inner])
+        k.kind = "gather"
+        k.extra = {"data": k.body.buf, "indices": ix.buf}
+        ctx.add(k)
+        return
     idx = np.asarray(idx_t.data).reshape(-1)
     if idx.size > 256:
         raise UnsupportedError(f"node '{node.name}' (Gather): more than 256 constant indices are not supported")
     for p, v in enumerate(idx.tolist()):
         v = int(v) + (n if v < 0 else 0)
-        o, i = Axis("o", outer), Axis("i", inner)
         kb = KernelBuilder(ctx, node)
         src = kb.load(data.name, [o.var, iconst(v), i.var], shape=[outer, n, inner])
-        ctx.add(kb.kernel(out.name, [o, Axis("p", 1), i], src, out_shape=[outer, idx.size, inner], out_offset=(0, p, 0)))
-
-
+        ctx.add(kb.kernel(out.name, [o, Axis("p", 1), i], src, out_shape=[outer, Q, inner], out_offset=(0, p, 0)))

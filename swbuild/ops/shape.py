@@ -1,6 +1,7 @@
 """Data-movement ops: reshapes are aliases (free), Transpose/Concat/Split are copies."""
 from __future__ import annotations
 
+from ..errors import UnsupportedError
 from . import KernelBuilder, axes_for, register
 
 ALIASES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity")
@@ -58,3 +59,14 @@ def lower_split(ctx, node):
         ctx.add(kb.kernel(name, axes, kb.load(x.name, idx)))
         off += o.shape[axis]
 
+
+
+FOLDED = ("Constant", "ConstantOfShape", "Shape", "Size", "Range")
+
+
+@register(*FOLDED)
+def lower_folded(ctx, node):
+    # The frontend folds these whenever their inputs are known at compile time; reaching
+    # here means an input depends on run-time data, which static shapes cannot express.
+    raise UnsupportedError(f"node '{node.name}' ({node.op}): evaluated at compile time only, "
+                           f"but an input is only known at run time")

@@ -46,6 +46,8 @@ def fuse_epilogues(program):
             if t in keep_out or len(rs) != 1 or t in program.aliases.values() and _aliased_elsewhere(program, t):
                 continue
             cons = rs[0]
+            if "compute" != prod.kind or "compute" != cons.kind:   # special kernels print themselves
+                continue
             if cons.combine or cons is prod or any(o for o in prod.out_offset):
                 continue
             fused = _try_fuse(prod, cons, t, program)
@@ -98,7 +100,9 @@ def _try_fuse(prod, cons, t, program):
     for ld in loads:
         if ld.index != want or tuple(cons.buffers[ld.buf].shape) != tuple(a.extent for a in cons.axes):
             return None
-    if cons.out_offset and any(cons.out_offset):
+    # the consumer must write its whole output view (a Concat part writes a slice of a
+    # larger tensor even when its offset is zero)
+    if any(cons.out_offset) or tuple(cons.buffers[cons.out].shape) != tuple(a.extent for a in cons.axes):
         return None
     mapped = view_map([a.extent for a in cons.axes], list(prod.axes))
     if mapped is None:

@@ -125,3 +125,21 @@ def test_fused_add_waits_for_its_other_operand():
     m = make(nodes, [("x", [1, 3, 6, 6])], [("y", None)], [("w1", rand(4, 3, 3, 3, seed=1)), ("w2", rand(4, 3, 1, 1, seed=2))])
     prog = _check(m, {"x": rand(1, 3, 6, 6)})
     assert [k.op for k in prog.kernels] == ["Conv", "Conv"] and prog.kernels[1].fused == ("Add", "Relu")
+
+
+def test_batchnorm_folds_into_conv_and_dead_nodes_go():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "mu", "var"], ["bn"]),
+             helper.make_node("Relu", ["bn"], ["y"]),
+             helper.make_node("Sigmoid", ["x"], ["unused"])]
+    inits = [("w", rand(4, 3, 3, 3, seed=1)), ("s", rand(4, seed=2)), ("b", rand(4, seed=3)),
+             ("mu", rand(4, seed=4)), ("var", np.abs(rand(4, seed=5)) + 0.5)]
+    m = make(nodes, [("x", [1, 3, 6, 6])], [("y", None)], inits)
+    prog = _check(m, {"x": rand(1, 3, 6, 6)})
+    assert [(k.op, k.fused) for k in prog.kernels] == [("Conv", ("Relu",))]
+
+
+def test_first_concat_part_is_not_fused_as_an_elementwise_kernel():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["r", "x"], ["y"], axis=1)]
+    m = make(nodes, [("x", [2, 3])], [("y", None)])
+    _check(m, {"x": rand(2, 3)})
