@@ -94,6 +94,8 @@ def generate(env, target=None, project_dir=None, verbose=None, **kw):
         env.CacheDir(os.environ["SWBUILD_CACHEDIR"])
     env["BUILDERS"]["SwGen"] = swgen_builder
     env.AddMethod(SwModel, "SwModel")
+    from .scop import add_scop_builder
+    add_scop_builder(env)   # env.SwScop('src/kernel.c') for C files with #pragma scop
 
 
 def exists(env):

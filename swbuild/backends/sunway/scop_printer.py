@@ -62,10 +62,16 @@ static int swk_dma(int put, char *mem, char *ldm, long es, int nd, const long *E
     d = nd - 1;
     while (d > 0 && w[d] == E[d]) d--;
     run = w[d] * pitch[d];
-    if (d > 0) {{
-        rows = w[d - 1];
-        gap = pitch[d - 1] - run;
-        d--;
+    /* the rows of the strided transfer: the next outer dimension with more than one index
+     * (dimensions of one index in between just move the start) */
+    for (k = d - 1; k >= 0 && w[k] == 1; k--)
+        ;
+    if (k >= 0) {{
+        rows = w[k];
+        gap = pitch[k] - run;
+        d = k;
+    }} else {{
+        d = 0;
     }}
     for (k = 0; k < d; k++) outer *= w[k];
     len = rows * run;
@@ -186,18 +192,26 @@ def _balanced(s):
 
 
 def build_ast(sched, context):
-    b = isl.AstBuild.from_context(context)
-    return b.node_from_schedule_map(sched.intersect_params(context))
+    """isl's AST for a flat schedule, after dropping the parameters it does not use (every
+    extra parameter makes isl's bound computations markedly slower)."""
+    sched = sched.intersect_params(context).drop_unused_params()
+    used = {sched.get_space().get_dim_name(isl.dim_type.param, i)
+            for i in range(sched.get_space().dim(isl.dim_type.param))}
+    ctx = context
+    for i in reversed(range(ctx.dim(isl.dim_type.param))):
+        if ctx.get_dim_name(isl.dim_type.param, i) not in used:
+            ctx = ctx.project_out(isl.dim_type.param, i, 1)
+    return isl.AstBuild.from_context(ctx).node_from_schedule_map(sched)
 
 
-def pw_expr(pa, context, names):
+def pw_expr(pa, context, names, build=None):
     """C text of a PwAff over parameters (copy bounds)."""
-    b = isl.AstBuild.from_context(context)
+    b = build or isl.AstBuild.from_context(context)
     return CWriter(names, None).expr(b.expr_from_pw_aff(pa.gist_params(context)))
 
 
-def set_expr(s, context, names):
-    b = isl.AstBuild.from_context(context)
+def set_expr(s, context, names, build=None):
+    b = build or isl.AstBuild.from_context(context)
     return CWriter(names, None).expr(b.expr_from_set(s.gist_params(context)))
 
 
@@ -258,7 +272,9 @@ class ScopPrinter:
         self.tc, self.source, self.stem = tc, Path(source), sanitize(stem)
         self.file_stem = stem            # for file names; self.stem for C identifiers
         self.api = _API["crts" if tc.api == "crts" else "athread"]
-        self.structs, self.externs, self.kernels_c = [], [], []
+        self.structs, self.externs = [], []
+        self._copy_cache = {}
+        self._launched = set()
 
     def kname(self, region, k):
         return f"swk_{self.stem}_r{region.index}_k{k}"
@@ -308,6 +324,10 @@ class ScopPrinter:
         CWriter({}, user).node(ast, 1, body)
         out += body
         out += [f"#undef {m}" for m in macros]
+        # the region no longer uses the iterators the function declared for it
+        its = sorted(r.outer_iters)
+        if its:
+            out.append("    " + " ".join(f"(void){i};" for i in its))
         out.append("}")
         return out
 
@@ -333,8 +353,10 @@ class ScopPrinter:
             sets.append(f"swk_a.swk_o{q} = {args[q]};")
         if not fields:
             fields.append("int swk_unused;")
-        self.structs.append(f"struct {name}_args {{\n" + "".join(f"    {f}\n" for f in fields) + "};")
-        self.externs.append(f"extern void SLAVE_FUN({name})(void *);")
+        if name not in self._launched:         # isl may place a launch more than once
+            self._launched.add(name)
+            self.structs.append(f"struct {name}_args {{\n" + "".join(f"    {f}\n" for f in fields) + "};")
+            self.externs.append(f"extern void SLAVE_FUN({name})(void *);")
         return ["{", f"    struct {name}_args swk_a;"] + ["    " + s for s in sets] + \
             [f"    swk_{self.stem}_start();", f"    athread_spawn({name}, &swk_a);", "    athread_join();", "}"]
 
@@ -370,14 +392,14 @@ class ScopPrinter:
         for s in used["scalars"]:
             L.append(f"    const {r.scalars[s]} {s} = swk_p.{s};")
         for q in range(k.prefix_len):
-            L.append(f"    const long swk_o{q} = swk_p.swk_o{q};")
+            L.append(f"    const long swk_o{q} = swk_p.swk_o{q}; (void)swk_o{q};")
         for g in kp.groups:
             arr = r.arrays[g.array]
             nb = g.elems * g.esize
             nd = len(g.extents)
             L.append(f"    {arr.ctype} *const swk_b{g.index} = ({arr.ctype} *)ldm_malloc({nb}); "
                      f"/* {g.array} {'x'.join(map(str, g.extents))}, {'read-write' if g.rw else 'read'} */")
-            L.append(f"    long swk_b{g.index}_lo[{nd}], swk_b{g.index}_w[{nd}];")
+            L.append(f"    long swk_b{g.index}_lo[{nd}] = {{0}}, swk_b{g.index}_w[{nd}] = {{0}};")
         for lv in kp.levels:
             L.append(f"    swk_reply_t swk_rp{lv.depth};")
         L.append("    (void)swk_row; (void)swk_col;")
@@ -396,15 +418,26 @@ class ScopPrinter:
         names = {"swk_id": "swk_id", "swk_row": "swk_row", "swk_col": "swk_col"}
         ctx = self.kernel_context(r, kp)
 
+        # Two ASTs: the tile loops with the copy statements and one TILE statement per tile,
+        # then the point loops of one tile with the tile iterators as parameters. isl builds
+        # the two small problems several times faster than the whole tiled schedule at once.
+        nt = len(kp.tiling.order)
+        tiles, points = _split_theta(kp.theta, nt)
+        tctx = _params_from(tiles, "swk_t", ctx)
+        inner = []
+        CWriter(names, lambda sname, args: [f"SWK_{sname}({', '.join(args)});"]).node(
+            build_ast(points, tctx), 1, inner)
+
         def user(sname, args):
             if sname in levels:
                 lv, out = levels[sname]
                 return self.copy_code(r, lv, out, args, ctx)
-            return [f"SWK_{sname}({', '.join(args)});"]
+            head = [f"    const long swk_t{q} = {args[q]}; (void)swk_t{q};" for q in range(nt)]
+            return ["{"] + head + inner + ["}"]
 
-        ast = build_ast(kp.theta.union(kp.copy_sched), ctx)
+        ast = build_ast(_tile_sched(tiles, nt, kp.theta).union(kp.copy_sched), ctx)
         body = []
-        CWriter(names, user).node(ast, 1, body)
+        CWriter(names, user, iter_prefix="swk_u").node(ast, 1, body)
         L += body
         L += [f"#undef {m}" for m in macros]
         for g in reversed(kp.groups):
@@ -435,36 +468,41 @@ class ScopPrinter:
         return ctx
 
     def copy_code(self, r, lv, out, args, kctx):
+        """One transfer set: every group copied at this level, one reply word, one wait.
+        The body depends only on the level; isl may place the statement more than once."""
+        key = (id(lv), out)
+        if key not in self._copy_cache:
+            self._copy_cache[key] = self._copy_body(lv, out, kctx)
+        d = lv.depth
+        head = ["{"] + [f"    const long swk_t{q} = {args[q]}; (void)swk_t{q};" for q in range(d)]
+        return head + self._copy_cache[key] + ["}"]
+
+    def _copy_body(self, lv, out, kctx):
         api = self.api
         d = lv.depth
         names = {f"swk_t{q}": f"swk_t{q}" for q in range(d)}
-        L = ["{"]
-        for q in range(d):
-            L.append(f"    const long swk_t{q} = {args[q]};")
         rp = f"swk_rp{d}"
-        L.append(f"    int swk_n = 0;")
-        L.append(f"    {rp} = 0;")
-        ctx = None
+        L = ["    int swk_n = 0;", f"    {rp} = 0;"]
+        ctx = _ctx_for(kctx, lv)
+        build = isl.AstBuild.from_context(ctx)
         for c in lv.copies:
             g = c.group
             if out and not g.rw:
                 continue
-            if ctx is None:
-                ctx = _ctx_for(kctx, lv)
             b = f"swk_b{g.index}"
             nd = len(g.extents)
             guard = None
             gdom = c.domain
             if not ctx.align_params(gdom.get_space()).is_subset(gdom.align_params(ctx.get_space())):
-                guard = set_expr(gdom, ctx, names)
+                guard = set_expr(gdom, ctx, names, build)
             ind = "    "
             if guard:
                 L.append(f"    if {_paren(guard)} {{")
                 ind = "        "
             if not out:
                 for q in range(nd):
-                    lo = pw_expr(c.lo[q], ctx, names)
-                    hi = pw_expr(c.hi[q], ctx, names)
+                    lo = pw_expr(c.lo[q], ctx, names, build)
+                    hi = pw_expr(c.hi[q], ctx, names, build)
                     L.append(f"{ind}{b}_lo[{q}] = {lo};")
                     L.append(f"{ind}{b}_w[{q}] = {hi} - {b}_lo[{q}] + 1;")
             if out or c.copy_in:
@@ -473,7 +511,6 @@ class ScopPrinter:
             if guard:
                 L.append("    }")
         L.append("    " + api["wait"].format(r=rp, n="swk_n"))
-        L.append("}")
         return L
 
     def _get(self, src, dst, ln, rp, n):
@@ -512,6 +549,53 @@ class ScopPrinter:
             f"    atexit(swk_{self.stem}_halt);",
             "}",
             "#endif", "", f"#endif /* {guard} */", ""])
+
+
+def _split_theta(theta, nt):
+    """Θ = [1, t0, ..., 1, t_{nt-1}, 1, local...] -> (TILE[t...] points where some
+    statement runs, per-tile schedule of the statements with t as parameters swk_t<k>)."""
+    tiles = points = None
+    maps = []
+    theta.foreach_map(maps.append)
+    for m in maps:
+        total = m.dim(isl.dim_type.out)
+        pre = m.project_out(isl.dim_type.out, 2 * nt, total - 2 * nt)
+        for k in reversed(range(nt)):
+            pre = pre.project_out(isl.dim_type.out, 2 * k, 1)
+        t = pre.range()
+        tiles = t if tiles is None else tiles.union(t)
+        p = m
+        for k in range(nt):
+            p = p.set_dim_name(isl.dim_type.out, 2 * k + 1, f"swk_t{k}")
+        for k in reversed(range(nt)):
+            p = p.move_dims(isl.dim_type.param, p.dim(isl.dim_type.param), isl.dim_type.out, 2 * k + 1, 1)
+        p = isl.UnionMap(p.project_out(isl.dim_type.out, 0, nt + 1))
+        points = p if points is None else points.union(p)
+    return tiles.coalesce().set_tuple_name("TILE"), points
+
+
+def _tile_sched(tiles, nt, theta):
+    """TILE[t...] -> [1, t0, ..., 1, t_{nt-1}, 1, 0...] in Θ's layout."""
+    maps = []
+    theta.foreach_map(maps.append)
+    total = maps[0].dim(isl.dim_type.out)
+    ts = [f"t{k}" for k in range(nt)]
+    vals = []
+    for t in ts:
+        vals += ["1", t]
+    vals += ["1"] + ["0"] * (total - 2 * nt - 1)
+    m = isl.Map(f"{{ TILE[{', '.join(ts)}] -> [{', '.join(vals)}] }}").align_params(tiles.get_space())
+    return isl.UnionMap(m.intersect_domain(tiles))
+
+
+def _params_from(dom, prefix, kctx):
+    """kctx with the dimensions of `dom` as parameters <prefix><k>, bounded by dom."""
+    d = dom.dim(isl.dim_type.set)
+    dom = dom.reset_tuple_id()
+    for q in range(d):
+        dom = dom.set_dim_name(isl.dim_type.set, q, f"{prefix}{q}")
+    dom = dom.move_dims(isl.dim_type.param, dom.dim(isl.dim_type.param), isl.dim_type.set, 0, d).params()
+    return kctx.align_params(dom.get_space()).intersect(dom.align_params(kctx.get_space()))
 
 
 def _ctx_for(kctx, lv):

@@ -1,3 +1,4 @@
+"""Fixtures shared by every test directory."""
 import subprocess
 import sys
 

@@ -1,0 +1,162 @@
+"""Polyhedral model in isl objects, dependences, and the isl scheduler.
+
+Dependences are memory-based (flow, anti, output) because the generated code neither
+renames nor expands arrays: every reuse of a memory cell orders its accesses. The isl
+scheduler then looks for a legal schedule with outer parallel (coincident) bands, the
+PPCG recipe: validity = coincidence = all dependences, proximity = all dependences.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+CTX = isl.DEFAULT_CONTEXT
+# Outer band members are made coincident where possible: they become the CPE dimensions.
+CTX.set_schedule_outer_coincidence(1)
+
+
+@dataclass
+class Ref:
+    stmt: str
+    k: int                     # index into Stmt.refs
+    array: str
+    write: bool
+    read: bool
+    access: isl.Map            # statement instance -> array element (restricted to the domain)
+
+
+@dataclass
+class Model:
+    region: object
+    domain: isl.UnionSet
+    domains: dict              # stmt name -> isl.Set
+    orig: isl.UnionMap         # 2d+1 source schedule
+    refs: list                 # [Ref]
+    reads: isl.UnionMap
+    writes: isl.UnionMap
+    stmts: dict = field(default_factory=dict)   # name -> frontend Stmt
+    context: isl.Set = None    # parameter values assumed (accesses in bounds), or None
+
+
+def build_model(region):
+    domains, refs = {}, []
+    dom = None
+    sched = None
+    depth = max(len(s.sched) for s in region.stmts)
+    reads = writes = None
+    for s in region.stmts:
+        d = isl.Set(s.domain)
+        domains[s.name] = d
+        dom = isl.UnionSet(d) if dom is None else dom.union(isl.UnionSet(d))
+        dims = [_sched_dim(x) for x in s.sched] + ["0"] * (depth - len(s.sched))
+        its = ", ".join("i_" + i for i in s.iters)
+        m = isl.Map(f"{region.isl_params} -> {{ {s.name}[{its}] -> [{', '.join(dims)}] }}").intersect_domain(d)
+        sched = isl.UnionMap(m) if sched is None else sched.union(isl.UnionMap(m))
+        for k, a in enumerate(s.refs):
+            idx = ", ".join(_lin(f, s.iters) for f in a.index)
+            acc = isl.Map(f"{region.isl_params} -> {{ {s.name}[{its}] -> a_{a.array}[{idx}] }}").intersect_domain(d)
+            refs.append(Ref(s.name, k, a.array, a.write, a.read, acc))
+            u = isl.UnionMap(acc)
+            if a.read:
+                reads = u if reads is None else reads.union(u)
+            if a.write:
+                writes = u if writes is None else writes.union(u)
+    empty = isl.UnionMap.empty(dom.get_space())
+    model = Model(region, dom, domains, sched, refs, reads or empty, writes or empty,
+                  {s.name: s for s in region.stmts})
+    return _assume_in_bounds(model)
+
+
+def _assume_in_bounds(model):
+    """Restrict the parameters to values for which every access stays inside its array's
+    declared (constant) extents, as PPCG does: C gives no meaning to the other values, and
+    the knowledge bounds copy boxes and simplifies the generated bounds."""
+    bad = None
+    for ref in model.refs:
+        dims = model.region.arrays[ref.array].const_dims
+        rng = ref.access.range()
+        for q, e in enumerate(dims):
+            if e is None:
+                continue
+            n = rng.dim(isl.dim_type.set)
+            sel = rng.project_out(isl.dim_type.set, q + 1, n - q - 1).project_out(isl.dim_type.set, 0, q)
+            out = sel.subtract(isl.Set(f"{{ [x] : 0 <= x < {e} }}").align_params(sel.get_space())).params()
+            bad = out if bad is None else bad.union(out.align_params(bad.get_space()))
+    if bad is None or bad.is_empty():
+        return model
+    ctx = isl.Set.universe(bad.get_space()).subtract(bad).coalesce()
+    model.context = ctx
+    model.domain = model.domain.intersect_params(ctx)
+    model.domains = {k: v.intersect_params(ctx.align_params(v.get_space())) for k, v in model.domains.items()}
+    model.orig = model.orig.intersect_params(ctx)
+    model.reads = model.reads.intersect_params(ctx)
+    model.writes = model.writes.intersect_params(ctx)
+    for ref in model.refs:
+        ref.access = ref.access.intersect_params(ctx.align_params(ref.access.get_space()))
+    return model
+
+
+def _sched_dim(x):
+    if isinstance(x, int):
+        return str(x)
+    _, name, sign = x
+    return ("-" if sign < 0 else "") + "i_" + name
+
+
+def _lin(f, iters):
+    parts = [f"{v}*{'i_' if k in iters else 'p_'}{k}" for k, v in f.items() if k != ""]
+    return " + ".join(parts + [str(f.get("", 0))])
+
+
+@dataclass
+class Deps:
+    flow: isl.UnionMap
+    anti: isl.UnionMap
+    output: isl.UnionMap
+
+    @property
+    def all(self):
+        return self.flow.union(self.anti).union(self.output)
+
+
+def dependences(model, schedule=None):
+    """Memory-based flow (write→read), anti (read→write) and output (write→write)."""
+    sched = model.orig if schedule is None else schedule
+    before = sched.lex_lt_union_map(sched)
+    w, r = model.writes, model.reads
+    return Deps(flow=w.apply_range(r.reverse()).intersect(before),
+                anti=r.apply_range(w.reverse()).intersect(before),
+                output=w.apply_range(w.reverse()).intersect(before))
+
+
+def ref_flow(a, b, model):
+    """True if some write through Ref a reaches (in source order) a read through Ref b."""
+    before = model.orig.lex_lt_union_map(model.orig)
+    m = isl.UnionMap(a.access).apply_range(isl.UnionMap(b.access).reverse())
+    return not m.intersect(before).is_empty()
+
+
+def schedule(model, deps):
+    """isl's Pluto-style scheduler, run on each top-level loop nest of the region on its
+    own, the nests then kept in source order.
+
+    Fusing separate nests (2mm's two products) would put bands under a common outer loop
+    whose inner bands need tiles of their own to fit the LDM; keeping the programmer's
+    nests apart leaves one permutable band per kernel, tiled as a whole. Dependences
+    between nests are satisfied by their order."""
+    d = deps.all
+    nests = {}
+    for s in model.region.stmts:
+        nests.setdefault(s.sched[0], []).append(s.name)
+    out = None
+    for pos in sorted(nests):
+        dom = None
+        for name in nests[pos]:
+            u = isl.UnionSet(model.domains[name])
+            dom = u if dom is None else dom.union(u)
+        dn = d.intersect_domain(dom).intersect_range(dom)
+        sc = isl.ScheduleConstraints.on_domain(dom).set_validity(dn).set_coincidence(dn).set_proximity(dn)
+        s = sc.compute_schedule()
+        out = s if out is None else out.sequence(s)
+    return out
