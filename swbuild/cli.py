@@ -119,8 +119,36 @@ def _toolchain(args):
     return toolchain.load(args.target, project)
 
 
+def _scop_recipe(args):
+    """The recipe when it names a C file with #pragma scop regions, else None."""
+    if not getattr(args, "recipe", None):
+        return None
+    from . import recipe as rc
+    r = rc.load_recipe(args.recipe).with_overrides(rc.parse_sets(args.set))
+    if r.source_kind != "scop":
+        return None
+    r.check_target(args.target)
+    return r
+
+
+def _scop_compile(r, tc, args):
+    from .frontends.scop_cli import generate
+    from .scop_recipe import build_program
+    out = Path(args.out) if args.out else Path("build") / tc.name / r.name
+    if getattr(args, "exe", False) or getattr(args, "fn", None) is cmd_check:
+        return build_program(r, tc, out, args.verbose, log=lambda m: print(m, file=sys.stderr))
+    r.verify_source()
+    generate(r.source, tc, out, r.scop["include"], r.scop["defines"])
+    return None
+
+
 def cmd_compile(args):
     tc = _toolchain(args)
+    r = _scop_recipe(args)
+    if r is not None:
+        exe = _scop_compile(r, tc, args)
+        print(f"swbuild: {r.name} -> {exe or args.out or Path('build') / tc.name / r.name}", file=sys.stderr)
+        return 0
     job = make_job(args)
     out = _out_dir(args, job, tc)
     program = do_compile(job, tc, out)
@@ -178,10 +206,18 @@ def cmd_check(args):
     from . import check
     try:
         tc = _toolchain(args)
-        job = make_job(args)
-        runner, plan = _prepare_run(args, job, tc)
-        inputs, ref = _reference(args, job, plan)
-        doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]))
+        r = _scop_recipe(args)
+        if r is not None:
+            if not tc.emulated:
+                raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin")
+            runner = Path(args.runner) if args.runner else _scop_compile(r, tc, args)
+            from .scop_recipe import check as scop_check
+            doc = scop_check(r, tc, runner, runner.parent)
+        else:
+            job = make_job(args)
+            runner, plan = _prepare_run(args, job, tc)
+            inputs, ref = _reference(args, job, plan)
+            doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]))
     except UnsupportedError as e:
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
@@ -213,8 +249,10 @@ def cmd_report(args):
         _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp)
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
+    if tc.family == "diannao":   # the DianNao report (cycles, instructions, tensorized fraction)
+        from .backends.diannao.report import build_report
     rep = build_report(plan, stats, tc)
-    if args.plot:
+    if args.plot and tc.family != "diannao":
         plot_report(rep, tc, args.plot)
     print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
     return 0

@@ -136,7 +136,7 @@ class InputSpec:
 class Recipe:
     name: str
     path: Path
-    source_kind: str            # "zoo" | "onnx"
+    source_kind: str            # "zoo" | "onnx" | "scop"
     source: object              # zoo model name, or absolute Path of the ONNX file
     sha256: str | None
     inputs: tuple
@@ -145,6 +145,7 @@ class Recipe:
     options: dict
     check: dict
     source_ref: str = ""        # the onnx path as written (relative), for normalized()
+    scop: dict = field(default_factory=dict)   # scop sources: other C files, include dirs, defines
     lines: dict = field(default_factory=dict, compare=False, repr=False)
 
     def line_of(self, field_name) -> int:
@@ -173,8 +174,12 @@ class Recipe:
 
     def normalized(self) -> dict:
         """Canonical JSON-able form: what generated code depends on, minus absolute paths."""
-        src = {"zoo": self.source} if self.source_kind == "zoo" else \
-            {"onnx": self.source_ref, "sha256": self.sha256}
+        if self.source_kind == "scop":
+            src = {**self.scop["refs"], "defines": self.scop["defines"]}
+        elif self.source_kind == "zoo":
+            src = {"zoo": self.source}
+        else:
+            src = {"onnx": self.source_ref, "sha256": self.sha256}
         doc = {"model": self.name, "source": src, "batch": self.batch,
                "inputs": [{"name": i.name, "shape": list(i.shape), "dtype": i.dtype} for i in self.inputs],
                "targets": sorted(self.targets), "options": self.options, "check": self.check}
@@ -189,7 +194,13 @@ class Recipe:
                                         f"(allowed: {', '.join(self.targets)})")
 
     def verify_source(self):
-        """Raise a RecipeError if the pinned ONNX file is missing or its sha256 differs."""
+        """Raise a RecipeError if the pinned ONNX file is missing or its sha256 differs
+        (for a scop source: if a C file is missing)."""
+        if self.source_kind == "scop":
+            for f in [Path(self.source)] + list(self.scop["sources"]):
+                if not f.is_file():
+                    raise self.error("source", f"C file not found: {f}")
+            return
         if self.source_kind != "onnx":
             return
         p = Path(self.source)
@@ -200,7 +211,10 @@ class Recipe:
             raise self.error("source.sha256", f"{p} has sha256 {actual}, the recipe pins {self.sha256}")
 
     def source_files(self) -> list:
-        """The model file and the external-data files it names (what the build reads)."""
+        """The model file and the external-data files it names (what the build reads); for a
+        scop source, its C files (headers are found by the C scanner)."""
+        if self.source_kind == "scop":
+            return [Path(self.source)] + list(self.scop["sources"])
         if self.source_kind != "onnx":
             return []
         p = Path(self.source)
@@ -364,7 +378,7 @@ def _build(path, data, lines) -> Recipe:
     if not isinstance(name, str) or not name.strip():
         raise err("model", "must be a non-empty string")
 
-    source_kind, source, sha, ref = _source(data["source"], path, err)
+    source_kind, source, sha, ref, scop = _source(data["source"], path, err)
     batch_given = "batch" in data
     batch = data.get("batch", 1)
     if _as_int(batch) is None or isinstance(batch, str) or batch < 1:
@@ -398,7 +412,7 @@ def _build(path, data, lines) -> Recipe:
 
     return Recipe(name=name.strip(), path=path, source_kind=source_kind, source=source, sha256=sha,
                   inputs=inputs, batch=batch, targets=targets, options=options, check=check,
-                  source_ref=ref, lines=dict(lines))
+                  source_ref=ref, scop=scop, lines=dict(lines))
 
 
 def _typed(opt, value, fld, err):
@@ -412,14 +426,44 @@ def _typed(opt, value, fld, err):
         raise err(fld, f"{e}; allowed: {opt.allowed}") from None
 
 
+SCOP_FIELDS = ("scop", "sources", "include", "defines")
+
+
+def _rel(path, ref):
+    p = Path(ref)
+    return Path(os.path.normpath(p if p.is_absolute() else path.absolute().parent / p))
+
+
+def _scop_source(src, path, err):
+    """`scop: FILE.c` with optional `sources` (other C files), `include` dirs, `defines`."""
+    for k in src:
+        if k not in SCOP_FIELDS:
+            raise err(f"source.{k}", f"unknown field of a scop source; allowed: {', '.join(SCOP_FIELDS)}")
+    ref = src["scop"]
+    if not isinstance(ref, str) or not ref.endswith(".c"):
+        raise err("source.scop", "must be the path of a .c file with #pragma scop regions, relative to the recipe")
+    info = {}
+    for k in ("sources", "include", "defines"):
+        v = src.get(k, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+            raise err(f"source.{k}", "must be a list of strings")
+        info[k] = list(v)
+    info["refs"] = {"scop": ref, **{k: list(info[k]) for k in ("sources", "include")}}
+    info["sources"] = [_rel(path, x) for x in info["sources"]]
+    info["include"] = [_rel(path, x) for x in info["include"]]
+    return "scop", _rel(path, ref), None, Path(ref).as_posix(), info
+
+
 def _source(src, path, err):
     if not isinstance(src, dict):
-        raise err("source", "must be a mapping with `zoo: NAME` or `onnx: FILE` + `sha256: HEX`")
+        raise err("source", "must be a mapping with `zoo: NAME`, `onnx: FILE` + `sha256: HEX`, or `scop: FILE.c`")
+    if "scop" in src:
+        return _scop_source(src, path, err)
     for k in src:
         if k not in ("zoo", "onnx", "sha256"):
-            raise err(f"source.{k}", "unknown field; allowed: zoo, onnx, sha256")
+            raise err(f"source.{k}", "unknown field; allowed: zoo, onnx, sha256 (or scop, sources, include, defines)")
     if ("zoo" in src) == ("onnx" in src):
-        raise err("source", "give exactly one of `zoo` and `onnx`")
+        raise err("source", "give exactly one of `zoo`, `onnx` and `scop`")
     if "zoo" in src:
         zoo = src["zoo"]
         if not isinstance(zoo, str) or not zoo:
@@ -429,7 +473,7 @@ def _source(src, path, err):
         known = _zoo_names()
         if known is not None and zoo not in known:
             raise err("source.zoo", f"unknown zoo model '{zoo}'; available: {', '.join(sorted(known))}")
-        return "zoo", zoo, None, ""
+        return "zoo", zoo, None, "", {}
     ref = src["onnx"]
     if not isinstance(ref, str) or not ref:
         raise err("source.onnx", "must be a path to an .onnx file, relative to the recipe")
@@ -442,7 +486,7 @@ def _source(src, path, err):
     p = Path(ref)
     absolute = Path(os.path.normpath(p if p.is_absolute() else path.absolute().parent / p))
     shown = p.name if p.is_absolute() else p.as_posix()
-    return "onnx", absolute, sha.lower(), shown
+    return "onnx", absolute, sha.lower(), shown, {}
 
 
 def _zoo_names():

@@ -133,8 +133,11 @@ def _sw_model(env, model, recipe):
                 SWBUILD_RECIPE=env.File(str(path)).path, SWBUILD_OUT=out.path,
                 SWGENFLAGS=_set_flags(sets))
 
-    sources = env.SwGen(out, env.File(str(path)), **meta)
     tc_files = [tc.path] + _emulated_base(tc, project)
+    if r.source_kind == "scop":
+        return _scop_model(env, r, path, model, prefix, out, meta, [signature_value(env, r, target)]
+                           + [env.File(str(p)) for p in tc_files] + [env.File(p) for p in package_sources()])
+    sources = env.SwGen(out, env.File(str(path)), **meta)
     env.Depends(sources, [signature_value(env, r, target)] + [env.File(str(p)) for p in tc_files]
                 + [env.File(p) for p in package_sources()])
 
@@ -164,6 +167,29 @@ def _sw_model(env, model, recipe):
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources,
                            lib=lib_node, runner=exe_node, check=check, report=report,
                            runtime=env.File(str(runtime_lib)) if runtime_lib else None)
+
+
+def _scop_model(env, r, path, model, prefix, out, meta, deps):
+    """A recipe whose source is a C file with #pragma scop regions: generate host + slave C
+    and build the program in one step (`swbuild compile --exe`), check against the serial
+    program. The C scanner follows the C file's #includes, so a header edit rebuilds."""
+    import SCons.Scanner.C
+    stem = Path(r.source).stem
+    gen = [out.File(f"{stem}_host.c"), out.File(f"{stem}_slave.c"), out.File(f"{stem}_scop.h")]
+    exe = out.File(prefix)
+    srcs = [env.File(str(p)) for p in r.source_files()]
+    cpppath = [env.Dir(str(Path(r.source).parent))] + [env.Dir(str(i)) for i in r.scop["include"]]
+    prog = env.Command(gen + [exe], [env.File(str(path))] + srcs,
+                       Action("$SWCLI compile --recipe $SWBUILD_RECIPE --target $SWBUILD_TARGET -o $SWBUILD_OUT "
+                              "--exe $SWGENFLAGS", "$SWGENCOMSTR"),
+                       source_scanner=SCons.Scanner.C.CScanner(), CPPPATH=cpppath, **meta)
+    env.Depends(prog, deps)
+    check = env.Command(out.File(".check"), exe, Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
+    env.AlwaysBuild(check)
+    check = env.Alias(f"check-{model}", check)
+    env.Alias("check", check)
+    return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=gen, lib=None,
+                           runner=exe, check=check, report=None, runtime=None)
 
 
 def _emulated_base(tc, project):
