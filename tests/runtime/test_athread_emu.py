@@ -210,9 +210,9 @@ def test_misaligned_simd_load(prog):
                     fatal(prog, "misalign"))
 
 
+@pytest.mark.parametrize("prog", ["sunway-pro-emu"], indirect=True)   # CRTS_dma_wait_value is CRTS only
 def test_wait_value_that_cannot_complete(prog):
-    if prog.api != "crts":
-        pytest.skip("CRTS_dma_wait_value is CRTS only")
+    assert prog.api == "crts"
     assert re.match(r"swemu: error: kernel k_wait CPE \d+: CRTS_dma_wait_value: reply word is 1, waiting for 2",
                     fatal(prog, "wait"))
 
