@@ -29,6 +29,11 @@ def generated_files(prefix, family="sunway"):
                 "weights": f"{prefix}_weights.bin", "weights_asm": f"{prefix}_weights.S",
                 "runner": f"{prefix}_runner.c", "plan": f"{prefix}.plan.json",
                 "lock": f"{prefix}.lock.json"}
+    if family == "diannao":   # BANG C: device .mlu, host and runner in C++ (CNRT)
+        return {"host": f"{prefix}_host.cpp", "device": f"{prefix}_device.mlu",
+                "header": f"{prefix}.h", "weights": f"{prefix}_weights.bin",
+                "weights_asm": f"{prefix}_weights.S", "runner": f"{prefix}_runner.cpp",
+                "plan": f"{prefix}.plan.json", "lock": f"{prefix}.lock.json"}
     raise ToolchainError(f"no generated-file layout for target family '{family}'")
 
 
@@ -60,6 +65,8 @@ def runtime_steps(tc, out_dir):
 def model_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None):
     """Steps that compile a generated model into lib<prefix>.a and link <prefix>_runner."""
     gen_dir, out_dir = Path(gen_dir), Path(out_dir)
+    if tc.family == "diannao":
+        return _diannao_steps(tc, prefix, gen_dir, out_dir, runtime_lib, overrides)
     f = generated_files(prefix, tc.family)
     cc = lambda tool: tc.argv(tool, overrides)  # noqa: E731
     host_o, slave_o, w_o = (out_dir / f"{prefix}_{s}.o" for s in ("host", "slave", "weights"))
@@ -77,6 +84,33 @@ def model_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None):
              [src["weights_asm"], src["weights"]], [w_o]),
         Step(f"AR lib{prefix}.a", cc("ar") + ["rcsD", str(lib), str(host_o), str(slave_o), str(w_o)],
              [host_o, slave_o, w_o], [lib]),
+        Step(f"CC-HOST {f['runner']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["runner"]), "-o", str(runner_o)],
+             [src["runner"], src["header"]], [runner_o]),
+    ]
+    link_in = [runner_o, lib] + ([runtime_lib] if runtime_lib else [])
+    steps.append(Step(f"LINK {exe.name}", cc("link") + list(tc.flags.get("link", [])) + [str(p) for p in link_in]
+                      + list(tc.flags.get("libs", [])) + ["-o", str(exe)], link_in, [exe]))
+    return steps, lib, exe
+
+
+def _diannao_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None):
+    """BANG C: the .mlu device file with `device_cc` + flags.device (cncc, or g++ -x c++
+    against the BANG emulation header), host and runner with `host_cc`."""
+    f = generated_files(prefix, "diannao")
+    cc = lambda tool: tc.argv(tool, overrides)  # noqa: E731
+    src = {k: gen_dir / v for k, v in f.items()}
+    host_o, dev_o, w_o = (out_dir / f"{prefix}_{s}.o" for s in ("host", "device", "weights"))
+    runner_o = out_dir / f"{prefix}_runner_main.o"
+    lib, exe = out_dir / f"lib{prefix}.a", out_dir / f"{prefix}_runner"
+    steps = [
+        Step(f"CC-DEVICE {f['device']}", cc("device_cc") + _cflags(tc, "device", gen_dir) + ["-c", str(src["device"]), "-o", str(dev_o)],
+             [src["device"]], [dev_o]),
+        Step(f"CC-HOST {f['host']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["host"]), "-o", str(host_o)],
+             [src["host"], src["header"]], [host_o]),
+        Step(f"AS {f['weights_asm']}", cc("asm") + ["-c", str(src["weights_asm"]), f"-Wa,-I,{gen_dir}", "-o", str(w_o)],
+             [src["weights_asm"], src["weights"]], [w_o]),
+        Step(f"AR lib{prefix}.a", cc("ar") + ["rcsD", str(lib), str(host_o), str(dev_o), str(w_o)],
+             [host_o, dev_o, w_o], [lib]),
         Step(f"CC-HOST {f['runner']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["runner"]), "-o", str(runner_o)],
              [src["runner"], src["header"]], [runner_o]),
     ]

@@ -155,11 +155,13 @@ def compare(got, ref, rtol, atol):
 
 
 def emulator_findings(plan, stats):
-    """Kernels whose measured DMA differs from the prediction, LDM peaks and write conflicts."""
+    """Per kernel, the emulator's counters against the compiler's plan: kernels whose measured
+    DMA operations/bytes (per spawn) differ from the prediction, write conflicts (bytes written
+    by two CPEs), the LDM peak and kernels whose LDM peak exceeds the plan's budget."""
     if stats is None:
         return {"stats": "missing"}
     meas = {k["name"]: k for k in stats.get("kernels", [])}
-    mismatched, conflicts, peak = [], 0, 0
+    mismatched, conflicts, peak, over = [], 0, 0, []
     for k in plan["kernels"]:
         m = meas.get(k["name"])
         if m is None:
@@ -168,11 +170,15 @@ def emulator_findings(plan, stats):
         md = {d: {"ops": m["dma"][d]["ops"], "bytes": m["dma"][d]["bytes"]} for d in ("get", "put")}
         spawns = max(1, int(m.get("spawns", 1)))
         per_spawn = {d: {x: v // spawns for x, v in md[d].items()} for d in md}
-        if per_spawn != k["dma"]:
+        if per_spawn != {d: {x: k["dma"][d][x] for x in ("ops", "bytes")} for d in ("get", "put")}:
             mismatched.append({"kernel": k["name"], "measured": per_spawn, "predicted": k["dma"]})
         conflicts += int(m.get("write_conflicts", 0))
-        peak = max(peak, int(m.get("ldm_peak_bytes", 0)))
-    return {"dma_mismatches": mismatched, "write_conflicts": conflicts, "ldm_peak_bytes": peak}
+        ldm = int(m.get("ldm_peak_bytes", 0))
+        peak = max(peak, ldm)
+        if k.get("ldm_budget") and ldm > int(k["ldm_budget"]):
+            over.append({"kernel": k["name"], "ldm_peak_bytes": ldm, "ldm_budget": int(k["ldm_budget"])})
+    return {"dma_mismatches": mismatched, "write_conflicts": conflicts, "ldm_peak_bytes": peak,
+            "ldm_over_budget": over}
 
 
 def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):

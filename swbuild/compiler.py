@@ -17,6 +17,9 @@ def backend_for(tc):
     if tc.family == "sunway":
         from .backends import sunway
         return sunway
+    if tc.family == "diannao":
+        from .backends import diannao
+        return diannao
     raise ToolchainError(f"target {tc.name}: no backend for family '{tc.family}'")
 
 
@@ -28,6 +31,9 @@ def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
 
 def plan_document(program, tc):
     """What the compiler predicts for each kernel: read by check and report."""
+    backend = backend_for(tc)
+    if callable(getattr(backend, "plan", None)):     # a family with its own plan (diannao)
+        return backend.plan(program, tc)
     from .perf.predict import predict_program
     g = program.graph
     return {

@@ -206,28 +206,26 @@ def count_ops(e) -> int:
     return n
 
 
-def substitute_acc(e, value):
-    if isinstance(e, Acc):
-        return value
-    if isinstance(e, Bin):
-        return Bin(e.op, substitute_acc(e.a, value), substitute_acc(e.b, value))
-    if isinstance(e, Un):
-        return Un(e.op, substitute_acc(e.a, value))
-    if isinstance(e, Select):
-        return Select(substitute_acc(e.cond, value), substitute_acc(e.a, value), substitute_acc(e.b, value))
-    return e
-
-
-def rename_buffers(e, mapping):
+def transform(e, fn):
+    """Rebuild `e`, replacing each node for which fn(node) returns an expression (fn
+    returns None to keep the node and look inside it). Every rewrite of expressions goes
+    through here."""
+    r = fn(e)
+    if r is not None:
+        return r
     if isinstance(e, Load):
-        return replace(e, buf=mapping.get(e.buf, e.buf), index=tuple(rename_buffers(i, mapping) for i in e.index))
+        return replace(e, index=tuple(transform(i, fn) for i in e.index))
     if isinstance(e, Bin):
-        return Bin(e.op, rename_buffers(e.a, mapping), rename_buffers(e.b, mapping))
+        return Bin(e.op, transform(e.a, fn), transform(e.b, fn))
     if isinstance(e, Un):
-        return Un(e.op, rename_buffers(e.a, mapping))
+        return Un(e.op, transform(e.a, fn))
     if isinstance(e, Select):
-        return Select(*(rename_buffers(x, mapping) for x in (e.cond, e.a, e.b)))
+        return Select(*(transform(x, fn) for x in (e.cond, e.a, e.b)))
     return e
+
+
+def substitute_acc(e, value):
+    return transform(e, lambda x: value if isinstance(x, Acc) else None)
 
 
 def affine(e):

@@ -8,22 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.loopnest import Bin, Load, Select, Un, Var, iconst, iter_loads, substitute_acc
-
-
-def _subst(e, fn):
-    r = fn(e)
-    if r is not None:
-        return r
-    if isinstance(e, Load):
-        return replace(e, index=tuple(_subst(i, fn) for i in e.index))
-    if isinstance(e, Bin):
-        return Bin(e.op, _subst(e.a, fn), _subst(e.b, fn))
-    if isinstance(e, Un):
-        return Un(e.op, _subst(e.a, fn))
-    if isinstance(e, Select):
-        return Select(_subst(e.cond, fn), _subst(e.a, fn), _subst(e.b, fn))
-    return e
+from ..ir.loopnest import Bin, Load, Var, iconst, iter_loads, substitute_acc, transform
 
 
 def _readers(program):
@@ -125,12 +110,12 @@ def _try_fuse(prod, cons, t, program):
         if isinstance(e, Load) and e.buf in cons.buffers and program.root(cons.buffers[e.buf].tensor) == t:
             return prod.epilogue
         if isinstance(e, Load):
-            return replace(e, buf=bmap[e.buf], index=tuple(_subst(i, sub) for i in e.index))
+            return replace(e, buf=bmap[e.buf], index=tuple(transform(i, sub) for i in e.index))
         if isinstance(e, Var) and e.name in amap:
             return amap[e.name]
         return None
 
-    epi = _subst(value, sub)
+    epi = transform(value, sub)
     out_name = bmap[cons.out]
     # the consumer's output is written through the producer's view of it
     buffers[out_name] = replace(buffers[out_name], shape=prod.buffers[prod.out].shape)

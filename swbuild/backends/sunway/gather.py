@@ -12,29 +12,28 @@ import math
 from ...names import c_comment
 
 IDX_CHUNK = 64          # indices fetched per DMA
+ROW_CHUNK = 4096        # floats of a row moved per DMA: 16 KB, within either chip's LDM
 
 
 def _shape(k):
-    data = k.buffers[k.gather["data"]]
+    data = k.buffers[k.extra["data"]]
     out = k.buffers[k.out]
     O, N, I = data.shape
     Q = out.shape[1]
     return O, N, I, Q
 
 
-def row_chunk(k, budget, itemsize=4):
-    """Elements of a row moved per DMA: the whole row if it fits beside the index chunk."""
-    O, N, I, Q = _shape(k)
-    room = (budget - IDX_CHUNK * 8 - 256) // itemsize
-    return max(1, min(I, room))
+def row_chunk(k):
+    """Elements of a row moved per DMA."""
+    return min(_shape(k)[2], ROW_CHUNK)
 
 
-def gather_c(k, cores, budget):
+def gather_c(k, cores, itemsize=4):
     O, N, I, Q = _shape(k)
-    T = row_chunk(k, budget)
-    ib = k.buffers[k.gather["indices"]]
+    T = row_chunk(k)
+    ib = k.buffers[k.extra["indices"]]
     ity = "long long" if ib.dtype == "int64" else "int"
-    d, x, o = k.gather["data"], k.gather["indices"], k.out
+    d, x, o = k.extra["data"], k.extra["indices"], k.out
     nchunks = math.ceil(Q / IDX_CHUNK)
     return "\n".join([
         f"/* Gather (node {c_comment(k.node)}): rows chosen at run time */",
@@ -79,15 +78,23 @@ def _al(n):
     return (n + 63) // 64 * 64
 
 
-def gather_predict(k, cores, para_bytes, budget):
+def gather_predict(k, cores, para_bytes):
     O, N, I, Q = _shape(k)
-    T = row_chunk(k, budget)
-    isz = 8 if k.buffers[k.gather["indices"]].dtype == "int64" else 4
+    T = row_chunk(k)
+    isz = 8 if k.buffers[k.extra["indices"]].dtype == "int64" else 4
     per_row = math.ceil(I / T)
     gets = cores + O * math.ceil(Q / IDX_CHUNK) + O * Q * per_row
     get_bytes = cores * para_bytes + O * Q * isz + O * Q * I * 4
     return {"get": {"ops": gets, "bytes": get_bytes}, "put": {"ops": O * Q * per_row, "bytes": O * Q * I * 4}}
 
 
-def gather_ldm_bytes(k, budget):
-    return IDX_CHUNK * 8 + _al(row_chunk(k, budget) * 4)
+def gather_ldm_bytes(k):
+    return IDX_CHUNK * 8 + _al(row_chunk(k) * 4)
+
+
+def register():
+    """Hook the gather kernel into the slave printer and the DMA predictor."""
+    from ...perf.predict import SPECIAL_PREDICTORS
+    from .slave import SPECIAL_PRINTERS
+    SPECIAL_PRINTERS["gather"] = gather_c
+    SPECIAL_PREDICTORS["gather"] = gather_predict

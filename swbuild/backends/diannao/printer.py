@@ -1,0 +1,512 @@
+"""BANG C text: the device file (.mlu: kernels, on-chip arenas, launch wrappers), the host
+file (CNRT: device memory, the weights image, the calls in topological order), the public
+header, the weights blob and the runner.
+
+On-chip memory is one arena per space at file scope, shared by all kernels of the model
+(`__nram__ char <P>_nram[...]`): the emulator, like cncc, checks the sum of all
+declarations against the capacity. Kernels are UNION1 launches of 16 tasks; a host-side
+launch wrapper in the .mlu keeps `<<< >>>` (or the emulator's BANGEMU_LAUNCH) out of the
+host file.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.loopnest import Bin, Const, index_range
+from ...names import c_comment
+from .. import cexpr
+from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
+
+TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
+CTYPE = {"float32": "float", "int64": "long long", "int32": "int"}
+COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});",
+           "min": "{a} = fminf({a}, {v});", "prod": "{a} *= {v};"}
+INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
+
+
+def is_splat(a):
+    return isinstance(a, np.ndarray) and a.size > 1 and a.ndim > 0 and all(s == 0 for s in a.strides)
+
+
+class W:
+    def __init__(self, depth=1):
+        self.lines, self.depth = [], depth
+
+    def __call__(self, s=""):
+        self.lines.append("    " * self.depth + s if s else "")
+
+    def open(self, s):
+        self(s + " {")
+        self.depth += 1
+
+    def close(self, s="}"):
+        self.depth -= 1
+        self(s)
+
+
+class KernelPrinter:
+    def __init__(self, dk, P, banks=64):
+        self.dk, self.P, self.banks = dk, P, banks
+        self.w = W()
+
+    # -- expressions ----------------------------------------------------------------
+    def var(self, name):
+        return TASK_VARS.get(name, name)
+
+    def ix(self, e):
+        return cexpr.render(simp(e), self.var, None)
+
+    def ptr(self, buf, off):
+        b = self.dk.bufs[buf]
+        c = const(off)
+        tail = "" if c == 0 else f" + {self.ix(off)}" if c is None or c > 0 else f" - {-c}"
+        if b.space == "GDRAM":
+            return f"{buf}{tail}"
+        arena = {"NRAM": "nram", "WRAM": "wram", "SRAM": "sram"}[b.space]
+        base = f"(float *)({self.P}_{arena} + {b.offset})" if b.offset else f"(float *){self.P}_{arena}"
+        return f"({base}{tail})" if tail else base
+
+    def access(self, ld):
+        b = self.dk.bufs[ld.buf]
+        if b.layout and len(ld.index) == 2:   # bank layout, element (co, k)
+            _, co_n, kk = b.layout
+            banks = self.banks
+            co = self.ix(ld.index[0])
+            slot = f"(({co}) % {banks} * {co_n // banks} + ({co}) / {banks})"
+            return f"({self.ptr(ld.buf, Const(0, 'int'))})[{slot} * {kk} + {self.ix(ld.index[1])}]"
+        return f"({self.ptr(ld.buf, Const(0, 'int'))})[{self.ix(ld.index[0])}]"
+
+    def fexpr(self, e):
+        return cexpr.render(e, self.var, self.access)
+
+    def cond(self, conds):
+        return " && ".join(f"{self.ix(c)} >= 0" for c in conds) or "1"
+
+    # -- tree -----------------------------------------------------------------------
+    def body(self, nodes):
+        w = self.w
+        for n in nodes:
+            if isinstance(n, For) and n.task:
+                lo, hi = const(n.lo), const(n.hi)
+                v = TASK_VARS["tc" if n.task == "cluster" else "tk"]
+                full = lo == 0 and hi == 4
+                if full:
+                    self.body(n.body)
+                    continue
+                if hi - lo == 1:
+                    w.open(f"if ({v} == {lo})")
+                elif lo == 0:
+                    w.open(f"if ({v} < {hi})")
+                elif hi == 4:
+                    w.open(f"if ({v} >= {lo})")
+                else:
+                    w.open(f"if ({v} >= {lo} && {v} < {hi})")
+                self.body(n.body)
+                w.close()
+            elif isinstance(n, For):
+                w.open(f"for (int {n.var} = {self.ix(n.lo)}; {n.var} < {self.ix(n.hi)}; ++{n.var})")
+                self.body(n.body)
+                w.close()
+            elif isinstance(n, When):
+                w.open(f"if ({self.cond(n.conds)})" if n.conds else "")
+                if not n.conds:
+                    w.lines[-1] = "    " * (w.depth - 1) + "{"
+                self.body(n.body)
+                w.close()
+            elif isinstance(n, Barrier):
+                w("__sync_cluster();" if n.kind == "cluster" else "__sync_all();")
+            elif isinstance(n, ScalarLoad):
+                load = f"{n.src.buf}[{self.ix(n.src.index[0])}]"
+                if n.guard:
+                    load = f"({self.cond(n.guard)}) ? {load} : 0.0f"
+                w(f"const float {n.name} = {load};")
+            elif isinstance(n, Stmt):
+                self.stmt(n)
+
+    def stmt(self, s):
+        w = self.w
+        m = s.mapped
+        if m is not None:
+            opened = 0
+            for lp in m.outer:
+                w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
+                opened += 1
+            dyn = [k for k in ("n", "segs") if k in m.params and not isinstance(m.params[k], int) and const(m.params[k]) is None]
+            ctx = Emit(self, m)
+            if dyn:   # run-time sizes (guards resolved without partitioning): name them, skip empty ones
+                w.open("")
+                w.lines[-1] = "    " * (w.depth - 1) + "{"
+                for k in dyn:
+                    w(f"const int {k}_ = {self.ix(m.params[k])};")
+                    ctx.local[k] = f"{k}_"
+                w(f"if ({' && '.join(f'{k}_ > 0' for k in dyn)}) {m.desc.emit(ctx)}")
+                w.close()
+            else:
+                w(m.desc.emit(ctx))
+            for _ in range(opened):
+                w.close()
+            return
+        # scalar: plain loops (counted as not tensorized)
+        w(f"/* scalar: {c_comment(s.sid)} */")
+        for lp in s.loops:
+            w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
+        if s.guard or s.guard_any:
+            g = self.cond(s.guard) if s.guard else "1"
+            if s.guard_any:
+                g += " && (" + " || ".join(f"{self.ix(c)} >= 0" for c in s.guard_any) + ")"
+            w.open(f"if ({g})")
+        if s.combine:
+            w(f"float acc = {cexpr.float_literal(INIT[s.combine])};")
+            for lp in s.red:
+                w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
+            w(COMBINE[s.combine].format(a="acc", v=self.fexpr(s.expr)))
+            for _ in s.red:
+                w.close()
+            if s.combine == "avg":
+                cnt = math.prod(const(lp.ext) for lp in s.red)
+                w(f"{self.access(s.dst)} = acc / {cexpr.float_literal(float(cnt))};")
+            else:
+                w(f"{self.access(s.dst)} = acc;")
+        else:
+            w(f"{self.access(s.dst)} = {self.fexpr(s.expr)};")
+        if s.guard or s.guard_any:
+            w.close()
+        for _ in s.loops:
+            w.close()
+
+
+class Emit:
+    """What an instruction description's `emit` reads."""
+
+    def __init__(self, kp, m):
+        self.kp, self.m = kp, m
+        self.direction = m.direction
+        self.local = {}
+
+    def ptr(self, op):
+        buf, off = self.m.ops[op][0], self.m.ops[op][1]
+        return self.kp.ptr(buf, off)
+
+    def val(self, p):
+        if p in self.local:
+            return self.local[p]
+        v = self.m.params[p]
+        return str(v) if isinstance(v, int) else self.kp.ix(v)
+
+    def bytes(self, p):
+        if p in self.local:
+            return f"{self.local[p]} * 4"
+        v = self.m.params[p]
+        return str(4 * v) if isinstance(v, int) else f"({self.kp.ix(v)}) * 4"
+
+    def scalar(self, name):
+        e = self.m.scalars[name]
+        return self.kp.fexpr(e)
+
+
+# ---- scalar-class kernels -------------------------------------------------------------
+
+def scalar_kernel(dk, P):
+    k = dk.kernel
+    w = W()
+    views = dk.gview
+    sp, red = list(k.axes), list(k.reduce_axes)
+    total = math.prod(a.extent for a in sp)
+    full = {a.name: (0, a.extent - 1) for a in sp + red}
+
+    def load(ld):
+        g, st, shape, dtype = views[ld.buf]
+        if dtype != "float32":
+            g = f"(({CTYPE[dtype]} *){g})"
+        # an index may itself read data (Gather): render it with loads, as an integer
+        idx = [cexpr.render(e, lambda n: n, load) if cexpr.is_int(e) else f"(long)({cexpr.render(e, lambda n: n, load)})"
+               for e in ld.index]
+        off = " + ".join(f"(long)({i}) * {s}" for i, s in zip(idx, st) if s) or "0"
+        text = f"{g}[{off}]"
+        if ld.pad is None:
+            return text
+        conds = []
+        for d, e in enumerate(ld.index):
+            lo, hi = index_range(e, full)
+            if lo < 0:
+                conds.append(f"({idx[d]}) >= 0")
+            if hi > shape[d] - 1:
+                conds.append(f"({idx[d]}) < {shape[d]}")
+        return f"(({' && '.join(conds)}) ? {text} : {cexpr.float_literal(ld.pad)})" if conds else text
+
+    w(f"const long total = {total}L;")
+    w("const long per = (total + taskDim - 1) / taskDim;")
+    w("const long lo = (long)taskId * per, hi = SW_MIN(total, lo + per);")
+    w.open("for (long it = lo; it < hi; ++it)")
+    w("long rem = it;")
+    for a in reversed(sp):
+        w(f"const int {a.name} = (int)(rem % {a.extent}); rem /= {a.extent};")
+    g, st, shape, _ = views[k.out]
+    oidx = [f"({a.name} + {o})" if o else a.name for a, o in zip(sp, k.out_offset)]
+    out = f"{g}[{' + '.join(f'(long){i} * {s}' for i, s in zip(oidx, st) if s) or '0'}]"
+    if k.combine:
+        w(f"float acc = {cexpr.float_literal(k.init)};")
+        for a in red:
+            w.open(f"for (int {a.name} = 0; {a.name} < {a.extent}; ++{a.name})")
+        w(COMBINE[k.combine].format(a="acc", v=cexpr.render(k.body, lambda n: n, load)))
+        for _ in red:
+            w.close()
+        w(f"{out} = {cexpr.render(k.epilogue, lambda n: n, load, acc='acc')};")
+    else:
+        from ...ir.loopnest import substitute_acc
+        w(f"{out} = {cexpr.render(substitute_acc(k.epilogue, k.body), lambda n: n, load)};")
+    w.close()
+    return w.lines
+
+
+# ---- files ----------------------------------------------------------------------------
+
+def kernel_text(dk, P, banks=64):
+    args = ", ".join(f"float *{name}" for name, _ in dk.params) or "void"
+    head = [f"/* {c_comment(dk.op + (' + ' + ' + '.join(dk.fused) if dk.fused else ''))} (node {c_comment(dk.node)}): "
+            f"{dk.cls}{', ' + c_comment(dk.info.get('why', '')) if dk.cls == 'scalar' and dk.info.get('why') else ''} */",
+            f"__mlu_global__ void {dk.name}({args})", "{"]
+    if dk.cls == "scalar":
+        body = scalar_kernel(dk, P)
+    else:
+        kp = KernelPrinter(dk, P, banks)
+        kp.body(dk.body)
+        body = kp.w.lines
+    call_args = ", ".join(name for name, _ in dk.params)
+    launch = [f'extern "C" void {dk.name}_launch(cnrtQueue_t queue{"".join(f", float *{n}" for n, _ in dk.params)})', "{",
+              "    cnrtDim3_t dim = {16, 1, 1};",
+              f"    SWB_LAUNCH({dk.name}, dim, cnrtFuncTypeUnion1, queue{', ' if call_args else ''}{call_args});", "}", ""]
+    return head + body + ["}", ""] + launch
+
+
+def device_file(program, tc, version, dks, arenas):
+    P = program.prefix
+    out = [f"/* BANG C device code of model {c_comment(program.name)} for {tc.name}: generated by swbuild {version}. Do not edit. */",
+           "#include <bang.h>", "#include <cnrt.h>", "#include <math.h>", "",
+           "#ifdef __BANGEMU__",
+           "#define SWB_LAUNCH(k, dim, type, q, ...) BANGEMU_LAUNCH(k, dim, type, q, __VA_ARGS__)",
+           "#else",
+           "#define SWB_LAUNCH(k, dim, type, q, ...) k<<<dim, type, q>>>(__VA_ARGS__)",
+           "#endif", "", cexpr.PRELUDE.rstrip(), ""]
+    quals = {"NRAM": ("__nram__", "nram"), "WRAM": ("__wram__", "wram"), "SRAM": ("__mlu_shared__", "sram")}
+    for space, n in arenas.items():
+        if n:
+            q, s = quals[space]
+            out.append(f"{q} char {P}_{s}[{n}];   /* shared by every kernel of the model */")
+    out.append("")
+    for dk in dks:
+        out += kernel_text(dk, P, int(tc.hardware.get("wram_banks", 64)))
+    return "\n".join(out)
+
+
+def api_args(program, names):
+    g = program.graph
+    return ([f"const {CTYPE[g.tensors[t].dtype]} *{names[('in', t)]}" for t in program.inputs]
+            + [f"{CTYPE[g.tensors[t].dtype]} *{names[('out', t)]}" for t in program.outputs] + ["void *workspace"])
+
+
+def _bytes(program, t):
+    return program.graph.tensors[t].nbytes
+
+
+def model_header(program, version, names):
+    P, U = program.prefix, program.prefix.upper()
+    g = program.graph
+    guard = f"{U}_H"
+    out = [f"/* Public API of model {c_comment(program.name)}: generated by swbuild {version}. */",
+           f"#ifndef {guard}", f"#define {guard}", "", "#include <stddef.h>", "",
+           "/* run() needs no host scratch memory (device memory is allocated by init()); the",
+           "   workspace argument is accepted for the common API and may be NULL. */",
+           f"#define {U}_WORKSPACE_SIZE 0",
+           f"#define {U}_DEVICE_ARENA_SIZE {program.memory.arena_bytes if program.memory else 0}", "",
+           f"#define {U}_NUM_INPUTS {len(program.inputs)}", f"#define {U}_NUM_OUTPUTS {len(program.outputs)}"]
+    for kind, ts in (("INPUT", program.inputs), ("OUTPUT", program.outputs)):
+        for i, t in enumerate(ts):
+            out.append(f"#define {U}_{kind}{i}_ELEMS {g.tensors[t].size}  /* {c_comment(t)} {list(g.tensors[t].shape)} {g.tensors[t].dtype} */")
+    args = api_args(program, names)
+    out += ["", "#ifdef __cplusplus", 'extern "C" {', "#endif", f"int {P}_init(void);",
+            f"int {P}_run({', '.join(args)});", f"void {P}_teardown(void);",
+            "#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
+    return "\n".join(out)
+
+
+class Image:
+    """The device weights image: raw constants and reordered convolution weights, built at
+    init from the linked blob (splat constants are filled, not stored)."""
+
+    def __init__(self, program, store):
+        self.p, self.store = program, store
+        g = program.graph
+        self.blob, self.blob_off = bytearray(), {}
+        self.ops = []
+        for key, off, n, spec in store.entries:
+            if spec[0] == "raw":
+                src = self._src(spec[1])
+                self.ops.append(("raw", off, n, src))
+            else:
+                _, wt, geo = spec
+                self.ops.append(("conv", off, n, self._src(wt), geo))
+        self.elems = store.elems
+
+    def _src(self, root):
+        t = self.p.graph.tensors[root]
+        a = t.data
+        if (is_splat(a) or a.size == 1) and t.dtype == "float32":
+            return ("splat", float(np.asarray(a).reshape(-1)[0]))
+        if root not in self.blob_off:
+            self.blob += bytes((-len(self.blob)) % 64)
+            self.blob_off[root] = len(self.blob)
+            self.blob += np.ascontiguousarray(a, dtype=np.dtype(t.dtype).newbyteorder("<")).tobytes()
+        return ("blob", self.blob_off[root] // 4)
+
+
+def host_file(program, tc, version, dks, image, names):
+    P = program.prefix
+    g = program.graph
+    hw = tc.hardware
+    out = [f"/* Host code of model {c_comment(program.name)} for {tc.name}: generated by swbuild {version}. Do not edit. */",
+           "#include <cnrt.h>", "#include <stddef.h>", "#include <stdlib.h>", "#include <string.h>", f'#include "{P}.h"', "",
+           f'extern "C" const unsigned char {P}_weights[];']
+    for dk in dks:
+        out.append(f'extern "C" void {dk.name}_launch(cnrtQueue_t{"".join(", float *" for _ in dk.params)});')
+    out += ["", f"static int {P}_ready;", f"static cnrtQueue_t {P}_queue;", f"static float *{P}_image, *{P}_arena;"]
+    for i, _ in enumerate(program.inputs):
+        out.append(f"static float *{P}_din{i};")
+    for i, _ in enumerate(program.outputs):
+        out.append(f"static float *{P}_dout{i};")
+    banks = int(hw.get("wram_banks", 64))
+    out += ["",
+            "/* Convolution weights in the WRAM bank layout, block by block (group, output block,",
+            "   input block): filter co of a block sits in bank co % 64; padding channels are 0. */",
+            f"static void {P}_reorder(float *dst, const float *src, float splat, int G, int Cog, int Cig, int kh, int kw,",
+            "                          int NCB, int NIB, int Cob, int Cib, long sg, long sco, long sci, long sy, long sx)",
+            "{",
+            "    const long K = (long)kh * kw * Cib, BS = (long)Cob * K;",
+            "    for (int g = 0; g < G; ++g)",
+            "        for (int cb = 0; cb < NCB; ++cb)",
+            "            for (int ib = 0; ib < NIB; ++ib) {",
+            "                float *blk = dst + (((long)g * NCB + cb) * NIB + ib) * BS;",
+            "                for (int c = 0; c < Cob; ++c) {",
+            f"                    const long slot = (long)(c % {banks}) * (Cob / {banks}) + c / {banks};",
+            "                    const int co = cb * Cob + c;",
+            "                    for (int y = 0; y < kh; ++y)",
+            "                        for (int x = 0; x < kw; ++x)",
+            "                            for (int i = 0; i < Cib; ++i) {",
+            "                                const int ci = ib * Cib + i;",
+            "                                float v = 0.0f;",
+            "                                if (co < Cog && ci < Cig)",
+            "                                    v = src ? src[g * sg + co * sco + ci * sci + y * sy + x * sx] : splat;",
+            "                                blk[slot * K + (y * kw + x) * Cib + i] = v;",
+            "                            }",
+            "                }",
+            "            }",
+            "}", "",
+            f"int {P}_init(void)", "{", f"    if ({P}_ready) return 0;",
+            f"    if (cnrtQueueCreate(&{P}_queue) != cnrtSuccess) return -1;",
+            f"    const size_t img = {max(image.elems, 16)}UL;",
+            "    float *h = (float *)calloc(img, sizeof(float));",
+            "    if (!h) return -1;",
+            f"    const float *blob = (const float *){P}_weights;",
+            "    (void)blob;"]
+    for op in image.ops:
+        if op[0] == "raw":
+            _, off, n, src = op     # n in 4-byte words
+            if src[0] == "splat":
+                out.append(f"    for (size_t i = 0; i < {n}UL; ++i) h[{off}UL + i] = {cexpr.float_literal(src[1])};")
+            else:
+                out.append(f"    memcpy(h + {off}UL, blob + {src[1]}UL, {n}UL * 4);")
+        else:
+            _, off, n, src, geo = op
+            st = geo["st"]
+            srcp = "NULL" if src[0] == "splat" else f"blob + {src[1]}UL"
+            splat = cexpr.float_literal(src[1]) if src[0] == "splat" else "0.0f"
+            out.append(f"    {P}_reorder(h + {off}UL, {srcp}, {splat}, {geo['G']}, {geo['Cog']}, {geo['Cig']}, {geo['kh']}, "
+                       f"{geo['kw']}, {geo['NCB']}, {geo['NIB']}, {geo['Cob']}, {geo['Cib']}, {st['g']}L, {st['co']}L, "
+                       f"{st['ci']}L, {st['y']}L, {st['x']}L);")
+    out += [f"    if (cnrtMalloc((void **)&{P}_image, img * sizeof(float)) != cnrtSuccess) return -1;",
+            f"    cnrtMemcpy({P}_image, h, img * sizeof(float), cnrtMemcpyHostToDev);",
+            "    free(h);",
+            f"    if (cnrtMalloc((void **)&{P}_arena, {max(program.memory.arena_bytes, 64)}UL) != cnrtSuccess) return -1;"]
+    for i, t in enumerate(program.inputs):
+        out.append(f"    if (cnrtMalloc((void **)&{P}_din{i}, {_bytes(program, t)}UL) != cnrtSuccess) return -1;")
+    for i, t in enumerate(program.outputs):
+        out.append(f"    if (cnrtMalloc((void **)&{P}_dout{i}, {_bytes(program, t)}UL) != cnrtSuccess) return -1;")
+    out += [f"    {P}_ready = 1;", "    return 0;", "}", ""]
+    args = api_args(program, names)
+    out += [f"int {P}_run({', '.join(args)})", "{", "    (void)workspace;", f"    if (!{P}_ready) return -1;"]
+    for i, t in enumerate(program.inputs):
+        out.append(f"    cnrtMemcpy({P}_din{i}, (void *){names[('in', t)]}, {_bytes(program, t)}UL, cnrtMemcpyHostToDev);")
+    for dk in dks:
+        ptrs = [device_pointer(program, ref, P) for _, ref in dk.params]
+        out.append(f"    {dk.name}_launch({P}_queue{''.join(', ' + p for p in ptrs)});   /* {c_comment(dk.op)} {c_comment(dk.node)} */")
+    out.append(f"    if (cnrtQueueSync({P}_queue) != cnrtSuccess) return -1;")
+    for i, t in enumerate(program.outputs):
+        out.append(f"    cnrtMemcpy({names[('out', t)]}, {P}_dout{i}, {_bytes(program, t)}UL, cnrtMemcpyDevToHost);")
+    out += ["    return 0;", "}", "", f"void {P}_teardown(void)", "{", f"    if (!{P}_ready) return;",
+            f"    cnrtFree({P}_image);", f"    cnrtFree({P}_arena);"]
+    for i, _ in enumerate(program.inputs):
+        out.append(f"    cnrtFree({P}_din{i});")
+    for i, _ in enumerate(program.outputs):
+        out.append(f"    cnrtFree({P}_dout{i});")
+    out += [f"    cnrtQueueDestroy({P}_queue);", f"    {P}_ready = 0;", "}", ""]
+    return "\n".join(out)
+
+
+def device_pointer(program, ref, P):
+    kind, r = ref
+    if kind == "image":
+        return f"{P}_image + {r}UL"
+    for i, t in enumerate(program.inputs):
+        if program.root(t) == r:
+            return f"{P}_din{i}"
+    for i, t in enumerate(program.outputs):
+        if program.root(t) == r:
+            return f"{P}_dout{i}"
+    return f"(float *)((char *){P}_arena + {program.memory.offsets[r]}UL)"
+
+
+def weights_asm(program, image):
+    P = program.prefix
+    return "\n".join([
+        f"/* Weights of {c_comment(program.name)}: {len(image.blob)} bytes, linked into the binary. */",
+        "    .section .rodata", "    .balign 64", f"    .globl {P}_weights", f"{P}_weights:",
+        f'    .incbin "{P}_weights.bin"' if image.blob else "    .byte 0",
+        "    .balign 64", '    .section .note.GNU-stack,"",@progbits', ""])
+
+
+def runner_file(program, version):
+    P, U = program.prefix, program.prefix.upper()
+    g = program.graph
+    nin, nout = len(program.inputs), len(program.outputs)
+    out = [f"/* Runner for {c_comment(program.name)}: generated by swbuild {version}.",
+           " * usage: runner IN0.bin ... OUT0.bin ...  (raw little-endian, the tensors' dtypes, C order) */",
+           "#include <stdio.h>", "#include <stdlib.h>", f'#include "{P}.h"', "",
+           "static void *load(const char *path, size_t n, size_t size)", "{",
+           "    void *p = malloc(n * size + 8);", "    FILE *f = fopen(path, \"rb\");",
+           "    if (!p || !f || fread(p, size, n, f) != n) {",
+           "        fprintf(stderr, \"runner: cannot read %zu elements from %s\\n\", n, path);",
+           "        exit(2);", "    }", "    fclose(f);", "    return p;", "}", "",
+           "static void save(const char *path, const void *p, size_t n, size_t size)", "{",
+           "    FILE *f = fopen(path, \"wb\");",
+           "    if (!f || fwrite(p, size, n, f) != n || fclose(f) != 0) {",
+           "        fprintf(stderr, \"runner: cannot write %s\\n\", path);", "        exit(2);", "    }", "}", "",
+           "int main(int argc, char **argv)", "{",
+           f"    if (argc != {1 + nin + nout}) {{",
+           f"        fprintf(stderr, \"usage: %s {' '.join(f'IN{i}' for i in range(nin))} {' '.join(f'OUT{i}' for i in range(nout))}\\n\", argv[0]);",
+           "        return 2;", "    }"]
+    for i, t in enumerate(program.inputs):
+        ty = CTYPE[g.tensors[t].dtype]
+        out.append(f"    {ty} *in{i} = ({ty} *)load(argv[{1 + i}], {U}_INPUT{i}_ELEMS, sizeof({ty}));")
+    for i, t in enumerate(program.outputs):
+        ty = CTYPE[g.tensors[t].dtype]
+        out.append(f"    {ty} *out{i} = ({ty} *)calloc({U}_OUTPUT{i}_ELEMS + 1, sizeof({ty}));")
+    call = ", ".join([f"in{i}" for i in range(nin)] + [f"out{i}" for i in range(nout)] + ["NULL"])
+    out += [f"    if ({P}_init() != 0) {{ fprintf(stderr, \"runner: init failed\\n\"); return 1; }}",
+            f"    if ({P}_run({call}) != 0) {{ fprintf(stderr, \"runner: run failed\\n\"); return 1; }}",
+            f"    {P}_teardown();"]
+    for i in range(nout):
+        out.append(f"    save(argv[{1 + nin + i}], out{i}, {U}_OUTPUT{i}_ELEMS, sizeof(*out{i}));")
+    out += ["    return 0;", "}", ""]
+    return "\n".join(out)

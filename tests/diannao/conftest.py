@@ -1,0 +1,9 @@
+"""Fixtures of the DianNao backend tests (helpers: dn_build.py, models: dn_models.py)."""
+import pytest
+
+from swbuild import toolchain
+
+
+@pytest.fixture(scope="session")
+def tc():
+    return toolchain.load("diannao-emu")

@@ -1,0 +1,30 @@
+"""Helpers of the DianNao backend tests: compile a model for diannao-emu, build it (g++
+against the BANG emulator, one compiler at a time) and run it."""
+import json
+import tempfile
+from pathlib import Path
+
+from swbuild import build, check
+from swbuild.compiler import compile_to
+
+
+def build_model(tc, model, name, out_dir, partition="on"):
+    """compile + build; returns (plan dict, runner path)."""
+    out_dir = Path(out_dir)
+    prog, _ = compile_to(model, tc, out_dir, name, options={"partition": partition})
+    steps, _, exe = build.model_steps(tc, prog.prefix, out_dir, out_dir)
+    build.run_steps(steps, log=lambda s: None)
+    return json.loads((out_dir / f"{prog.prefix}.plan.json").read_text()), exe
+
+
+def run_check(plan, exe, reference, inputs, rtol=1e-3, atol=1e-4):
+    """check_build's document plus the emulator statistics of the same run."""
+    doc = check.check_build(plan, exe, reference, inputs, rtol, atol)
+    with tempfile.TemporaryDirectory() as tmp:
+        _, stats, err, code, _ = check.run_runner(exe, plan, inputs, tmp)
+    assert code == 0, err
+    return doc, stats
+
+
+def cycles_by_kernel(stats):
+    return {k["name"]: k["cycles"] for k in stats["kernels"]}
