@@ -206,6 +206,8 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
         reasons.append("outputs differ from the reference beyond rtol/atol")
     if findings.get("write_conflicts"):
         reasons.append(f"{findings['write_conflicts']} write conflicts between CPEs")
+    if findings.get("ldm_over_budget"):
+        reasons.append(f"LDM peak over the budget in {len(findings['ldm_over_budget'])} kernels")
     if findings.get("dma_mismatches"):
         reasons.append(f"measured DMA differs from the compiler's prediction in {len(findings['dma_mismatches'])} kernels")
     if findings.get("violations"):

@@ -239,18 +239,22 @@ def cmd_check(args):
 
 
 def cmd_report(args):
+    import tempfile
+
     from . import check
-    from .perf.report import build_report, plot_report
+    from .perf.report import plot_report
     tc = _toolchain(args)
     job = make_job(args)
     runner, plan = _prepare_run(args, job, tc)
     inputs, _ = _reference(args, job, plan)
-    with __import__("tempfile").TemporaryDirectory(prefix="swreport-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
         _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp)
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
-    if tc.family == "diannao":   # the DianNao report (cycles, instructions, tensorized fraction)
+    if tc.family == "diannao":   # cycles, instructions and tensorized fraction from the BANG emulator
         from .backends.diannao.report import build_report
+    else:
+        from .perf.report import build_report
     rep = build_report(plan, stats, tc)
     if args.plot and tc.family != "diannao":
         plot_report(rep, tc, args.plot)

@@ -34,7 +34,7 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 @dataclass(frozen=True)
 class Option:
     key: str
-    kind: str             # "int", "float", "onoff" or "int_or_auto"
+    kind: str             # "int", "float", "onoff", "int_or_auto" or "float_or_off"
     default: object
     help: str
     field: str            # where it lives in a recipe: "batch", "check.seed", "options.simd"
@@ -45,7 +45,7 @@ class Option:
         """Human text of the allowed values (used in errors and `scons -h`)."""
         lo = "" if self.minimum is None else f" >= {self.minimum:g}"
         return {"int": f"an integer{lo}", "float": f"a number{lo}", "onoff": "on, off",
-                "int_or_auto": f"auto or an integer{lo} (bytes)"}[self.kind]
+                "int_or_auto": f"auto or an integer{lo} (bytes)", "float_or_off": f"off or a number{lo}"}[self.kind]
 
     def parse(self, value):
         """The typed value of `value` (a recipe value or a command-line string); ValueError."""
@@ -57,6 +57,8 @@ class Option:
             raise ValueError(f"bad value {value!r}")
         if self.kind == "int_or_auto" and isinstance(value, str) and value.strip().lower() == "auto":
             return "auto"
+        if self.kind == "float_or_off" and (value is False or isinstance(value, str) and value.strip().lower() == "off"):
+            return "off"
         if self.kind in ("int", "int_or_auto"):
             out = _as_int(value)
         else:
@@ -99,6 +101,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
     Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer"),
     Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd"),
+    Option("traffic_target", "float_or_off", "off", "trade modelled time for main-memory traffic until traffic "
+           "<= this many times the compulsory bytes (Sunway; e.g. 1.5)", "options.traffic_target", 1),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
 )}
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}

@@ -1,14 +1,38 @@
-"""DMA footprints: the rectangular box of a buffer that one tile touches.
+"""DMA footprints: the rectangular box of a buffer that one step of a kernel touches.
 
-Each (buffer, context) pair gets one LDM box: the union of the bounding boxes of its loads
-(PPCG's rectangular over-approximation), clamped to the tensor. Trailing dimensions the box
-always covers whole merge into one contiguous run; the dimension above them becomes the
-`bsize`/`stride` of one strided DMA; dimensions above that are loops of strided DMAs.
+Each (buffer, context, pad value) triple of a kernel gets one LDM box: the union of the
+bounding boxes of its loads (PPCG's rectangular over-approximation). Index expressions are
+affine in the axes, so composite subscripts such as `yy*stride + ry` of a strided
+convolution give their exact range from the coefficients.
+
+Where the box is fetched (swTVM: at the outermost loop whose iteration changes it) is decided
+at run time by comparing footprints: a box is re-fetched exactly when the footprint of the
+next step differs from the one resident in LDM, so a box that depends on no tiled loop is
+fetched once per CPE, one that depends on the tile only once per tile, and so on.
+
+The transfer of one footprint (clamped to the tensor):
+
+* trailing dimensions every footprint covers whole merge into one contiguous run;
+* the dimension above them is the `bsize`/`stride` of one strided DMA (a 2-D slab);
+* dimensions above that are loops of strided DMAs;
+* a constant tensor (weights) whose box is a tile-aligned block is re-laid out at compile
+  time so every box is one contiguous block (`blocked`): one DMA per box, zero padded.
+
+Pads are materialised in LDM: a box with loads that may fall outside the tensor is laid
+out with its unclamped extents; the DMA brings the clamped part to the start of the buffer
+and the kernel expands it in place and fills the rest with the pad value, so the compute
+loops carry no bounds guards at all.
+
+`footprints` and `transfers` are the Python twins of the C the slave printer emits; the
+compile-time prediction (`swbuild.perf.predict`) counts DMA with them, vectorised over all
+steps with numpy.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..ir.loopnest import affine, index_range, iter_loads
 
@@ -16,78 +40,293 @@ from ..ir.loopnest import affine, index_range, iter_loads
 @dataclass
 class BoxPlan:
     buf: str
-    context: str          # "body" (inside reduce loops), "epi" (after them) or "out"
-    index: list           # per dim: list of index Exprs to cover (union)
-    shape: tuple          # the buffer view's shape
-    vars: frozenset       # axis names the box depends on
-    pad: bool             # some load may fall outside the tensor
-    axis_extents: dict    # extent of every axis of the kernel
-    level: int = -1       # body boxes: reduce-tile loop depth it is issued at (-1: before them)
-    tiles: dict = None    # the tile sizes the schedule chose (set by ldm.size_buffers)
+    context: str              # "body" (inside reduce loops), "epi" (after them) or "out"
+    pad: float | None         # the pad value of its loads (None: loads are always in bounds)
+    index: list               # per dim: list of affine dicts {var: coef, None: const}
+    shape: tuple              # the buffer view's shape
+    axis_extents: dict        # extent of every axis of the kernel
+    name: str = ""            # C identifier suffix, unique in the kernel
+    pad_dims: tuple = ()      # dims where some load may fall outside the tensor
+    # decided by the schedule
+    tiles: dict = None        # tile size per axis
+    merge: int = 0            # first dim of the contiguous tail
+    blocked: tuple = None     # block extent per dim when the constant is re-laid out
+    block_tensor: str = None  # the re-laid-out constant
+    halves: int = 1           # 2 when double-buffered
+    level: int = -1           # innermost reduce-tile loop (position in the order) it depends on
+    notes: list = field(default_factory=list)
 
-    def extents(self, tiles):
-        """Largest extent per dim over all tiles of the given sizes (clamped to the tensor)."""
-        ranges = {v: (0, t - 1) for v, t in tiles.items()}
+    @property
+    def vars(self):
+        return frozenset(v for dim in self.index for aff in dim for v in aff if v)
+
+    def dim_vars(self, d):
+        return {v for aff in self.index[d] for v in aff if v}
+
+    # -- static extents ---------------------------------------------------------------
+    def span(self, tiles):
+        """Largest unclamped extent per dim over all tiles of the given sizes."""
         out = []
-        for d, exprs in enumerate(self.index):
-            lo = min(index_range(e, ranges)[0] for e in exprs)
-            hi = max(index_range(e, ranges)[1] for e in exprs)
-            out.append(min(hi - lo + 1, self.shape[d]))
+        for d, affs in enumerate(self.index):
+            if self.blocked is not None:
+                out.append(self.blocked[d])
+                continue
+            best = 0
+            for first in (True, False):
+                lo, hi = None, None
+                for aff in affs:
+                    a, b = _aff_range(aff, tiles, self.axis_extents, first)
+                    lo = a if lo is None else min(lo, a)
+                    hi = b if hi is None else max(hi, b)
+                best = max(best, hi - lo + 1)
+            if d not in self.pad_dims:
+                best = min(best, self.shape[d])
+            out.append(best)
         return tuple(out)
 
-    def whole(self, d, tiles, ext):
-        """Dim d is covered whole by every tile: its axes are not split (boundary tiles of a
-        split axis are smaller, so their boxes can be too) and the box spans the tensor."""
-        vs = {v for e in self.index[d] for v in affine(e) if v}
-        return ext[d] >= self.shape[d] and all(tiles[v] >= self.axis_extents[v] for v in vs)
+    def cap(self, tiles):
+        """LDM elements of one half of the box."""
+        return math.prod(self.span(tiles))
 
-    def merge_dim(self, ext, tiles):
-        """First dim from which every dim is covered whole (a contiguous tail)."""
+    def whole(self, d, tiles):
+        """Every footprint covers dim d whole: its axes are not split and it spans the tensor."""
+        vs = self.dim_vars(d)
+        if any(tiles[v] < self.axis_extents[v] for v in vs):
+            return False
+        lo, hi = _full_range(self.index[d], self.axis_extents)
+        return lo <= 0 and hi >= self.shape[d] - 1
+
+    def merge_dim(self, tiles):
         m = len(self.shape)
-        while m > 0 and self.whole(m - 1, tiles, ext):
+        while m > 0 and self.whole(m - 1, tiles):
             m -= 1
         return m
 
-    def elems(self, tiles):
-        return math.prod(self.extents(tiles))
+    def finish(self, tiles):
+        """Fix the static DMA shape for the chosen tiles."""
+        self.tiles = dict(tiles)
+        self.merge = self.merge_dim(tiles)
 
-    def transfers(self, tiles):
-        """DMA calls per box load (a strided call moves a whole 2-D slab)."""
-        ext = self.extents(tiles)
-        m = self.merge_dim(ext, tiles)
-        return math.prod(ext[:max(m - 2, 0)])
+    # -- one footprint ---------------------------------------------------------------
+    def footprint(self, ranges):
+        """Unclamped (lo, hi) per dim for {var: (start, count)}."""
+        los, his = [], []
+        for d, affs in enumerate(self.index):
+            lo = hi = None
+            for aff in affs:
+                a = b = aff.get(None, 0)
+                for v, c in aff.items():
+                    if v is None:
+                        continue
+                    s, n = ranges[v]
+                    a += c * (s if c > 0 else s + n - 1)
+                    b += c * (s + n - 1 if c > 0 else s)
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+            if self.blocked is not None:
+                hi = lo + self.blocked[d] - 1
+            los.append(lo)
+            his.append(hi)
+        return los, his
 
-    def run_bytes(self, tiles, itemsize=4):
-        """Bytes of one contiguous run in main memory."""
-        ext = self.extents(tiles)
-        m = self.merge_dim(ext, tiles)
-        tail = math.prod(self.shape[m:])
-        return (ext[m - 1] if m else 1) * tail * itemsize
+    def transfer(self, lo, hi, itemsize=4):
+        """(calls, bytes, contiguous chunk bytes) of fetching one footprint."""
+        r = transfers(self, [np.asarray([x]) for x in lo], [np.asarray([x]) for x in hi], itemsize)
+        return int(r[0][0]), int(r[1][0]), int(r[2][0])
 
-    def runs(self, tiles):
-        ext = self.extents(tiles)
-        m = self.merge_dim(ext, tiles)
-        return math.prod(ext[:max(m - 1, 0)])
+
+def _aff_range(aff, tiles, extents, first):
+    """(lo, hi) of one affine expression over the first (or last) tile of each axis."""
+    lo = hi = aff.get(None, 0)
+    for v, c in aff.items():
+        if v is None:
+            continue
+        t, e = tiles[v], extents[v]
+        if first:
+            s, n = 0, min(t, e)
+        else:
+            s = (e - 1) // t * t
+            n = e - s
+            if n < min(t, e):          # a short last tile: the first one is the larger
+                s, n = 0, min(t, e)
+        lo += c * (s if c > 0 else s + n - 1)
+        hi += c * (s + n - 1 if c > 0 else s)
+    return lo, hi
+
+
+def _full_range(affs, extents):
+    lo = hi = None
+    for aff in affs:
+        a = b = aff.get(None, 0)
+        for v, c in aff.items():
+            if v is None:
+                continue
+            a += c * (0 if c > 0 else extents[v] - 1)
+            b += c * (extents[v] - 1 if c > 0 else 0)
+        lo = a if lo is None else min(lo, a)
+        hi = b if hi is None else max(hi, b)
+    return lo, hi
+
+
+def transfers(b, lo, hi, itemsize=4, n=None):
+    """Vectorised DMA shape of footprints: lo/hi are lists (per dim) of int arrays.
+
+    Returns (calls, bytes, chunk bytes) arrays; an empty footprint (entirely outside the
+    tensor) costs nothing. Mirrors `slave._emit_fetch` exactly."""
+    if n is None:
+        n = len(lo[0]) if lo else 1
+    shape = b.shape
+    if b.blocked is not None:
+        by = math.prod(b.blocked) * itemsize
+        return np.ones(n, np.int64), np.full(n, by, np.int64), np.full(n, by, np.int64)
+    if not shape:
+        return np.ones(n, np.int64), np.full(n, itemsize, np.int64), np.full(n, itemsize, np.int64)
+    cex = []
+    for d in range(len(shape)):
+        clo = np.maximum(lo[d], 0)
+        cex.append(np.minimum(hi[d], shape[d] - 1) - clo + 1)
+    empty = np.zeros(n, bool)
+    for e in cex:
+        empty |= e <= 0
+    m = b.merge
+    if m == 0:
+        tot = math.prod(shape) * itemsize
+        calls, by, chunk = np.ones(n, np.int64), np.full(n, tot, np.int64), np.full(n, tot, np.int64)
+    else:
+        c = m - 1
+        inner = math.prod(shape[m:])
+        run = cex[c] * inner
+        if c == 0:
+            calls, by, chunk = np.ones(n, np.int64), run * itemsize, run * itemsize
+        else:
+            calls = np.ones(n, np.int64)
+            for d in range(c - 1):
+                calls = calls * cex[d]
+            by = calls * cex[c - 1] * run * itemsize
+            contiguous = (cex[c] == shape[c]) | (cex[c - 1] == 1)
+            chunk = np.where(contiguous, cex[c - 1] * run * itemsize, run * itemsize)
+    zero = np.zeros(n, np.int64)
+    return np.where(empty, zero, calls), np.where(empty, zero, by), np.where(empty, zero, chunk)
 
 
 def box_plans(kernel):
-    """One BoxPlan per (buffer, context); the output box last."""
+    """One BoxPlan per (buffer, context, pad value); the output box last."""
     plans = []
     extents = {a.name: a.extent for a in tuple(kernel.axes) + tuple(kernel.reduce_axes)}
-    for ctx, expr in (("body", kernel.body), ("epi", kernel.epilogue)):
-        by_buf = {}
+    full = {n: (0, e - 1) for n, e in extents.items()}
+    contexts = [("body", kernel.body), ("epi", kernel.epilogue)]
+    if kernel.combine is None:          # an element-wise kernel computes in its epilogue pass
+        contexts = [("epi", kernel.body), ("epi", kernel.epilogue)]
+    by_key = {}
+    for ctx, expr in contexts:
         for ld in iter_loads(expr):
-            by_buf.setdefault(ld.buf, []).append(ld)
-        for buf, loads in by_buf.items():
-            shape = kernel.buffers[buf].shape
-            index = [[ld.index[d] for ld in loads] for d in range(len(shape))]
-            for exprs in index:
-                for e in exprs:
-                    if affine(e) is None:
-                        raise ValueError(f"kernel {kernel.name}: non-affine index {e} of {buf}")
-            names = frozenset(v for exprs in index for e in exprs for v in affine(e) if v)
-            plans.append(BoxPlan(buf, ctx, index, shape, names, any(ld.pad is not None for ld in loads), extents))
+            by_key.setdefault((ld.buf, ctx, ld.pad), []).append(ld)
+    for i, ((buf, ctx, pad), loads) in enumerate(by_key.items()):
+        shape = kernel.buffers[buf].shape
+        index = []
+        for d in range(len(shape)):
+            affs = []
+            for ld in loads:
+                aff = affine(ld.index[d])
+                if aff is None:
+                    raise ValueError(f"kernel {kernel.name}: non-affine index {ld.index[d]} of {buf}")
+                if aff not in affs:
+                    affs.append(aff)
+            index.append(affs)
+        pad_dims = ()
+        if pad is not None:
+            pad_dims = tuple(d for d in range(len(shape))
+                             if any(_oob(ld.index[d], full, shape[d]) for ld in loads))
+        plans.append(BoxPlan(buf, ctx, None if not pad_dims else pad, index, shape, extents,
+                             name=f"x{i}", pad_dims=pad_dims))
     out = kernel.buffers[kernel.out]
-    index = [[a.var + o if o else a.var] for a, o in zip(kernel.axes, kernel.out_offset)]
-    plans.append(BoxPlan(kernel.out, "out", index, out.shape, frozenset(a.name for a in kernel.axes), False, extents))
+    index = [[{a.name: 1, None: o}] for a, o in zip(kernel.axes, kernel.out_offset)]
+    plans.append(BoxPlan(kernel.out, "out", None, index, out.shape, extents, name="out"))
     return plans
+
+
+def _oob(e, full, size):
+    lo, hi = index_range(e, full)
+    return lo < 0 or hi > size - 1
+
+
+# -- constant re-layout (blocking) ------------------------------------------------------
+
+def blockable(b, kernel, graph):
+    """Block extents per dim if the box is a tile-aligned block of a constant, else None."""
+    if b.context == "out" or b.pad_dims:
+        return None
+    t = graph.tensors.get(kernel.buffers[b.buf].tensor)
+    if t is None or t.data is None or not isinstance(t.data, np.ndarray):
+        return None
+    seen, blocks = set(), []
+    for d, affs in enumerate(b.index):
+        if len(affs) != 1:
+            return None
+        aff = affs[0]
+        vs = [v for v in aff if v]
+        if not vs:
+            if aff.get(None, 0) != 0 or b.shape[d] != 1:
+                return None
+            blocks.append(1)
+            continue
+        if len(vs) != 1 or aff[vs[0]] != 1 or aff.get(None, 0) != 0 or vs[0] in seen:
+            return None
+        v = vs[0]
+        if b.axis_extents[v] != b.shape[d]:
+            return None
+        seen.add(v)
+        blocks.append(b.tiles[v] if b.tiles else None)
+    return tuple(blocks)
+
+
+def blocked_array(data, shape, blocks):
+    """The tensor re-laid out as [grid dims..., block dims...], zero padded to whole blocks."""
+    a = np.asarray(data).reshape(shape)
+    grid = [-(-s // k) for s, k in zip(shape, blocks)]
+    pad = [(0, g * k - s) for g, k, s in zip(grid, blocks, shape)]
+    if any(p[1] for p in pad):
+        a = np.pad(a, pad)
+    inter = []
+    for g, k in zip(grid, blocks):
+        inter += [g, k]
+    a = a.reshape(inter)
+    nd = len(shape)
+    a = a.transpose([2 * i for i in range(nd)] + [2 * i + 1 for i in range(nd)])
+    return np.ascontiguousarray(a), grid
+
+
+def apply_blocking(kernel, graph, boxes, tiles):
+    """Re-lay out constant boxes that would otherwise need strided or repeated DMAs."""
+    from ..ir.graph import Tensor
+    from dataclasses import replace
+    users = {}
+    for b in boxes:
+        users.setdefault(b.buf, []).append(b)
+    for b in boxes:
+        if len(users[b.buf]) != 1 or b.merge <= 1:
+            continue
+        blocks = blockable(b, kernel, graph)
+        if blocks is None:
+            continue
+        src = graph.tensors[kernel.buffers[b.buf].tensor]
+        if _is_splat(src.data):     # one value everywhere: the blocked tensor is a splat too
+            grid = [-(-n // k) for n, k in zip(b.shape, blocks)]
+            arr = np.broadcast_to(np.asarray(src.data).reshape(-1)[0], tuple(grid) + tuple(blocks))
+        else:
+            arr, grid = blocked_array(src.data, b.shape, blocks)
+        name = f"%swblk:{kernel.name}:{b.buf}"
+        graph.tensors[name] = Tensor(name, tuple(arr.shape), src.dtype,
+                                     arr if _is_splat(arr) else arr.astype(src.dtype))
+        kernel.buffers[b.buf] = replace(kernel.buffers[b.buf], tensor=name)
+        b.blocked, b.block_tensor = tuple(blocks), name
+        b.notes.append(f"constant re-laid out in blocks {list(blocks)} (grid {grid})")
+
+
+def _is_splat(a):
+    return isinstance(a, np.ndarray) and a.size > 1 and a.ndim > 0 and all(x == 0 for x in a.strides)
+
+
+def block_grid(b):
+    return [-(-s // k) for s, k in zip(b.shape, b.blocked)]
+

@@ -1,10 +1,29 @@
-"""LDM buffer sizing: choose tile sizes so a kernel's buffers fit each CPE's local memory.
+"""LDM management (swTVM Algorithm 1): choose tile sizes so a kernel's buffers fit each
+CPE's local memory, and assemble the kernel's schedule.
 
-The search is an explicit constraint problem (Deeploy-style): minimise the modeled time of
-the kernel, ceil(tiles / CPEs) x (DMA time + compute time) of one tile, subject to
-sum(buffer bytes) <= budget. Tile sizes start at 1 and grow by doubling (swTVM starts at
-powers of two and expands greedily while the buffers fit). When even the smallest tiles do
-not fit, LdmError reports the bytes that would be needed.
+Iterators are classified as in swTVM: an axis that indexes some LDM buffer is a *size*
+iterator (its tile size sets buffer sizes), one cut into several tiles is also a *num*
+iterator (its tile loop sets how many DMAs run), one that indexes no buffer is a *comp*
+iterator (compute only).
+
+Sizing, per kernel:
+
+1. every size iterator starts at 64 elements (or its extent when smaller; tile sizes are
+   powers of two, the extent, or the extent halved evenly);
+2. while the buffers exceed the budget, halve the tile whose halving frees the most LDM;
+   if all tiles are 1 and it still does not fit, `LdmError` says how many bytes it needs;
+3. expand greedily: take the single-tile growth that lowers the modelled time the most,
+   while the buffers fit; repeat until nothing improves. A second pass from all-ones tiles
+   guards against a poor start; the better of the two wins.
+
+The objective is the cost model of `swbuild.perf.model` on the busiest CPE: DMA time from
+the box transfer sizes (bandwidth by contiguous chunk, shared by the CPEs), compute time of
+the inner loops that will be generated (SIMD/register blocked or scalar, `simd.py`),
+overlapped when the boxes are double-buffered (which doubles their LDM), and the number of
+tiles each CPE processes. The budget is the toolchain's LDM minus its reserve.
+
+After sizing: constant boxes are re-laid out in blocks (dma.py), the loops are reordered
+(reorder.py) and the result is the kernel's `Schedule`.
 """
 from __future__ import annotations
 
@@ -12,119 +31,508 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import LdmError
-from .dma import box_plans
+from ..perf import model
+from . import reorder, simd
+from .dma import apply_blocking, blockable, box_plans
 from .partition import spatial_tiles
 
-ALIGN = 64          # each LDM buffer is rounded up to this many bytes
+ALIGN = 64          # each LDM buffer (half) is rounded up to this many bytes
+START = 64          # Algorithm 1: buffers start at 64 elements per iterator
+
+SPECIAL_SCHEDULERS = {}   # kernel kind -> fn(kernel, hw, budget, options)
 
 
 @dataclass
 class Schedule:
     tiles: dict                 # axis name -> tile size
-    order: list                 # compute loop order, outermost first
-    boxes: list                 # BoxPlan per (buffer, context)
-    ldm_bytes: int              # buffers per CPE at these tiles
+    red_order: list             # tiled reduce loops, outermost first (reorder.py)
+    grid_order: list            # spatial axes, outermost first, in which the tile grid is flattened
+    partition: str              # "cyclic" | "block" (partition.py)
+    boxes: list                 # BoxPlan per (buffer, context, pad)
+    ldm_bytes: int              # LDM buffers per CPE at these tiles
     ldm_budget: int
     ntiles: int                 # spatial tiles dealt to CPEs
+    double_buffer: bool = False
+    vector: object = None       # simd.VectorPlan or None
+    iterators: dict = field(default_factory=dict)
     modeled_tile_seconds: float = 0.0
     notes: list = field(default_factory=list)
 
+    @property
+    def order(self):
+        """Loop order, outermost first: grid, reduce tiles (compute loops follow)."""
+        return list(self.grid_order) + list(self.red_order)
+
     def __str__(self):
         t = ", ".join(f"{k}:{v}" for k, v in self.tiles.items())
-        return (f"schedule tiles({t}) order({', '.join(self.order)}) spatial tiles {self.ntiles}, "
-                f"LDM {self.ldm_bytes}/{self.ldm_budget} B")
+        extra = []
+        if self.double_buffer:
+            extra.append("double-buffered")
+        if self.vector is not None:
+            extra.append(str(self.vector))
+        blk = [b.buf for b in self.boxes if b.blocked is not None]
+        if blk:
+            extra.append(f"blocked {blk}")
+        return (f"schedule tiles({t}) grid({', '.join(self.grid_order)}, {self.partition}) "
+                f"reduce({', '.join(self.red_order)}) spatial tiles {self.ntiles}, "
+                f"LDM {self.ldm_bytes}/{self.ldm_budget} B" + ("; " + "; ".join(extra) if extra else ""))
 
 
 def _al(n):
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def ldm_bytes(kernel, boxes, tiles, itemsize=4):
-    acc = math.prod(tiles[a.name] for a in kernel.axes) * itemsize
-    return _al(acc) + sum(_al(b.elems(tiles) * itemsize) for b in boxes if b.context != "out")
-
-
-class TileCost:
-    """Modeled seconds of a kernel for given tile sizes, from the target's numbers."""
-
-    def __init__(self, kernel, boxes, hw):
-        self.k, self.boxes, self.hw = kernel, boxes, hw
-        self.cores = int(hw["cpes"])
-        self.bw = float(hw["dma_fit_peak_bytes_per_s"]) / self.cores   # bandwidth shared by all CPEs
-        self.half = float(hw["dma_fit_half_bytes"])
-        self.flops_rate = float(hw["clock_hz"])
-        self.ops = max(1, kernel.flops() // max(1, kernel.points * max(1, kernel.reduce_points)))
-
-    def reduce_iters(self, tiles, upto=None):
-        axes = self.k.reduce_axes if upto is None else self.k.reduce_axes[:upto + 1]
-        return math.prod(math.ceil(a.extent / tiles[a.name]) for a in axes)
-
-    def tile_seconds(self, tiles):
-        bytes_, calls = 0.0, 0.0
-        for b in self.boxes:
-            times = self.reduce_iters(tiles, b.level) if b.context == "body" and b.level >= 0 else 1
-            bytes_ += times * b.elems(tiles) * 4
-            calls += times * b.runs(tiles)
-        dma = (bytes_ + self.half * calls) / self.bw
-        pts = math.prod(tiles[a.name] for a in self.k.axes) * math.prod(tiles[a.name] for a in self.k.reduce_axes)
-        comp = pts * self.reduce_iters(tiles) * self.ops / self.flops_rate
-        return dma + comp
-
-    def seconds(self, tiles):
-        waves = math.ceil(spatial_tiles(self.k, tiles) / self.cores)
-        return waves * self.tile_seconds(tiles)
-
-
-def place_body_boxes(kernel, boxes, tiles):
-    """Issue each body box inside the innermost reduce-tile loop whose axis it depends on."""
+def classify_iterators(kernel, boxes, tiles):
+    used = set()
     for b in boxes:
-        if b.context != "body":
-            continue
-        b.level = -1
-        for i, a in enumerate(kernel.reduce_axes):
-            if a.name in b.vars and tiles[a.name] < a.extent:
-                b.level = i
+        used |= b.vars
+    out = {}
+    for a in list(kernel.axes) + list(kernel.reduce_axes):
+        kinds = []
+        if a.name in used:
+            kinds.append("size")
+        if tiles[a.name] < a.extent:
+            kinds.append("num")
+        out[a.name] = "+".join(kinds) or "comp"
+    return out
 
 
-def compute_order(kernel):
-    """Spatial axes, then reduce axes, with the innermost spatial axis innermost: the inner
-    loop then runs along contiguous output (and usually input) elements."""
-    sp = [a.name for a in kernel.axes]
-    return sp[:-1] + [a.name for a in kernel.reduce_axes] + sp[-1:]
+def candidates(extent):
+    """Tile sizes tried for an axis: powers of two, the extent, the extent halved evenly."""
+    extent = max(extent, 1)
+    c = {extent}
+    p = 1
+    while p < extent:
+        c.add(p)
+        p *= 2
+    d = 2
+    while d <= extent:
+        c.add(-(-extent // d))
+        d *= 2
+    return sorted(c)
 
 
-def size_buffers(kernel, hw, budget):
-    boxes = box_plans(kernel)
-    axes = list(kernel.axes) + list(kernel.reduce_axes)
-    tiles = {a.name: 1 for a in axes}
-    place_body_boxes(kernel, boxes, tiles)
-    need = ldm_bytes(kernel, boxes, tiles)
-    if need > budget:
-        raise LdmError(kernel.name, need, budget)
-    cost = TileCost(kernel, boxes, hw)
-    best = cost.seconds(tiles)
-    while True:
-        cand = None
-        for a in axes:
-            t = tiles[a.name]
-            if t >= a.extent:
+class Search:
+    """The modelled time of a kernel for tile sizes, and its LDM use (cached)."""
+
+    def __init__(self, kernel, hw, budget, options, graph=None):
+        self.k, self.hw, self.budget = kernel, hw, budget
+        self.cores = int(hw["cpes"])
+        self.boxes = box_plans(kernel)
+        self.graph = graph
+        self.db_ok = str(options.get("double_buffer", "on")).lower() not in ("off", "false", "0")
+        self.simd_ok = str(options.get("simd", "on")).lower() not in ("off", "false", "0")
+        self.traffic_weight = float(options.get("traffic_weight") or 0.0)
+        self.quick = options.get("search_effort") == "quick"
+        self.axes = list(kernel.axes) + list(kernel.reduce_axes)
+        self.ext = {a.name: a.extent for a in self.axes}
+        self.can_block = {id(b): graph is not None and blockable(b, kernel, graph) is not None for b in self.boxes}
+        users = {}
+        for b in self.boxes:
+            users[b.buf] = users.get(b.buf, 0) + 1
+        for b in self.boxes:
+            if users[b.buf] != 1:
+                self.can_block[id(b)] = False
+        self.cache = {}
+        self.red_points = math.prod(a.extent for a in kernel.reduce_axes)
+        self._bs, self._vp, self._ldm = {}, {}, {}
+        self._bvars = {id(b): sorted(b.vars) for b in self.boxes}
+
+    def box_static(self, b, tiles):
+        """(LDM elements per half, DMA calls, bytes, contiguous chunk bytes) of one fetch."""
+        key = (id(b),) + tuple(tiles[v] for v in self._bvars[id(b)])
+        r = self._bs.get(key)
+        if r is None:
+            r = self._bs[key] = self._box_static(b, tiles)
+        return r
+
+    def _box_static(self, b, tiles):
+        m = b.merge_dim(tiles)
+        if self.can_block[id(b)] and m > 1:
+            blocks = [tiles[next(iter(b.dim_vars(d)))] if b.dim_vars(d) else 1 for d in range(len(b.shape))]
+            n = math.prod(blocks)
+            return n, 1, n * 4, n * 4
+        span = b.span(tiles)
+        ext = [min(e, s) for e, s in zip(span, b.shape)]
+        cap = math.prod(span)
+        if m == 0:
+            n = math.prod(b.shape) * 4
+            return cap, 1, n, n
+        c = m - 1
+        inner = math.prod(b.shape[m:])
+        run = ext[c] * inner * 4
+        if c == 0:
+            return cap, 1, run, run
+        calls = math.prod(ext[:c - 1])
+        contiguous = ext[c] == b.shape[c] or ext[c - 1] == 1
+        return cap, calls, calls * ext[c - 1] * run, (ext[c - 1] * run if contiguous else run)
+
+    def ldm(self, tiles, db):
+        key = (db,) + tuple(tiles[a.name] for a in self.axes)
+        r = self._ldm.get(key)
+        if r is None:
+            r = self._ldm[key] = self._ldm_bytes(tiles, db)
+        return r
+
+    def _ldm_bytes(self, tiles, db):
+        acc = 1
+        for a in self.k.axes:
+            acc *= tiles[a.name]
+        tot = _al(acc * 4)
+        ext = self.ext
+        for b in self.boxes:
+            if b.context == "out":
                 continue
-            for nt in {min(2 * t, a.extent), a.extent}:
+            cap = self.box_static(b, tiles)[0]
+            two = db and any(tiles[v] < ext[v] for v in self._bvars[id(b)])
+            tot += _al(cap * 4) * (2 if two else 1)
+        return tot
+
+    def _moves(self, b, tiles):
+        """The box's footprint changes during a CPE's run (so a second half helps)."""
+        return any(tiles[v] < self.ext[v] for v in b.vars)
+
+    def evaluate(self, tiles):
+        """(modelled seconds, double-buffered, vector plan) or None when it does not fit."""
+        key = tuple(tiles[a.name] for a in self.axes)
+        if key in self.cache:
+            return self.cache[key]
+        res = self._evaluate(tiles)
+        self.cache[key] = res
+        return res
+
+    def _evaluate(self, tiles):
+        k, hw = self.k, self.hw
+        single = self.ldm(tiles, False)
+        if single > self.budget:
+            return None
+        vkey = tuple(tiles[a.name] for a in k.axes)
+        if vkey not in self._vp:
+            self._vp[vkey] = simd.plan(k, tiles, hw, self.simd_ok)
+        vp = self._vp[vkey]
+        tiled_r = reorder.tiled_reduce_axes(k, tiles)
+        order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
+        rcounts = reorder.reduce_counts(k, tiles)
+        nsteps = math.prod(rcounts[n] for n in order)
+        split = {a.name for a in k.axes if tiles[a.name] < a.extent}
+        tiled = set(order)
+        ntiles = spatial_tiles(k, tiles)
+        waves = math.ceil(ntiles / self.cores)
+        dma_tile = dma_once = first = 0.0
+        bytes_tile = bytes_once = 0
+        expand = 0.0
+        for b in self.boxes:
+            if b.context == "out":
+                continue
+            cap, calls, by, chunk = self.box_static(b, tiles)
+            secs = model.dma_seconds_per_cpe(hw, by, chunk)
+            if b.context == "body" and k.combine is not None and (b.vars & tiled):
+                lv = reorder.box_level(b, order)
+                n = math.prod(rcounts[x] for x in order[:lv + 1])
+                dma_tile += n * secs
+                bytes_tile += n * by
+                first += secs
+                if b.pad_dims:
+                    expand += n * simd.expand_cycles(hw, cap)
+            elif b.vars & split:
+                dma_tile += secs
+                bytes_tile += by
+                first += secs
+                if b.pad_dims:
+                    expand += simd.expand_cycles(hw, cap)
+            else:
+                dma_once += secs
+                bytes_once += by
+                first += secs
+        ob = self.boxes[-1]
+        ext = [tiles[a.name] for a in k.axes]
+        _, _, oby, ochunk = self._out_static(ob, tiles, ext)
+        put = model.dma_seconds_per_cpe(hw, oby, ochunk)
+        dma_tile += put
+        bytes_tile += oby
+        pext = {a.name: tiles[a.name] for a in k.axes}
+        points = math.prod(ext)
+        cyc = simd.init_cycles(k, hw, points) + simd.epilogue_cycles(k, hw, points) + expand
+        if k.combine is not None:
+            cyc += simd.step_cycles(k, vp, hw, pext, self.red_points)
+            cyc += (nsteps - 1) * simd.step_cycles(k, vp, hw, pext, 0)
+        comp_tile = cyc / model.clock(hw)
+        D, C = waves * dma_tile + dma_once, waves * comp_tile
+        serial = float(model.cpe_seconds(hw, D, C, 0.0, False))
+        traffic = ntiles * bytes_tile + min(ntiles, self.cores) * bytes_once
+        best = (serial, False, vp, traffic)
+        if self.db_ok and self.ldm(tiles, True) <= self.budget:
+            over = float(model.cpe_seconds(hw, D, C, min(D, first + put), True))
+            if over < serial:
+                best = (over, True, vp, traffic)
+        return best
+
+    def _out_static(self, ob, tiles, ext):
+        m = ob.merge_dim(tiles)
+        inner = math.prod(ob.shape[m:]) if m else math.prod(ob.shape)
+        if m == 0:
+            n = math.prod(ob.shape) * 4
+            return 1, 1, n, n
+        c = m - 1
+        run = ext[c] * inner * 4
+        if c == 0:
+            return 1, 1, run, run
+        calls = math.prod(ext[:c - 1])
+        return 1, calls, calls * ext[c - 1] * run, run
+
+    def cost(self, tiles):
+        """The search objective: modelled seconds, plus `traffic_weight` seconds per byte of
+        main-memory traffic (0 by default: pure time)."""
+        r = self.evaluate(tiles)
+        return math.inf if r is None else r[0] + self.traffic_weight * r[3]
+
+
+def _shrink_to_fit(s, tiles, cands):
+    while s.ldm(tiles, False) > s.budget:
+        best = None
+        for a in s.axes:
+            i = cands[a.name].index(tiles[a.name])
+            if i == 0:
+                continue
+            trial = dict(tiles)
+            trial[a.name] = cands[a.name][i - 1]
+            key = (s.ldm(trial, False), s.cost(trial))
+            if best is None or key < best[0]:
+                best = (key, trial)
+        if best is None:
+            raise LdmError(s.k.name, s.ldm(tiles, False), s.budget)
+        tiles = best[1]
+    return tiles
+
+
+def _expand(s, tiles, cands):
+    cur = s.cost(tiles)
+    while True:
+        best = None
+        for a in s.axes:
+            cs = cands[a.name]
+            i = cs.index(tiles[a.name])
+            moves = set(cs[i + 1:i + 3])
+            if i > 0:
+                moves.add(cs[i - 1])
+            for nt in moves:
                 trial = dict(tiles)
                 trial[a.name] = nt
-                place_body_boxes(kernel, boxes, trial)
-                if ldm_bytes(kernel, boxes, trial) > budget:
+                c = s.cost(trial)
+                if c < cur * (1 - 1e-9) and (best is None or c < best[0]):
+                    best = (c, trial)
+        # pairwise: shrink one axis, grow another (escapes LDM-bound plateaus)
+        if best is None and not s.quick:
+            for a in s.axes:
+                ia = cands[a.name].index(tiles[a.name])
+                if ia == 0:
                     continue
-                s = cost.seconds(trial)
-                if s < best * (1 - 1e-9) and (cand is None or s < cand[0]):
-                    cand = (s, trial)
-        if cand is None:
+                for b2 in s.axes:
+                    if b2 is a:
+                        continue
+                    ib = cands[b2.name].index(tiles[b2.name])
+                    for nb in cands[b2.name][ib + 1:ib + 3]:
+                        trial = dict(tiles)
+                        trial[a.name] = cands[a.name][ia - 1]
+                        trial[b2.name] = nb
+                        c = s.cost(trial)
+                        if c < cur * (1 - 1e-9) and (best is None or c < best[0]):
+                            best = (c, trial)
+        if best is None:
+            return tiles, cur
+        cur, tiles = best
+
+
+TIME_SLACK = 0.02          # modelled time given up, at most, for less main-memory traffic
+ENUMERATE_LIMIT = (400, 2000)  # evaluations of the enumerative search: every kernel, kernels >= 1e8 flops
+ENUMERATE_BIG = 1e8
+
+
+def _enumerate(s, cands):
+    """Every spatial tile shape whose accumulator fits, each with the largest size of the
+    main reduce axis that fits (with and without double buffering, and one size smaller),
+    the other reduce axes whole; returns (tiles, cost) or None."""
+    import itertools
+    k = s.k
+    sp = [a.name for a in k.axes]
+    red = sorted(k.reduce_axes, key=lambda a: -a.extent)
+    main = red[0].name if red else None
+    lists = [cands[n] for n in sp]
+    best, evals = None, 0
+    ext = {a.name: a.extent for a in k.axes}
+    lanes = max(1, int(s.hw.get("simd_lanes", 1)))
+    rate = lanes * float(model.hwget(s.hw, "fma_per_cycle_simd")) * model.clock(s.hw)
+    limit = ENUMERATE_LIMIT[1] if k.flops() >= ENUMERATE_BIG else ENUMERATE_LIMIT[0]
+    if s.quick:
+        limit = ENUMERATE_LIMIT[0] // 4
+    combos = [c for c in itertools.product(*lists) if math.prod(c) * 4 <= s.budget * 0.9]
+    combos.sort(key=lambda c: (-math.prod(c), c))      # large tiles first: good costs early
+    for combo in combos:
+        pts = math.prod(combo)
+        if best is not None and s.red_points > 1:   # compute alone, at the SIMD peak, already loses
+            ntiles = math.prod(-(-ext[n] // t) for n, t in zip(sp, combo))
+            if math.ceil(ntiles / s.cores) * pts * s.red_points / rate >= best[1]:
+                continue
+        base = dict(zip(sp, combo))
+        for a in k.reduce_axes:
+            base[a.name] = a.extent
+        tried = []
+        if main:
+            fits = {}
+            cm = cands[main]
+            for db in (False, True):      # LDM grows with the tile: binary search the largest fit
+                lo, hi = 0, len(cm) - 1
+                t = dict(base)
+                t[main] = cm[lo]
+                if s.ldm(t, db) > s.budget:
+                    continue
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    t[main] = cm[mid]
+                    if s.ldm(t, db) <= s.budget:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                fits[db] = lo
+            idx = set()
+            for i in fits.values():
+                idx.update({i, max(i - 1, 0)})
+            tried = [dict(base, **{main: cands[main][i]}) for i in sorted(idx)]
+        elif s.ldm(base, False) <= s.budget:
+            tried = [base]
+        for tiles in tried:
+            c = s.cost(tiles)
+            evals += 1
+            if best is None or c < best[1]:
+                best = (tiles, c)
+        if evals > limit:
             break
-        best, tiles = cand
-    place_body_boxes(kernel, boxes, tiles)
+    return best
+
+
+_MEMO = {}
+
+
+def _signature(s):
+    """Kernels that differ only in names (repeated layers) get the same tiles."""
+    k = s.k
+    bufs = tuple(sorted((n, tuple(b.shape), b.tensor in s.graph.tensors and s.graph.tensors[b.tensor].data is not None
+                         if s.graph is not None else False) for n, b in k.buffers.items()))
+    return (tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
+            str(k.body), str(k.epilogue), k.combine, k.init, tuple(k.out_offset), k.out, bufs,
+            repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.traffic_weight, s.quick)
+
+
+def search_tiles(s):
+    key = _signature(s)
+    if key in _MEMO:
+        return dict(_MEMO[key])
+    tiles = _search_tiles(s)
+    _MEMO[key] = dict(tiles)
+    return tiles
+
+
+def _search_tiles(s):
+    cands = {a.name: candidates(a.extent) for a in s.axes}
+    ones = {a.name: 1 for a in s.axes}
+    if s.ldm(ones, False) > s.budget:
+        raise LdmError(s.k.name, s.ldm(ones, False), s.budget)
+    start = {}
+    for a in s.axes:
+        fit = [c for c in cands[a.name] if c <= START]
+        start[a.name] = max(fit)
+    results = []
+    t1 = _shrink_to_fit(s, start, cands)
+    results.append(_expand(s, t1, cands))
+    if not s.quick:
+        results.append(_expand(s, dict(ones), cands))
+    e = _enumerate(s, cands)
+    if e is not None:
+        results.append(_expand(s, e[0], cands))
+    results.sort(key=lambda r: r[1])
+    best, cost = results[0]
+    # among the evaluated tilings within TIME_SLACK of the best objective, the least traffic
+    pick = None
+    for key, r in s.cache.items():
+        if r is None:
+            continue
+        c = r[0] + s.traffic_weight * r[3]
+        if c <= cost * (1 + TIME_SLACK) and (pick is None or (r[3], c) < pick[0]):
+            pick = ((r[3], c), key)
+    if pick is not None:
+        best = dict(zip([a.name for a in s.axes], pick[1]))
+    return best
+
+
+def size_buffers(kernel, hw, budget, options=None, graph=None):
+    """Schedule `kernel` for the target: tiles, order, DMA plan, SIMD; sets kernel.schedule."""
+    options = options or {}
+    kind = getattr(kernel, "kind", "compute")
+    if kind != "compute":
+        fn = SPECIAL_SCHEDULERS.get(kind)
+        if fn is not None:
+            fn(kernel, hw, budget, options)
+        return kernel
+    if kernel.combine is not None and any(a.extent == 0 for a in kernel.reduce_axes):
+        # an empty reduction is its initial value: an element-wise kernel of the epilogue
+        from ..ir.loopnest import Acc, Const, substitute_acc
+        kernel.body = substitute_acc(kernel.epilogue, Const(float(kernel.init)))
+        kernel.epilogue, kernel.combine, kernel.reduce_axes = Acc(), None, ()
+    s = Search(kernel, hw, budget, options, graph)
+    tiles = search_tiles(s)
+    forced = (options.get("force_tiles") or {}).get(kernel.op)     # tests: pin a schedule
+    if forced:
+        tiles = dict(tiles)
+        tiles.update({a: min(int(t), s.ext[a]) for a, t in forced.items() if a in tiles})
+        if s.ldm(tiles, False) > budget:
+            raise LdmError(kernel.name, s.ldm(tiles, False), budget)
+    secs, db, vp, _ = s.evaluate(tiles)
+    if options.get("force_double_buffer") and s.ldm(tiles, True) <= budget:
+        db = True
+    boxes = s.boxes
     for b in boxes:
-        b.tiles = tiles
-    sched = Schedule(tiles, compute_order(kernel), boxes, ldm_bytes(kernel, boxes, tiles), budget,
-                     spatial_tiles(kernel, tiles), cost.tile_seconds(tiles))
+        b.finish(tiles)
+    if graph is not None:
+        apply_blocking(kernel, graph, boxes, tiles)
+    red_order, _ = reorder.order_reduce(kernel, boxes, tiles)
+    for b in boxes:
+        b.halves = 2 if db and b.context != "out" and s._moves(b, tiles) else 1
+    ldm = _al(math.prod(tiles[a.name] for a in kernel.axes) * 4)
+    ldm += sum(_al(b.cap(tiles) * 4) * b.halves for b in boxes if b.context != "out")
+    sched = Schedule(tiles, red_order, [a.name for a in kernel.axes], "cyclic", boxes, ldm, budget,
+                     spatial_tiles(kernel, tiles), db, vp, classify_iterators(kernel, boxes, tiles), secs)
     kernel.schedule = sched
+    if reorder.reusable_across_tiles(kernel, boxes, tiles):
+        from ..perf.predict import simulate
+
+        def count(order, mode):
+            r = simulate(kernel, s.cores, 0, None, order, mode)
+            return int(r["get_ops"].sum()), int(r["get_bytes"].sum())
+        sched.grid_order, sched.partition = reorder.order_grid(kernel, boxes, tiles, s.cores, count)
+    if options.get("force_partition"):
+        sched.partition = options["force_partition"]
+    if ldm > budget:        # cannot happen: the search only keeps fitting tiles
+        raise LdmError(kernel.name, ldm, budget)
     return kernel
+
+
+TRAFFIC_WEIGHTS = (0.0, 1e-11, 2e-11, 5e-11, 1e-10, 2e-10, 5e-10, 1e-9, 2e-9, 5e-9)
+
+
+def traffic_weight_for(program, hw, budget, options, target):
+    """The smallest price of main-memory traffic (seconds per byte, from TRAFFIC_WEIGHTS) at
+    which the modelled traffic of the whole program is at most `target` times its compulsory
+    traffic (a Lagrangian relaxation of that global constraint: every kernel then minimises
+    time + price x bytes on its own). The largest price when no price is low enough."""
+    from ..perf.predict import compulsory_bytes
+    comp = sum(compulsory_bytes(k) for k in program.kernels if getattr(k, "kind", "compute") == "compute")
+    for w in TRAFFIC_WEIGHTS:
+        est = 0
+        for k in program.kernels:
+            if getattr(k, "kind", "compute") != "compute":
+                continue
+            s = Search(k, hw, budget, dict(options, traffic_weight=w), program.graph)
+            est += s.evaluate(search_tiles(s))[3]
+        if est <= target * comp:
+            return w
+    return TRAFFIC_WEIGHTS[-1]

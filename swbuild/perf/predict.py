@@ -1,110 +1,269 @@
-"""Compile-time predictions per kernel: flops, DMA operations and bytes, LDM use.
+"""Compile-time predictions per kernel: flops, DMA operations and bytes, LDM use, model time.
 
-The DMA counts enumerate every tile of every CPE with the same arithmetic the slave printer
-emits, so the emulator's measured counters must equal them exactly.
+`simulate` replays, for every CPE, the step sequence the slave printer emits (the CPE's
+tiles in grid order, the reduce tiles of each in reduce order) and every box's footprint at
+every step, vectorised with numpy. A box is fetched when its footprint differs from the
+previous step's, exactly as the generated code decides at run time, so the emulator's
+measured counters must equal these numbers. The same replay gives each CPE's DMA seconds
+(bandwidth by contiguous chunk size) and compute cycles (the inner loops' cycle model) for
+the cost model.
 """
 from __future__ import annotations
 
 import math
 
-from ..ir.loopnest import affine
-from ..optimizer.partition import tile_counts
+import numpy as np
+
+from ..optimizer import simd
+from ..optimizer.dma import transfers
+from ..optimizer.partition import cpe_share
+from . import model
+
+SPECIAL_PREDICTORS = {}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
 
 
-def _box_transfer(b, ranges, itemsize=4, ext_override=None):
-    """(calls, bytes) of one load of box b for tile ranges {var: (start, count)}."""
-    shape = b.shape
-    if ext_override is not None:
-        ext = ext_override
-    else:
-        ext = []
-        for d in range(len(shape)):
-            los, his = [], []
-            for e in b.index[d]:
-                aff = affine(e)
-                lo = hi = aff.get(None, 0)
-                for v, c in aff.items():
-                    if v is None:
-                        continue
-                    s, n = ranges[v]
-                    lo += c * (s if c > 0 else s + n - 1)
-                    hi += c * (s + n - 1 if c > 0 else s)
-                los.append(lo)
-                his.append(hi)
-            lo, hi = max(min(los), 0), min(max(his), shape[d] - 1)
-            ext.append(hi - lo + 1)
-        if any(x <= 0 for x in ext):
-            return 0, 0
-    m = b.merge_dim(b.extents(b.tiles), b.tiles)
-    if m == 0:
-        return 1, math.prod(shape) * itemsize
-    c = m - 1
-    inner = math.prod(shape[m:])
-    if c == 0:
-        return 1, ext[0] * inner * itemsize
-    calls = math.prod(ext[:c - 1])
-    return calls, calls * ext[c - 1] * ext[c] * inner * itemsize
+def _mixed_radix(idx, counts):
+    """Coordinates (list of arrays, outermost first) of flat indices in a mixed radix."""
+    out = []
+    rem = idx
+    for c in reversed(counts):
+        out.append(rem % c)
+        rem = rem // c
+    return list(reversed(out))
 
 
-def predict_kernel(k, cores, para_bytes):
+def _aff_lohi(aff, ranges):
+    lo = hi = aff.get(None, 0)
+    for v, c in aff.items():
+        if v is None:
+            continue
+        s, n = ranges[v]
+        if c > 0:
+            lo = lo + c * s
+            hi = hi + c * (s + n - 1)
+        else:
+            lo = lo + c * (s + n - 1)
+            hi = hi + c * s
+    return lo, hi
+
+
+def footprints(b, ranges):
+    """Vectorised unclamped footprint: lists (per dim) of lo and hi arrays."""
+    los, his = [], []
+    for d, affs in enumerate(b.index):
+        lo = hi = None
+        for aff in affs:
+            a, c = _aff_lohi(aff, ranges)
+            lo = a if lo is None else np.minimum(lo, a)
+            hi = c if hi is None else np.maximum(hi, c)
+        if b.blocked is not None:
+            hi = lo + b.blocked[d] - 1
+        los.append(np.asarray(lo, dtype=np.int64))
+        his.append(np.asarray(hi, dtype=np.int64))
+    return los, his
+
+
+def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
+    """Per-CPE DMA counts and, with `hw`, the cost model's per-CPE seconds."""
     s = k.schedule
     t = s.tiles
-    sp, red = list(k.axes), list(k.reduce_axes)
-    counts = tile_counts(sp, t)
+    sp = list(k.axes)
+    ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
+    order = grid_order or s.grid_order
+    mode = mode or s.partition
+    counts = [math.ceil(ext[n] / t[n]) for n in order]
     total = math.prod(counts)
-    get_ops = put_ops = 0
-    get_bytes = put_bytes = 0
-    boxes = [b for b in s.boxes if b.context != "out"]
-    out_box = next(b for b in s.boxes if b.context == "out")
-    red_tiles = [[(st, min(t[a.name], a.extent - st)) for st in range(0, a.extent, t[a.name])] for a in red]
-    for tt in range(total):
-        rem, ranges = tt, {}
-        for a, c in reversed(list(zip(sp, counts))):
-            st = (rem % c) * t[a.name]
-            rem //= c
-            ranges[a.name] = (st, min(t[a.name], a.extent - st))
-        for b in boxes:
-            if b.context == "body" and k.combine is not None and b.level >= 0:
-                # issued once per iteration of the reduce-tile loops down to its level
-                for combo in _product(red_tiles[:b.level + 1]):
-                    r = dict(ranges)
-                    r.update({a.name: v for a, v in zip(red, combo)})
-                    for a in red[b.level + 1:]:
-                        r[a.name] = (0, t[a.name])
-                    n, by = _box_transfer(b, r)
-                    get_ops += n
-                    get_bytes += by
+    # each CPE's tiles, concatenated: seq[i] = global tile, cpe_of[i], first[i] (first of its CPE)
+    seq, cpe_of = [], []
+    for c in range(cores):
+        g0, n, step = cpe_share(total, cores, c, mode)
+        seq.append(g0 + np.arange(n, dtype=np.int64) * step)
+        cpe_of.append(np.full(n, c, np.int64))
+    seq = np.concatenate(seq) if seq else np.zeros(0, np.int64)
+    cpe_of = np.concatenate(cpe_of) if cpe_of else np.zeros(0, np.int64)
+    coords = _mixed_radix(seq, counts)
+    tstart = {n: c * t[n] for n, c in zip(order, coords)}
+    tcount = {n: np.minimum(t[n], ext[n] - tstart[n]) for n in order}
+    red_order = list(s.red_order)
+    rcounts = [math.ceil(ext[n] / t[n]) for n in red_order]
+    nsteps = math.prod(rcounts)
+
+    get_ops = np.zeros(cores, np.int64)
+    get_bytes = np.zeros(cores, np.int64)
+    put_ops = np.zeros(cores, np.int64)
+    put_bytes = np.zeros(cores, np.int64)
+    dma_s = np.zeros(cores)
+    first_s = np.zeros(cores)
+    expand = np.zeros(cores)
+    nseq = len(seq)
+    for b in s.boxes:
+        if b.context == "out":
+            continue
+        lv = b.level if (b.context == "body" and k.combine is not None) else -1
+        P = math.prod(rcounts[:lv + 1])
+        # rows: (sequence position, prefix) with the prefix fastest
+        rows_seq = np.repeat(np.arange(nseq), P)
+        pidx = np.tile(np.arange(P, dtype=np.int64), nseq)
+        ranges = {}
+        for n in order:
+            ranges[n] = (tstart[n][rows_seq], tcount[n][rows_seq])
+        pc = _mixed_radix(pidx, rcounts[:lv + 1]) if lv >= 0 else []
+        for i, n in enumerate(red_order):
+            if i <= lv:
+                st = pc[i] * t[n]
+                ranges[n] = (st, np.minimum(t[n], ext[n] - st))
             else:
-                r = dict(ranges)
-                for a in red:
-                    r[a.name] = (0, min(t[a.name], a.extent))
-                n, by = _box_transfer(b, r)
-                get_ops += n
-                get_bytes += by
-        n, by = _box_transfer(out_box, ranges, ext_override=[ranges[a.name][1] for a in sp])
-        put_ops += n
-        put_bytes += by
-    spawned = cores
-    return {"get": {"ops": get_ops + spawned, "bytes": get_bytes + spawned * para_bytes},
-            "put": {"ops": put_ops, "bytes": put_bytes}}
+                ranges[n] = (np.zeros(len(rows_seq), np.int64), np.full(len(rows_seq), t[n], np.int64))
+        for a in k.reduce_axes:
+            if a.name not in ranges:
+                ranges[a.name] = (0, a.extent)
+        lo, hi = footprints(b, ranges)
+        nrow = len(rows_seq)
+        if nrow == 0:
+            continue
+        lo = [np.broadcast_to(x, (nrow,)) for x in lo]
+        hi = [np.broadcast_to(x, (nrow,)) for x in hi]
+        change = np.ones(nrow, bool)
+        if nrow > 1:
+            diff = np.zeros(nrow - 1, bool)
+            for x in lo + hi:
+                diff |= x[1:] != x[:-1]
+            same_cpe = cpe_of[rows_seq[1:]] == cpe_of[rows_seq[:-1]]
+            change[1:] = diff | ~same_cpe
+        calls, by, chunk = transfers(b, lo, hi, n=nrow)
+        owner = cpe_of[rows_seq]
+        sel = change
+        get_ops += np.bincount(owner[sel], weights=calls[sel], minlength=cores).astype(np.int64)
+        get_bytes += np.bincount(owner[sel], weights=by[sel], minlength=cores).astype(np.int64)
+        if hw is not None:
+            secs = model.dma_seconds_per_cpe(hw, by, chunk)
+            dma_s += np.bincount(owner[sel], weights=secs[sel], minlength=cores)
+            firsts = np.zeros(nrow, bool)
+            firsts[0] = True
+            if nrow > 1:
+                firsts[1:] = cpe_of[rows_seq[1:]] != cpe_of[rows_seq[:-1]]
+            first_s += np.bincount(owner[firsts], weights=secs[firsts], minlength=cores)
+            if b.pad_dims:
+                E = np.ones(nrow, np.int64)
+                clamped = np.zeros(nrow, bool)
+                for d in range(len(b.shape)):
+                    E = E * (hi[d] - lo[d] + 1)
+                    clamped |= (lo[d] < 0) | (hi[d] > b.shape[d] - 1)
+                w = sel & clamped
+                expand += np.bincount(owner[w], weights=simd.expand_cycles(hw, E[w]), minlength=cores)
+    # output tiles
+    ob = next(b for b in s.boxes if b.context == "out")
+    oranges = {n: (tstart[n], tcount[n]) for n in order}
+    lo, hi = footprints(ob, oranges)
+    lo = [np.broadcast_to(x, (nseq,)) for x in lo]
+    hi = [np.broadcast_to(x, (nseq,)) for x in hi]
+    calls, by, chunk = transfers(ob, lo, hi, n=nseq)
+    put_ops += np.bincount(cpe_of, weights=calls, minlength=cores).astype(np.int64)
+    put_bytes += np.bincount(cpe_of, weights=by, minlength=cores).astype(np.int64)
+    out = {"get_ops": get_ops, "get_bytes": get_bytes, "put_ops": put_ops, "put_bytes": put_bytes,
+           "tiles": np.bincount(cpe_of, minlength=cores), "nsteps": nsteps}
+    if hw is None:
+        return out
+    psecs = model.dma_seconds_per_cpe(hw, by, chunk)
+    dma_s += np.bincount(cpe_of, weights=psecs, minlength=cores)
+    last_put = np.zeros(cores)
+    if nseq:
+        lasts = np.ones(nseq, bool)
+        lasts[:-1] = cpe_of[1:] != cpe_of[:-1]
+        last_put += np.bincount(cpe_of[lasts], weights=psecs[lasts], minlength=cores)
+    para = model.dma_seconds_per_cpe(hw, para_bytes, para_bytes)
+    # compute cycles per tile
+    textent = {n: tcount[n] for n in order}
+    points = np.ones(nseq)
+    for n in order:
+        points = points * textent[n]
+    red_points = math.prod(a.extent for a in k.reduce_axes)
+    cyc = simd.init_cycles(k, hw, points) + simd.epilogue_cycles(k, hw, points)
+    if k.combine is not None:
+        full = simd.step_cycles(k, s.vector, hw, textent, red_points)
+        zero = simd.step_cycles(k, s.vector, hw, textent, 0)
+        cyc = cyc + full + (nsteps - 1) * zero
+    comp_cyc = np.bincount(cpe_of, weights=np.broadcast_to(cyc, (nseq,)), minlength=cores) + expand
+    comp_s = comp_cyc / model.clock(hw)
+    exposed = first_s + last_put + para
+    dma_total = dma_s + para
+    cpe_s = model.cpe_seconds(hw, dma_total, comp_s, exposed, s.double_buffer)
+    busy = out["tiles"] > 0
+    out.update(dma_seconds=dma_total, compute_seconds=comp_s, cpe_seconds=np.where(busy, cpe_s, para))
+    return out
 
 
-def _product(lists):
-    if not lists:
-        yield ()
-        return
-    for x in lists[0]:
-        for rest in _product(lists[1:]):
-            yield (x,) + rest
+def predict_kernel(k, cores, para_bytes, hw=None):
+    if getattr(k, "kind", "compute") != "compute":
+        return SPECIAL_PREDICTORS[k.kind](k, cores, para_bytes)
+    r = simulate(k, cores, para_bytes)
+    return {"get": {"ops": int(r["get_ops"].sum()) + cores, "bytes": int(r["get_bytes"].sum()) + cores * para_bytes},
+            "put": {"ops": int(r["put_ops"].sum()), "bytes": int(r["put_bytes"].sum())}}
+
+
+def compulsory_bytes(k, itemsize=4):
+    """Bytes a kernel must move at least: every tensor region it reads once, its output once."""
+    from ..optimizer.dma import box_plans
+    by_tensor = {}
+    full = {a.name: (0, a.extent) for a in list(k.axes) + list(k.reduce_axes)}
+    for b in box_plans(k):
+        if b.context == "out":
+            continue
+        lo, hi = b.footprint(full)
+        box = []
+        for d in range(len(b.shape)):
+            box.append((max(lo[d], 0), min(hi[d], b.shape[d] - 1)))
+        key = k.buffers[b.buf].tensor
+        prev = by_tensor.get(key)
+        if prev is not None and len(prev) == len(box):
+            box = [(min(a[0], c[0]), max(a[1], c[1])) for a, c in zip(prev, box)]
+        by_tensor[key] = box
+    n = sum(math.prod(max(0, h - lo_ + 1) for lo_, h in box) for box in by_tensor.values())
+    return (n + k.points) * itemsize
 
 
 def predict_program(program, tc):
     out = []
+    hw = tc.hardware
     for k in program.kernels:
         para = 8 * len(k.buffers)
-        dma = predict_kernel(k, tc.cores, para)
-        out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(k.fused), "flops": k.flops(),
-                    "ldm_bytes": k.schedule.ldm_bytes, "ldm_budget": k.schedule.ldm_budget,
-                    "tiles": k.schedule.tiles, "spatial_tiles": k.schedule.ntiles,
-                    "dma": dma, "modeled_tile_seconds": k.schedule.modeled_tile_seconds})
+        if getattr(k, "kind", "compute") != "compute":
+            dma = predict_kernel(k, tc.cores, para)
+            sch = k.schedule
+            out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(getattr(k, "fused", ())),
+                        "kind": k.kind, "flops": _flops(k), "dma": dma,
+                        "ldm_bytes": int(getattr(sch, "ldm_bytes", 0)), "ldm_budget": int(getattr(sch, "ldm_budget", 0)),
+                        "modeled_seconds": float(getattr(sch, "modeled_seconds", 0.0)),
+                        "roofline_seconds": float(getattr(sch, "roofline_seconds", 0.0)),
+                        "compulsory_bytes": int(getattr(sch, "compulsory_bytes", 0))})
+            continue
+        r = simulate(k, tc.cores, para, hw)
+        dma = {"get": {"ops": int(r["get_ops"].sum()) + tc.cores, "bytes": int(r["get_bytes"].sum()) + tc.cores * para},
+               "put": {"ops": int(r["put_ops"].sum()), "bytes": int(r["put_bytes"].sum())}}
+        s = k.schedule
+        flops = k.flops()
+        comp = compulsory_bytes(k)
+        modeled = model.kernel_seconds(hw, r["cpe_seconds"])
+        roof = model.roofline_seconds(hw, flops, comp)
+        busiest = int(np.argmax(r["cpe_seconds"]))
+        out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(k.fused), "flops": flops,
+                    "ldm_bytes": s.ldm_bytes, "ldm_budget": s.ldm_budget,
+                    "tiles": s.tiles, "spatial_tiles": s.ntiles, "reduce_steps": r["nsteps"],
+                    "grid_order": list(s.grid_order), "partition": s.partition, "reduce_order": list(s.red_order),
+                    "double_buffered": bool(s.double_buffer), "simd": str(s.vector) if s.vector else None,
+                    "blocked": [b.buf for b in s.boxes if b.blocked is not None],
+                    "dma": dma, "compulsory_bytes": comp,
+                    "modeled_seconds": modeled, "roofline_seconds": roof,
+                    "dma_seconds": float(r["dma_seconds"][busiest]), "compute_seconds": float(r["compute_seconds"][busiest]),
+                    "busy_cpes": int((r["tiles"] > 0).sum())})
     return out
+
+
+def _flops(k):
+    try:
+        return int(k.flops())
+    except Exception:
+        return 0
+
+
+__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "SPECIAL_PREDICTORS"]

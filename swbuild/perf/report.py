@@ -1,95 +1,100 @@
-"""The build report: predicted vs measured numbers per kernel, cost model and roofline.
+"""The build report: per kernel and in total, what the compiler predicted (flops, DMA
+operations and bytes, LDM, modelled and roofline seconds, from `perf/predict.py` and
+`perf/model.py`) next to what the emulator measured (DMA operations and bytes, LDM peak,
+write conflicts, emulated seconds).
 
-Every number of the model comes from the toolchain file: the DMA bandwidth curve measured on
-the chip (shared by the CPEs of a core group), the clock and issue rates of the generated
-inner loops (scalar multiply-adds, not the chip's SIMD peak), and the spawn overhead.
+`build_report(plan, stats, tc)` returns one JSON-able document; `plot_report` draws the
+kernels on the target's roofline (as swTVM's roofline figure) and a per-kernel breakdown of
+modelled DMA and compute time.
 """
 from __future__ import annotations
 
-import bisect
-import math
+from . import model
+
+dma_bandwidth = model.dma_bandwidth     # kept for callers of the first version
 
 
-def dma_bandwidth(hw, block_bytes):
-    """Core-group DMA bandwidth (bytes/s) for transfers of `block_bytes`: the measured curve,
-    interpolated in log(size), with the fitted law above its last point."""
-    curve = sorted(hw["dma_curve"])
-    sizes = [c[0] for c in curve]
-    if block_bytes <= sizes[0]:
-        return curve[0][1] * block_bytes / sizes[0]
-    if block_bytes >= sizes[-1]:
-        peak, half = float(hw["dma_fit_peak_bytes_per_s"]), float(hw["dma_fit_half_bytes"])
-        return max(curve[-1][1], peak * block_bytes / (block_bytes + half))
-    i = bisect.bisect_right(sizes, block_bytes)
-    (s0, b0), (s1, b1) = curve[i - 1], curve[i]
-    f = (math.log(block_bytes) - math.log(s0)) / (math.log(s1) - math.log(s0))
-    return b0 + f * (b1 - b0)
+def _zero():
+    return {"get": {"ops": 0, "bytes": 0}, "put": {"ops": 0, "bytes": 0}}
 
 
-def kernel_model(k, hw):
-    """Modeled seconds of one kernel on the target, and its roofline bound."""
-    cores = int(hw["cpes"])
-    clock = float(hw["clock_hz"])
-    dma = k["dma"]
-    ops = dma["get"]["ops"] + dma["put"]["ops"]
-    by = dma["get"]["bytes"] + dma["put"]["bytes"]
-    mean = by / ops if ops else 0
-    dma_s = by / dma_bandwidth(hw, mean) if by else 0.0
-    used = min(cores, max(1, k.get("spatial_tiles", cores)))
-    # generated inner loops: one scalar multiply-add (2 flops) per cycle per CPE
-    fma = float(hw.get("fma_per_cycle_scalar", 1))
-    comp_s = k["flops"] / (2.0 * fma * clock * used)
-    spawn = float(hw.get("spawn_seconds", 0))
-    modeled = spawn + max(dma_s, comp_s) if k.get("double_buffered") else spawn + dma_s + comp_s
-    peak = float(hw["peak_flops_per_cpe"]) * cores
-    bw = float(hw["mem_bandwidth_bytes_per_s"])
-    roof = max(k["flops"] / peak, k.get("compulsory_bytes", 0) / bw)
-    return {"modeled_seconds": modeled, "dma_seconds": dma_s, "compute_seconds": comp_s,
-            "roofline_seconds": roof, "mean_dma_bytes": mean}
+def _tot(d):
+    return {"ops": int(d["get"]["ops"] + d["put"]["ops"]), "bytes": int(d["get"]["bytes"] + d["put"]["bytes"])}
 
 
 def build_report(plan, stats, tc):
     hw = tc.hardware
     meas = {k["name"]: k for k in (stats or {}).get("kernels", [])}
     kernels = []
-    tot = {"flops": 0, "pg": 0, "pb": 0, "mg": 0, "mb": 0, "mod": 0.0, "roof": 0.0, "conf": 0, "comp": 0}
+    tot = {"flops": 0, "pg": 0, "pb": 0, "mg": 0, "mb": 0, "mod": 0.0, "roof": 0.0, "conf": 0, "comp": 0,
+           "emu": 0.0}
     peak_ldm = 0
+    budget = max([int(k.get("ldm_budget", 0)) for k in plan["kernels"]] + [0]) or tc.ldm_budget
+    mism, over = [], []
     for k in plan["kernels"]:
-        m = meas.get(k["name"], {})
-        spawns = max(1, int(m.get("spawns", 1)))
-        md = m.get("dma", {"get": {"ops": 0, "bytes": 0}, "put": {"ops": 0, "bytes": 0}})
-        measured = {"ops": (md["get"]["ops"] + md["put"]["ops"]) // spawns,
-                    "bytes": (md["get"]["bytes"] + md["put"]["bytes"]) // spawns}
-        predicted = {"ops": k["dma"]["get"]["ops"] + k["dma"]["put"]["ops"],
-                     "bytes": k["dma"]["get"]["bytes"] + k["dma"]["put"]["bytes"]}
-        cm = kernel_model(k, hw)
-        ldm = int(m.get("ldm_peak_bytes", 0))
-        kernels.append({"name": k["name"], "op": k["op"], "node": k["node"], "fused": k.get("fused", []),
-                        "flops": k["flops"], "dma": {"predicted": predicted, "measured": measured},
-                        "ldm_peak_bytes": ldm, "ldm_predicted_bytes": k["ldm_bytes"],
-                        "write_conflicts": int(m.get("write_conflicts", 0)),
-                        "modeled_seconds": cm["modeled_seconds"], "roofline_seconds": cm["roofline_seconds"],
-                        "dma_seconds": cm["dma_seconds"], "compute_seconds": cm["compute_seconds"],
-                        "compulsory_bytes": k.get("compulsory_bytes", 0)})
-        tot["flops"] += k["flops"]
+        m = meas.get(k["name"])
+        spawns = max(1, int(m.get("spawns", 1))) if m else 1
+        md = m["dma"] if m else _zero()
+        per_spawn = {d: {x: int(v) // spawns for x, v in md[d].items() if x in ("ops", "bytes")} for d in ("get", "put")}
+        measured = _tot(per_spawn) if m else None
+        predicted = _tot(k["dma"])
+        ldm = int(m.get("ldm_peak_bytes", 0)) if m else 0
+        match = m is not None and per_spawn == {d: {x: int(k["dma"][d][x]) for x in ("ops", "bytes")} for d in ("get", "put")}
+        if m is not None and not match:
+            mism.append(k["name"])
+        if ldm > int(k.get("ldm_budget", budget) or budget):
+            over.append(k["name"])
+        flops = int(k.get("flops", 0))
+        comp = int(k.get("compulsory_bytes", 0))
+        mod = float(k.get("modeled_seconds", 0.0))
+        roof = float(k.get("roofline_seconds", model.roofline_seconds(hw, flops, comp)))
+        entry = {"name": k["name"], "op": k["op"], "node": k.get("node", ""), "fused": k.get("fused", []),
+                 "flops": flops, "dma": {"predicted": predicted, "measured": measured, "match": match,
+                                         "predicted_get_put": k["dma"], "measured_get_put": per_spawn if m else None},
+                 "mean_dma_bytes": (measured or predicted)["bytes"] / max(1, (measured or predicted)["ops"]),
+                 "ldm_peak_bytes": ldm, "ldm_predicted_bytes": int(k.get("ldm_bytes", 0)),
+                 "write_conflicts": int(m.get("write_conflicts", 0)) if m else 0,
+                 "compulsory_bytes": comp,
+                 "modeled_seconds": mod, "roofline_seconds": roof,
+                 "roofline_fraction": roof / mod if mod else 0.0,
+                 "dma_seconds": float(k.get("dma_seconds", 0.0)), "compute_seconds": float(k.get("compute_seconds", 0.0)),
+                 "emulated_seconds": float(m.get("seconds", 0.0)) / spawns if m else None}
+        for key in ("tiles", "spatial_tiles", "reduce_steps", "grid_order", "partition", "reduce_order",
+                    "double_buffered", "simd", "blocked", "busy_cpes", "kind"):
+            if key in k:
+                entry[key] = k[key]
+        kernels.append(entry)
+        tot["flops"] += flops
         tot["pg"] += predicted["ops"]
         tot["pb"] += predicted["bytes"]
-        tot["mg"] += measured["ops"]
-        tot["mb"] += measured["bytes"]
-        tot["mod"] += cm["modeled_seconds"]
-        tot["roof"] += cm["roofline_seconds"]
-        tot["conf"] += kernels[-1]["write_conflicts"]
+        tot["mg"] += (measured or {"ops": 0})["ops"]
+        tot["mb"] += (measured or {"bytes": 0})["bytes"]
+        tot["mod"] += mod
+        tot["roof"] += roof
+        tot["conf"] += entry["write_conflicts"]
+        tot["comp"] += comp
+        tot["emu"] += entry["emulated_seconds"] or 0.0
         peak_ldm = max(peak_ldm, ldm)
+    measured_any = bool(meas)
+    main = tot["mb"] if measured_any else tot["pb"]
+    ops = tot["mg"] if measured_any else tot["pg"]
     return {
         "model": plan["model"], "target": plan["target"], "kernel_launches": len(plan["kernels"]),
         "flops": tot["flops"],
-        "dma": {"predicted": {"ops": tot["pg"], "bytes": tot["pb"]}, "measured": {"ops": tot["mg"], "bytes": tot["mb"]}},
-        "mean_dma_bytes": tot["mb"] / tot["mg"] if tot["mg"] else 0.0,
-        "ldm_peak_bytes": peak_ldm, "ldm_budget_bytes": tc.ldm_budget,
+        "dma": {"predicted": {"ops": tot["pg"], "bytes": tot["pb"]},
+                "measured": {"ops": tot["mg"], "bytes": tot["mb"]}},
+        "dma_match": measured_any and not mism, "dma_mismatches": mism,
+        "mean_dma_bytes": main / ops if ops else 0.0,
+        "ldm_peak_bytes": peak_ldm, "ldm_budget_bytes": budget, "ldm_over_budget": over,
         "write_conflicts": tot["conf"],
         "arena_bytes": plan["arena_bytes"], "arena_lower_bound": plan["arena_lower_bound"],
-        "main_memory_bytes": tot["mb"], "compulsory_bytes": plan.get("compulsory_bytes", 0),
+        "arena_ratio": plan["arena_bytes"] / plan["arena_lower_bound"] if plan["arena_lower_bound"] else 1.0,
+        "main_memory_bytes": main, "compulsory_bytes": tot["comp"],
+        "traffic_ratio": main / tot["comp"] if tot["comp"] else 0.0,
         "modeled_seconds": tot["mod"], "roofline_seconds": tot["roof"],
+        "roofline_fraction": tot["roof"] / tot["mod"] if tot["mod"] else 0.0,
+        "emulated_seconds": tot["emu"],
+        "peak_flops": model.peak_flops(hw), "roof_bytes_per_s": model.roof_bandwidth(hw),
         "kernels": kernels,
     }
 
@@ -100,27 +105,33 @@ def plot_report(rep, tc, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     hw = tc.hardware
-    peak = float(hw["peak_flops_per_cpe"]) * int(hw["cpes"])
-    bw = float(hw["mem_bandwidth_bytes_per_s"])
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
-    xs = [10 ** (i / 10) for i in range(-20, 41)]
-    a.loglog(xs, [min(peak, x * bw) / 1e9 for x in xs], "k-", label="roofline")
-    for k in rep["kernels"]:
-        by = max(1, k["dma"]["measured"]["bytes"])
-        if k["flops"] and k["modeled_seconds"]:
-            a.loglog(k["flops"] / by, k["flops"] / k["modeled_seconds"] / 1e9, "o", ms=4)
+    peak, bw = model.peak_flops(hw), model.roof_bandwidth(hw)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(14, 5.5))
+    xs = [10 ** (i / 10) for i in range(-30, 41)]
+    a.loglog(xs, [min(peak, x * bw) / 1e9 for x in xs], "k-", label=f"roofline ({peak / 1e9:.0f} GFLOPS, {bw / 1e9:.1f} GB/s)")
+    ops = sorted({k["op"] for k in rep["kernels"]})
+    marks = "os^vD<>ph*x+"
+    for i, op in enumerate(ops):
+        pts = [(k["flops"] / max(1, (k["dma"]["measured"] or k["dma"]["predicted"])["bytes"]),
+                k["flops"] / k["modeled_seconds"] / 1e9) for k in rep["kernels"]
+               if k["op"] == op and k["flops"] and k["modeled_seconds"]]
+        if pts:
+            a.loglog([p[0] for p in pts], [p[1] for p in pts], marks[i % len(marks)], ms=5, label=op, alpha=0.8)
     a.set_xlabel("arithmetic intensity (flop / DMA byte)")
-    a.set_ylabel("GFLOPS")
+    a.set_ylabel("modelled GFLOPS")
     a.set_title(f"{rep['model']} on {rep['target']}")
-    a.legend()
+    a.legend(fontsize=7)
     names = [k["name"].split("_k", 1)[-1] for k in rep["kernels"]]
     dma = [k["dma_seconds"] * 1e3 for k in rep["kernels"]]
     comp = [k["compute_seconds"] * 1e3 for k in rep["kernels"]]
-    b.bar(range(len(names)), dma, label="DMA")
-    b.bar(range(len(names)), comp, bottom=dma, label="compute")
-    b.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
-    b.set_ylabel("modeled ms")
-    b.legend()
+    x = range(len(names))
+    b.bar(x, dma, label="DMA (busiest CPE)", alpha=0.7)
+    b.bar(x, comp, bottom=dma, label="compute (busiest CPE)", alpha=0.7)
+    b.plot(x, [k["modeled_seconds"] * 1e3 for k in rep["kernels"]], "k.", label="modelled (overlapped)")
+    b.plot(x, [k["roofline_seconds"] * 1e3 for k in rep["kernels"]], "r_", label="roofline bound")
+    b.set_xticks(list(x), names, rotation=90, fontsize=5)
+    b.set_ylabel("ms")
+    b.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

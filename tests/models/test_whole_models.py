@@ -21,7 +21,7 @@ LIGHT = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light
          "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512"]
 REPO = Path(__file__).resolve().parents[2]
 ZOO = [("vgg16", 1), ("resnet18", 1), ("resnet50", 1), ("mobilenet", 1), ("shufflenet", 1), ("dcgan", 1),
-       ("yolov3", 1), ("resnet18", 8), ("mobilenet", 8)]
+       ("yolov3", 1), ("bert-base", 1), ("resnet18", 8), ("mobilenet", 8)]
 
 
 def _check(swbuild_cli, *args):

@@ -61,7 +61,8 @@ def test_valid_recipe(project, fmt):
     assert r.source == (d / "models" / "tiny.onnx") and r.source.is_absolute()
     assert r.inputs == (InputSpec("data", (1, 3, 8, 8), "float32"),)
     assert r.targets == ("sunway-emu",)
-    assert r.options == {"partition": "on", "double_buffer": "on", "simd": "off", "ldm_reserve": "auto"}
+    assert r.options == {"partition": "on", "double_buffer": "on", "simd": "off", "ldm_reserve": "auto",
+                         "traffic_target": "off"}
     assert r.check == {"rtol": 1e-3, "atol": 1e-4, "seed": 0}
     assert r.line_of("options.simd") == (11 if fmt == "yaml" else 14)
     r.verify_source()

@@ -3,26 +3,44 @@ from __future__ import annotations
 
 from ... import __version__
 from ...optimizer.fuse import fuse_epilogues
-from ...optimizer.ldm import size_buffers
-from ...optimizer.memory import plan_memory
+from ...optimizer.ldm import size_buffers, traffic_weight_for
+from ...optimizer.memory import inplace_concat, plan_memory
+from ...optimizer.partition import split_reductions
 from .host import Storage, host_c, model_header, para_header, runner_c, slave_file, weights_asm
 from .slave import kernel_c
 
+try:                                    # special kernels (data-dependent Gather) register themselves
+    from . import gather as _gather
+    _gather.register()
+except ImportError:                     # pragma: no cover
+    pass
+
+
+def _budget(tc, options):
+    if options.get("ldm_reserve") not in (None, "auto"):
+        return int(tc.hardware["ldm_bytes"]) - int(options["ldm_reserve"])
+    return tc.ldm_budget
+
 
 def _size_all(program, tc, options):
-    budget = tc.ldm_budget
-    if options.get("ldm_reserve") not in (None, "auto"):
-        budget = int(tc.hardware["ldm_bytes"]) - int(options["ldm_reserve"])
+    budget = _budget(tc, options)
+    if options.get("traffic_target") not in (None, "", "off"):
+        # trade modelled time for main-memory traffic until the program meets the target
+        w = traffic_weight_for(program, tc.hardware, budget, options, float(options["traffic_target"]))
+        options = dict(options, traffic_weight=w)
+        program.notes.append(f"traffic weight {w:g} s/B for traffic <= {options['traffic_target']} x compulsory")
     for k in program.kernels:
-        size_buffers(k, tc.hardware, budget)
+        size_buffers(k, tc.hardware, budget, options, program.graph)
     return program
 
 
 # The per-target pipeline, a plain list of passes (TVM Relax style): Program -> Program.
 PIPELINE = [
     lambda p, tc, o: fuse_epilogues(p),
+    lambda p, tc, o: inplace_concat(p),     # Concat inputs written in place: copy kernels vanish
+    lambda p, tc, o: split_reductions(p, tc, o, _budget(tc, o)),   # reductions split over CPEs
     lambda p, tc, o: plan_memory(p),
-    _size_all,
+    _size_all,                              # tiles, LDM, reorder, DMA plan, SIMD (optimizer/ldm.py)
 ]
 
 

@@ -92,9 +92,22 @@ def gather_ldm_bytes(k):
     return IDX_CHUNK * 8 + _al(row_chunk(k) * 4)
 
 
+def gather_schedule(k, hw, budget, options):
+    """No tiling to choose: check the fixed buffers against the budget and record them."""
+    from types import SimpleNamespace
+
+    from ...errors import LdmError
+    need = gather_ldm_bytes(k)
+    if need > budget:
+        raise LdmError(k.name, need, budget)
+    k.schedule = SimpleNamespace(ldm_bytes=need, ldm_budget=budget)
+
+
 def register():
-    """Hook the gather kernel into the slave printer and the DMA predictor."""
+    """Hook the gather kernel into the scheduler, the slave printer and the DMA predictor."""
+    from ...optimizer.ldm import SPECIAL_SCHEDULERS
     from ...perf.predict import SPECIAL_PREDICTORS
     from .slave import SPECIAL_PRINTERS
+    SPECIAL_SCHEDULERS["gather"] = gather_schedule
     SPECIAL_PRINTERS["gather"] = gather_c
     SPECIAL_PREDICTORS["gather"] = gather_predict

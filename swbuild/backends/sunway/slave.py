@@ -1,32 +1,41 @@
 """CPE (slave) C for one scheduled kernel.
 
-Shape of every kernel, as swTVM lays it out:
+Shape of every kernel (swTVM's layout, with double buffering):
 
-    DMA the parameter struct into LDM; allocate LDM buffers
-    for each spatial tile dealt to this CPE (round-robin):
-        acc = init
-        [body boxes not depending on reduce tiles: DMA in]
-        for each reduce tile:  [body boxes: DMA in] compute into acc
-        [epilogue boxes: DMA in] epilogue in place; DMA the output tile out
+    DMA the parameter struct into LDM; this CPE's share of the tile grid (partition.py)
+    allocate LDM: the accumulator tile, each box (two halves when double-buffered)
+    for each step s = (tile, reduce tile) of this CPE:
+        flip double-buffered boxes whose next footprint was prefetched
+        prefetch step s+1: every double-buffered box whose footprint changes
+        fetch single-buffered boxes whose footprint changes (and wait)
+        wait for this step's boxes; materialise pads of freshly fetched boxes
+        first step of a tile: wait for the previous tile's output DMA, initialise acc
+        compute (SIMD register-blocked micro-kernel or scalar), guard free
+        last step of a tile: epilogue, non-blocking DMA of the output tile
 
-Main memory is touched only by DMA. Every DMA is counted at compile time by
-`swbuild.perf.dma_predict`, which mirrors the arithmetic printed here.
+DMA is non-blocking with one reply word per buffer half. A box is fetched exactly when its
+footprint differs from the resident one, so each DMA sits at the outermost loop where the
+footprint changes (swTVM). `swbuild.perf.predict.simulate` replays the same decisions and
+arithmetic at compile time; the emulator's counters must equal it.
 """
 from __future__ import annotations
 
 import math
 
-from ...ir.loopnest import affine, index_range, substitute_acc
+from ...ir.loopnest import Acc, Const, affine, iter_loads, substitute_acc
 from ...names import c_comment
+from ...optimizer.dma import block_grid
 from ..cexpr import float_literal, render
+
+SPECIAL_PRINTERS = {}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
 COMBINE = {"sum": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});", "min": "{a} = fminf({a}, {v});",
            "prod": "{a} *= {v};"}
 
 
 class _W:
-    def __init__(self):
-        self.lines, self.depth = [], 1
+    def __init__(self, depth=1):
+        self.lines, self.depth = [], depth
 
     def __call__(self, s=""):
         self.lines.append("    " * self.depth + s if s else "")
@@ -40,14 +49,11 @@ class _W:
         self(s)
 
 
-def box_id(b):
-    return f"{b.context}_{b.buf}"
-
-
 def dma_api(api):
-    """static inline helpers mapping one get/put shape onto the chip's API."""
+    """static inline helpers: one get/put shape onto the chip's API, SIMD broadcasts, the
+    in-LDM pad materialisation."""
     if api == "crts":
-        return """static inline void sw_get(void *ldm, const void *mem, int len, int bsize, int gap, crts_rply_t *rp)
+        head = """static inline void sw_get(void *ldm, const void *mem, int len, int bsize, int gap, crts_rply_t *rp)
 {
     if (gap) CRTS_dma_iget_stride(ldm, (void *)mem, len, bsize, gap, rp);
     else CRTS_dma_iget(ldm, (void *)mem, len, rp);
@@ -60,8 +66,11 @@ static inline void sw_put(void *mem, const void *ldm, int len, int bsize, int ga
 #define SW_WAIT(rp, n) CRTS_dma_wait_value(&(rp), (n))
 #define SW_CPE_ID() CRTS_tid
 #define SW_REPLY crts_rply_t
+static inline floatv4 sw_bcast4(float x) { return simd_set_floatv4(x, x, x, x); }
+static inline floatv8 sw_bcast8(float x) { return simd_set_floatv8(x, x, x, x, x, x, x, x); }
 """
-    return """static inline void sw_get(void *ldm, const void *mem, int len, int bsize, int gap, volatile int *rp)
+    else:
+        head = """static inline void sw_get(void *ldm, const void *mem, int len, int bsize, int gap, volatile int *rp)
 {
     athread_get(PE_MODE, (void *)mem, ldm, len, (void *)rp, 0, gap, gap ? bsize : 0);
 }
@@ -72,6 +81,46 @@ static inline void sw_put(void *mem, const void *ldm, int len, int bsize, int ga
 #define SW_WAIT(rp, n) while ((rp) != (n))
 #define SW_CPE_ID() athread_get_id(-1)
 #define SW_REPLY volatile int
+static inline floatv4 sw_bcast4(float x) { return simd_set_floatv4(x, x, x, x); }
+"""
+    return head + """/* Pads in LDM: the DMA left the clamped part of the box [lo, hi] at the start of b;
+ * move its rows to their places in the unclamped layout (last row first: a row never
+ * lands below its source) and fill everything else with the pad value. */
+static void sw_expand(float *b, int nd, const int *lo, const int *hi, const int *shape, float pad)
+{
+    int E[8], cx[8], off[8], empty = 0;
+    long rows = 1;
+    for (int d = 0; d < nd; d++) {
+        const int cl = lo[d] < 0 ? 0 : lo[d];
+        const int ch = hi[d] > shape[d] - 1 ? shape[d] - 1 : hi[d];
+        E[d] = hi[d] - lo[d] + 1;
+        cx[d] = ch - cl + 1;
+        off[d] = cl - lo[d];
+        if (cx[d] <= 0) empty = 1;
+        if (d < nd - 1) rows *= E[d];
+    }
+    const int L = E[nd - 1], cl = cx[nd - 1], ol = off[nd - 1];
+    for (long i = rows - 1; i >= 0; i--) {
+        long rem = i, src = 0, sp = 1;
+        int inside = !empty;
+        for (int d = nd - 2; d >= 0; d--) {
+            const int r = (int)(rem % E[d]) - off[d];
+            rem /= E[d];
+            if (r < 0 || r >= cx[d]) inside = 0;
+            src += (long)r * sp;
+            sp *= cx[d];
+        }
+        float *dst = b + i * L;
+        if (inside) {
+            const float *s = b + src * cl;
+            for (int j = cl - 1; j >= 0; j--) dst[ol + j] = s[j];
+            for (int j = 0; j < ol; j++) dst[j] = pad;
+            for (int j = ol + cl; j < L; j++) dst[j] = pad;
+        } else {
+            for (int j = 0; j < L; j++) dst[j] = pad;
+        }
+    }
+}
 """
 
 
@@ -83,145 +132,262 @@ def _horner(terms):
     return s or "0"
 
 
-def kernel_c(k, cores, itemsize=4):
-    s = k.schedule
-    t = s.tiles
-    w = _W()
-    sp = list(k.axes)
-    red = list(k.reduce_axes)
-    gvar = lambda n: f"(t_{n}0 + l_{n})"  # noqa: E731  global value of axis n in the compute nest
-    full_ranges = {a.name: (0, a.extent - 1) for a in sp + red}
-    body_boxes = [b for b in s.boxes if b.context == "body"]
-    epi_boxes = [b for b in s.boxes if b.context == "epi"]
-    out_box = next(b for b in s.boxes if b.context == "out")
-    if k.combine is None:      # an element-wise kernel computes in its epilogue pass
-        epi_boxes, body_boxes = body_boxes + epi_boxes, []
-
-    lines = [f"/* {c_comment(k.op + (' + ' + ' + '.join(k.fused) if k.fused else ''))} (node {c_comment(k.node)}) */",
-             f"void {k.name}(void *arg)", "{"]
-    w(f"struct {k.name}_para p;")
-    w("SW_REPLY rp = 0;")
-    w("int ng = 1;")
-    w("sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);")
-    w("SW_WAIT(rp, ng);")
-    w("const int cpe = SW_CPE_ID();")
-    acc_elems = math.prod(t[a.name] for a in sp)
-    allocs = [("acc", acc_elems)] + [(f"l_{box_id(b)}", b.elems(t)) for b in body_boxes + epi_boxes]
-    for name, n in allocs:
-        w(f"float *{name} = (float *)ldm_malloc({_al(n * itemsize)});")
-    for b in body_boxes + epi_boxes:
-        dims = len(b.shape)
-        w("int " + ", ".join(f"lo_{box_id(b)}_{d} = 0, ex_{box_id(b)}_{d} = 0" for d in range(dims)) + ";")
-        if b.pad:
-            w(f"int in_{box_id(b)} = 0;")
-    counts = [math.ceil(a.extent / t[a.name]) for a in sp]
-    w(f"for (long tt = cpe; tt < {math.prod(counts)}L; tt += {cores}) {{")
-    w.depth += 1
-    w("long rem = tt;")
-    for a, c in reversed(list(zip(sp, counts))):
-        w(f"const int t_{a.name}0 = (int)(rem % {c}) * {t[a.name]}; rem /= {c};")
-    for a in sp:
-        w(f"const int t_{a.name}n = SW_MIN({t[a.name]}, {a.extent} - t_{a.name}0);")
-    if k.combine:
-        w(f"for (int i = 0; i < {' * '.join(f't_{a.name}n' for a in sp)}; i++) acc[i] = {float_literal(k.init)};")
-    # body boxes that do not move with the reduce tiles
-    _load_boxes(w, k, [b for b in body_boxes if b.level < 0], itemsize)
-    for i, a in enumerate(red):
-        w.open(f"for (int t_{a.name}0 = 0; t_{a.name}0 < {a.extent}; t_{a.name}0 += {t[a.name]})")
-        w(f"const int t_{a.name}n = SW_MIN({t[a.name]}, {a.extent} - t_{a.name}0);")
-        _load_boxes(w, k, [b for b in body_boxes if b.level == i], itemsize)
-    if k.combine:
-        _compute(w, k, body_boxes, gvar, full_ranges, reduce=True)
-    for _ in red:
-        w.close()
-    _load_boxes(w, k, epi_boxes, itemsize)
-    _compute(w, k, epi_boxes, gvar, full_ranges, reduce=False)
-    _store_out(w, k, out_box, itemsize)
-    w.depth -= 1
-    w("}")
-    for name, n in reversed(allocs):
-        w(f"ldm_free({name}, {_al(n * itemsize)});")
-    return "\n".join(lines + w.lines + ["}", ""])
-
-
 def _al(n):
     return (n + 63) // 64 * 64
-
-
-def _lo_hi(b, d):
-    """C text of the unclamped low and high index of box b in dim d for the current tile."""
-    los, his = [], []
-    for e in b.index[d]:
-        aff = affine(e)
-        lo, hi = [str(aff.get(None, 0))], [str(aff.get(None, 0))]
-        for v, c in sorted((v, c) for v, c in aff.items() if v):
-            if b.tiles[v] >= b.axis_extents[v]:   # one tile: constant range, in scope anywhere
-                start, last = "0", str(b.axis_extents[v] - 1)
-            else:
-                start, last = f"t_{v}0", f"(t_{v}0 + t_{v}n - 1)"
-            lo.append(f"{c} * {start if c > 0 else last}")
-            hi.append(f"{c} * {last if c > 0 else start}")
-        los.append(" + ".join(lo))
-        his.append(" + ".join(hi))
-    lo, hi = los[0], his[0]
-    for x in los[1:]:
-        lo = f"SW_MIN({lo}, {x})"
-    for x in his[1:]:
-        hi = f"SW_MAX({hi}, {x})"
-    return lo, hi
 
 
 def _pitches(shape):
     return [math.prod(shape[d + 1:]) for d in range(len(shape))]
 
 
-def _load_boxes(w, k, boxes, itemsize):
-    if not boxes:
+class _K:
+    """Names and facts of one kernel being printed."""
+
+    def __init__(self, k, cores):
+        self.k, self.s, self.cores = k, k.schedule, cores
+        self.t = self.s.tiles
+        self.ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
+        self.sp = [a.name for a in k.axes]
+        self.red = [a.name for a in k.reduce_axes]
+        self.boxes = [b for b in self.s.boxes if b.context != "out"]
+        self.out = next(b for b in self.s.boxes if b.context == "out")
+        self.key = {}
+        for b in self.boxes:
+            self.key[(b.buf, b.context, b.pad)] = b
+        self.rcounts = [math.ceil(self.ext[n] / self.t[n]) for n in self.s.red_order]
+        self.nsteps = math.prod(self.rcounts)
+
+    def box_of(self, ld, ctx):
+        b = self.key.get((ld.buf, ctx, ld.pad))
+        if b is None:
+            b = self.key.get((ld.buf, ctx, None))
+        if b is None:   # a pad load that never falls outside shares the plain box
+            b = next(x for x in self.boxes if x.buf == ld.buf and x.context == ctx)
+        return b
+
+
+def kernel_c(k, cores, itemsize=4):
+    if getattr(k, "kind", "compute") != "compute":
+        return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
+    K = _K(k, cores)
+    s, t = K.s, K.t
+    w = _W()
+    head = [f"/* {c_comment(k.op + (' + ' + ' + '.join(k.fused) if k.fused else ''))} (node {c_comment(k.node)}) */",
+            f"/* {c_comment(str(s))} */", f"void {k.name}(void *arg)", "{"]
+    w(f"struct {k.name}_para p;")
+    w("SW_REPLY rp = 0;")
+    w("sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);")
+    w("SW_WAIT(rp, 1);")
+    w("const int cpe = SW_CPE_ID();")
+    counts = [math.ceil(K.ext[n] / t[n]) for n in s.grid_order]
+    total = math.prod(counts)
+    if s.partition == "block":
+        q, r = divmod(total, cores)
+        w(f"const long g0 = (long)cpe * {q} + (cpe < {r} ? cpe : {r});")
+        w(f"const long my_n = {q} + (cpe < {r} ? 1 : 0);")
+        gstep = 1
+    else:
+        w("const long g0 = cpe;")
+        w(f"const long my_n = cpe < {total} ? ({total}L - cpe + {cores - 1}) / {cores} : 0;")
+        gstep = cores
+    w("if (my_n <= 0) return;")
+    acc_n = math.prod(t[n] for n in K.sp)
+    allocs = [("acc", _al(acc_n * itemsize))]
+    for b in K.boxes:
+        allocs.append((f"X_{b.name}", _al(b.cap(t) * itemsize) * b.halves))
+    for name, n in allocs:
+        w(f"float *{name} = (float *)ldm_malloc({n});")
+    for b in K.boxes:
+        nd = max(len(b.shape), 1)
+        w(f"SW_REPLY rp_{b.name}[2] = {{0, 0}};")
+        w(f"int ng_{b.name}[2] = {{0, 0}}, val_{b.name}[2] = {{0, 0}}, fresh_{b.name}[2] = {{0, 0}};")
+        w(f"int lo_{b.name}[2][{nd}], hi_{b.name}[2][{nd}];")
+        w(f"int cur_{b.name} = {1 if b.halves == 2 else 0}, pend_{b.name} = 0;")
+        if b.pad_dims:
+            w(f"static const int shape_{b.name}[{len(b.shape)}] = {{{', '.join(map(str, b.shape))}}};")
+    w("SW_REPLY rp_out = 0;")
+    w("int ng_out = 0;")
+    for n in K.sp + K.s.red_order:
+        w(f"int T0_{n} = 0, TN_{n} = 0, NT0_{n} = 0, NTN_{n} = 0;")
+    for n in K.red:
+        if n not in s.red_order:
+            w(f"const int T0_{n} = 0, TN_{n} = {K.ext[n]}, NT0_{n} = 0, NTN_{n} = {K.ext[n]};")
+    w(f"const long S = my_n * {K.nsteps}L;")
+    w("int rstep = 0;")
+    db = [b for b in K.boxes if b.halves == 2]
+    single = [b for b in K.boxes if b.halves == 1]
+    if db:
+        w("/* prologue: fetch the first step's double-buffered boxes */")
+        _decode(w, K, "0", "NT", counts, gstep, None)
+        for b in db:
+            _prefetch(w, K, b, "NT", itemsize)
+    w.open("for (long s = 0; s < S; s++)")
+    _decode(w, K, "s", "T", counts, gstep, "rstep")
+    for b in db:
+        w(f"if (pend_{b.name}) {{ cur_{b.name} ^= 1; pend_{b.name} = 0; }}")
+    if db:
+        w.open("if (s + 1 < S)")
+        _decode(w, K, "s + 1", "NT", counts, gstep, None)
+        for b in db:
+            _prefetch(w, K, b, "NT", itemsize)
+        w.close()
+    for b in single:
+        _fetch_single(w, K, b, itemsize)
+    for b in K.boxes:
+        c = f"cur_{b.name}"
+        w(f"SW_WAIT(rp_{b.name}[{c}], ng_{b.name}[{c}]);")
+        if b.pad_dims:
+            w(f"if (fresh_{b.name}[{c}]) {{ sw_expand(X_{b.name} + {c} * {b.cap(t)}, {len(b.shape)}, lo_{b.name}[{c}], "
+              f"hi_{b.name}[{c}], shape_{b.name}, {float_literal(b.pad)}); fresh_{b.name}[{c}] = 0; }}")
+    _step_setup(w, K)
+    w.open("if (rstep == 0)")
+    w("SW_WAIT(rp_out, ng_out);")
+    if k.combine:
+        w(f"for (int i = 0; i < {' * '.join(f'TN_{n}' for n in K.sp) or '1'}; i++) acc[i] = {float_literal(k.init)};")
+    w.close()
+    if k.combine:
+        if s.vector is not None:
+            _vector_compute(w, K)
+        else:
+            _scalar_reduce(w, K)
+    w.open(f"if (rstep == {K.nsteps - 1})")
+    _epilogue(w, K)
+    _put_out(w, K, itemsize)
+    w.close()
+    w.close()
+    w("SW_WAIT(rp_out, ng_out);")
+    for name, n in reversed(allocs):
+        w(f"ldm_free({name}, {n});")
+    return "\n".join(head + w.lines + ["}", ""])
+
+
+def _decode(w, K, sexpr, P, counts, gstep, rvar):
+    """Coordinates of step `sexpr` into P0_<axis> / PN_<axis>."""
+    t, s = K.t, K.s
+    w("{")
+    w.depth += 1
+    w(f"const long st = {sexpr};")
+    w(f"long g = g0 + (st / {K.nsteps}) * {gstep};")
+    w(f"int rr = (int)(st % {K.nsteps});")
+    if rvar:
+        w(f"{rvar} = rr;")
+    for n, c in reversed(list(zip(s.grid_order, counts))):
+        w(f"{P}0_{n} = (int)(g % {c}) * {t[n]}; g /= {c}; {P}N_{n} = SW_MIN({t[n]}, {K.ext[n]} - {P}0_{n});")
+    for n, c in reversed(list(zip(s.red_order, K.rcounts))):
+        w(f"{P}0_{n} = (rr % {c}) * {t[n]}; rr /= {c}; {P}N_{n} = SW_MIN({t[n]}, {K.ext[n]} - {P}0_{n});")
+    w("(void)g; (void)rr;")
+    w.depth -= 1
+    w("}")
+
+
+def _fp(K, b, P):
+    """C text of the unclamped footprint (lo, hi) per dim of box b at coordinates P."""
+    los, his = [], []
+    for d, affs in enumerate(b.index):
+        lo_t, hi_t = [], []
+        for aff in affs:
+            lo, hi = [str(aff.get(None, 0))], [str(aff.get(None, 0))]
+            for v, c in sorted((v, c) for v, c in aff.items() if v):
+                start, last = f"{P}0_{v}", f"({P}0_{v} + {P}N_{v} - 1)"
+                lo.append(f"{c} * {start if c > 0 else last}")
+                hi.append(f"{c} * {last if c > 0 else start}")
+            lo_t.append(" + ".join(lo))
+            hi_t.append(" + ".join(hi))
+        lo, hi = lo_t[0], hi_t[0]
+        for x in lo_t[1:]:
+            lo = f"SW_MIN({lo}, {x})"
+        for x in hi_t[1:]:
+            hi = f"SW_MAX({hi}, {x})"
+        if b.blocked is not None:
+            hi = f"{lo} + {b.blocked[d] - 1}"
+        los.append(lo)
+        his.append(hi)
+    return los, his
+
+
+def _new_fp(w, K, b, P, half):
+    """Compare the footprint at P with the resident one of `half`; open an `if` when it changed."""
+    los, his = _fp(K, b, P)
+    nd = len(b.shape)
+    for d in range(nd):
+        w(f"const int flo{d} = {los[d]}, fhi{d} = {his[d]};")
+    diff = [f"!val_{b.name}[{half}]"] + [f"flo{d} != lo_{b.name}[{half}][{d}] || fhi{d} != hi_{b.name}[{half}][{d}]"
+                                         for d in range(nd)]
+    w.open(f"if ({' || '.join(diff)})")
+
+
+def _prefetch(w, K, b, P, itemsize):
+    w("{")
+    w.depth += 1
+    _new_fp(w, K, b, P, f"cur_{b.name}")
+    w(f"const int h = cur_{b.name} ^ 1;")
+    _issue(w, K, b, "h", itemsize)
+    w(f"pend_{b.name} = 1;")
+    w.close()
+    w.depth -= 1
+    w("}")
+
+
+def _fetch_single(w, K, b, itemsize):
+    w("{")
+    w.depth += 1
+    _new_fp(w, K, b, "T", "0")
+    w("const int h = 0;")
+    _issue(w, K, b, "h", itemsize)
+    w.close()
+    w.depth -= 1
+    w("}")
+
+
+def _issue(w, K, b, h, itemsize):
+    """Record the new footprint in half h and issue its DMA (flo*/fhi* are in scope)."""
+    nd = len(b.shape)
+    n = b.name
+    w(f"val_{n}[{h}] = 1;")
+    for d in range(nd):
+        w(f"lo_{n}[{h}][{d}] = flo{d}; hi_{n}[{h}][{d}] = fhi{d};")
+    dst = f"X_{n} + {h} * {b.cap(K.t)}"
+    if b.pad_dims:
+        w(f"fresh_{n}[{h}] = {' || '.join(f'flo{d} < 0 || fhi{d} > {b.shape[d] - 1}' for d in b.pad_dims)};")
+    if b.blocked is not None:
+        grid = block_grid(b)
+        idx = _horner([(f"(flo{d} / {b.blocked[d]})", str(grid[d])) for d in range(nd)])
+        nel = math.prod(b.blocked)
+        w(f"sw_get({dst}, p.{b.buf} + (long)({idx}) * {nel}, {nel * itemsize}, 0, 0, &rp_{n}[{h}]);")
+        w(f"ng_{n}[{h}]++;")
         return
-    for b in boxes:
-        bid = box_id(b)
-        dims = len(b.shape)
-        conds = []
-        if b.pad:  # 1 when no load of this box can fall outside the tensor in this tile
-            w(f"in_{bid} = 1;")
-        for d in range(dims):
-            lo, hi = _lo_hi(b, d)
-            w(f"{{ const int lo = {lo}, hi = {hi};")
-            w(f"  lo_{bid}_{d} = SW_MAX(lo, 0); ex_{bid}_{d} = SW_MIN(hi, {b.shape[d] - 1}) - lo_{bid}_{d} + 1;")
-            if b.pad:
-                w(f"  if (lo < 0 || hi > {b.shape[d] - 1}) in_{bid} = 0; }}")
-            else:
-                w("}")
-            conds.append(f"ex_{bid}_{d} > 0")
-        _dma(w, b, conds, "get", f"l_{bid}", itemsize)
-    w("SW_WAIT(rp, ng);")
+    if nd == 0:
+        w(f"sw_get({dst}, p.{b.buf}, {itemsize}, 0, 0, &rp_{n}[{h}]);")
+        w(f"ng_{n}[{h}]++;")
+        return
+    for d in range(nd):
+        w(f"const int clo{d} = SW_MAX(flo{d}, 0), cex{d} = SW_MIN(fhi{d}, {b.shape[d] - 1}) - clo{d} + 1;")
+    conds = [f"cex{d} > 0" for d in range(nd)]
+    _dma(w, b, conds, "get", dst, f"p.{b.buf}", [f"cex{d}" for d in range(nd)], [f"clo{d}" for d in range(nd)],
+         f"rp_{n}[{h}]", f"ng_{n}[{h}]", itemsize)
 
 
-def _dma(w, b, conds, direction, ldm, itemsize, ext=None, lo=None):
-    """Issue the DMA(s) of one box: contiguous tail merged, one strided call per 2-D slab."""
-    bid = box_id(b)
-    dims = len(b.shape)
-    ext = ext or [f"ex_{bid}_{d}" for d in range(dims)]
-    lo = lo or [f"lo_{bid}_{d}" for d in range(dims)]
-    m = b.merge_dim(b.extents(b.tiles), b.tiles)
-    pitch = _pitches(b.shape)
-    inner = math.prod(b.shape[m:])
-    ptr = f"p.{b.buf}"
+def _dma(w, b, conds, direction, ldm, ptr, ext, lo, reply, counter, itemsize):
+    """The DMA(s) of one box footprint: contiguous tail merged, one strided call per 2-D slab
+    (mirrored by optimizer.dma.transfers)."""
+    m = b.merge
+    shape = b.shape
+    pitch = _pitches(shape)
+    inner = math.prod(shape[m:])
     if conds:
         w.open(f"if ({' && '.join(conds)})")
     else:
         w("{")
         w.depth += 1
     if m == 0:
-        n = math.prod(b.shape) * itemsize
-        w(_call(direction, ldm, ptr, str(n), "0", "0"))
-        w("ng++;")
+        w(_call(direction, ldm, ptr, str(math.prod(shape) * itemsize), "0", "0", reply))
+        w(f"{counter}++;")
     else:
         c = m - 1
         run = f"{ext[c]} * {inner}"
         if c == 0:
-            w(_call(direction, ldm, f"{ptr} + (long){lo[0]} * {pitch[0]}", f"{run} * {itemsize}", "0", "0"))
-            w("ng++;")
+            w(_call(direction, ldm, f"{ptr} + (long){lo[0]} * {pitch[0]}", f"{run} * {itemsize}", "0", "0", reply))
+            w(f"{counter}++;")
         else:
             outer = list(range(c - 1))
             for d in outer:
@@ -230,68 +396,278 @@ def _dma(w, b, conds, direction, ldm, itemsize, ext=None, lo=None):
                               + [f"(long){lo[c - 1]} * {pitch[c - 1]}", f"(long){lo[c]} * {pitch[c]}"])
             slab = f"{ext[c - 1]} * {run}"
             loff = _horner([(f"j{d}", ext[d]) for d in outer]) if outer else "0"
-            w(f"const int bs = {run} * {itemsize}, gap = ({b.shape[c]} - {ext[c]}) * {inner} * {itemsize};")
-            w(_call(direction, f"{ldm} + (long)({loff}) * {slab}", f"{ptr} + {moff}", f"{ext[c - 1]} * bs", "bs", "gap"))
-            w("ng++;")
+            w(f"const int bs = {run} * {itemsize}, gap = ({shape[c]} - {ext[c]}) * {inner} * {itemsize};")
+            w(_call(direction, f"{ldm} + (long)({loff}) * {slab}", f"{ptr} + {moff}", f"{ext[c - 1]} * bs", "bs", "gap",
+                    reply))
+            w(f"{counter}++;")
             for _ in outer:
                 w.close()
     w.close()
 
 
-def _call(direction, ldm, mem, length, bsize, gap):
+def _call(direction, ldm, mem, length, bsize, gap, reply):
     if direction == "get":
-        return f"sw_get({ldm}, {mem}, {length}, {bsize}, {gap}, &rp);"
-    return f"sw_put({mem}, {ldm}, {length}, {bsize}, {gap}, &rp);"
+        return f"sw_get({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply});"
+    return f"sw_put({mem}, {ldm}, {length}, {bsize}, {gap}, &{reply});"
 
 
-def _compute(w, k, boxes, gvar, full_ranges, reduce):
-    sp = [a.name for a in k.axes]
-    order = [n for n in k.schedule.order if reduce or n in sp]
-    acc_idx = _horner([(f"l_{n}", f"t_{n}n") for n in sp])
-    by_buf = {b.buf: b for b in boxes}
-    pads = [b for b in boxes if b.pad]
+# -- compute ---------------------------------------------------------------------------
 
-    def nest(guarded):
-        def load(ld):
-            b = by_buf[ld.buf]
-            bid = box_id(b)
-            idx = [render(e, gvar, None) for e in ld.index]
-            lidx = _horner([(f"({i} - lo_{bid}_{d})", f"ex_{bid}_{d}") for d, i in enumerate(idx)])
-            text = f"l_{bid}[{lidx}]"
-            if ld.pad is None or not guarded:
-                return text
-            conds = []
-            for d, e in enumerate(ld.index):
-                lo, hi = index_range(e, full_ranges)
-                if lo < 0:
-                    conds.append(f"{idx[d]} >= 0")
-                if hi > b.shape[d] - 1:
-                    conds.append(f"{idx[d]} < {b.shape[d]}")
-            return f"(({' && '.join(conds) or '1'}) ? {text} : {float_literal(ld.pad)})" if conds else text
+def _loads(K):
+    """Distinct (context, Load) pairs of the kernel, in order, with ids."""
+    k = K.k
+    out = []
+    if k.combine:
+        parts = [("body", k.body), ("epi", k.epilogue)]
+    else:
+        parts = [("epi", k.body), ("epi", k.epilogue)]
+    for ctx, e in parts:
+        for ld in iter_loads(e):
+            if (ctx, ld) not in out:
+                out.append((ctx, ld))
+    return out
 
-        for n in order:
-            w.open(f"for (int l_{n} = 0; l_{n} < t_{n}n; l_{n}++)")
-        if reduce:
-            w(COMBINE[k.combine].format(a=f"acc[{acc_idx}]", v=render(k.body, gvar, load)))
+
+def _step_setup(w, K):
+    """Per step: LDM origins and pitches of the current halves, each load's base offset and
+    per-axis strides, the accumulator's strides."""
+    t = K.t
+    for b in K.boxes:
+        n, nd = b.name, len(b.shape)
+        w(f"const float *B_{n} = X_{n} + cur_{n} * {b.cap(t)};")
+        if b.blocked is not None:
+            ext = [str(x) for x in b.blocked]
         else:
-            e = substitute_acc(k.epilogue, k.body) if k.combine is None else k.epilogue
-            w(f"acc[{acc_idx}] = {render(e, gvar, load, acc=f'acc[{acc_idx}]')};")
-        for _ in order:
-            w.close()
+            ext = [f"(hi_{n}[cur_{n}][{d}] - lo_{n}[cur_{n}][{d}] + 1)" for d in range(nd)]
+        for d in range(nd):
+            tail = ext[d + 1:]
+            w(f"const long P_{n}_{d} = {' * '.join(tail) if tail else '1'};")
+            w(f"const int O_{n}_{d} = lo_{n}[cur_{n}][{d}];")
+    K.ids = {}
+    for i, (ctx, ld) in enumerate(_loads(K)):
+        b = K.box_of(ld, ctx)
+        base, strides = [], {}
+        for d, e in enumerate(ld.index):
+            aff = affine(e)
+            terms = [str(aff.get(None, 0))] + [f"{c} * T0_{v}" for v, c in sorted((v, c) for v, c in aff.items() if v)]
+            base.append(f"(long)({' + '.join(terms)} - O_{b.name}_{d}) * P_{b.name}_{d}")
+            for v, c in aff.items():
+                if v:
+                    strides.setdefault(v, []).append(f"{c} * P_{b.name}_{d}")
+        w(f"const long o{i} = {' + '.join(base) or '0'};")
+        for v, ts in sorted(strides.items()):
+            w(f"const long s{i}_{v} = {' + '.join(ts)};")
+        K.ids[(ctx, ld)] = (i, b, set(strides))
+    sp = K.sp
+    for j, n in enumerate(sp):
+        tail = [f"TN_{x}" for x in sp[j + 1:]]
+        w(f"const long sa_{n} = {' * '.join(tail) if tail else '1'};")
+    w("(void)sa_" + sp[0] + ";" if sp else "")
 
-    if pads:
-        w.open(f"if ({' && '.join(f'in_{box_id(b)}' for b in pads)})")
-        nest(False)
-        w.close("} else {")
-        w.depth += 1
-        nest(True)
+
+def _gvar(local):
+    return lambda n: f"(T0_{n} + {local(n)})"
+
+
+def _load_text(K, ctx, ld, local):
+    i, b, vs = K.ids[(ctx, ld)]
+    idx = " + ".join([f"o{i}"] + [f"s{i}_{v} * {local(v)}" for v in sorted(vs)])
+    return f"B_{b.name}[{idx}]"
+
+
+def _acc_off(K, local):
+    return " + ".join(f"sa_{n} * {local(n)}" for n in K.sp) or "0"
+
+
+def _scalar_point(w, K, local):
+    """One output point's reduction over this step, in a register."""
+    k = K.k
+    w("{")
+    w.depth += 1
+    w(f"float* const ap = acc + {_acc_off(K, local)};")
+    w("float a = *ap;")
+    for n in K.red:
+        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
+    v = render(k.body, _gvar(local), lambda ld: _load_text(K, "body", ld, local))
+    w(COMBINE[k.combine].format(a="a", v=v))
+    for _ in K.red:
+        w.close()
+    w("*ap = a;")
+    w.depth -= 1
+    w("}")
+
+
+def _scalar_reduce(w, K):
+    for n in K.sp:
+        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
+    _scalar_point(w, K, lambda n: f"l_{n}")
+    for _ in K.sp:
+        w.close()
+
+
+def _vector_compute(w, K):
+    vp = K.s.vector
+    L, v, r = vp.lanes, vp.v, vp.r
+    outer = [n for n in K.sp if n not in (v, r)]
+    for n in outer:
+        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
+    if r:
+        w(f"int l_{r} = 0;")
+        w.open(f"for (; l_{r} + {vp.R} <= TN_{r}; l_{r} += {vp.R})")
+        _vector_row(w, K, vp.R)
+        w.close()
+        w.open(f"for (; l_{r} < TN_{r}; l_{r}++)")
+        _vector_row(w, K, 1)
         w.close()
     else:
-        nest(False)
+        _vector_row(w, K, 1)
+    for _ in outer:
+        w.close()
 
 
-def _store_out(w, k, b, itemsize):
-    ext = [f"t_{a.name}n" for a in k.axes]
-    lo = [f"(t_{a.name}0 + {o})" if o else f"t_{a.name}0" for a, o in zip(k.axes, k.out_offset)]
-    _dma(w, b, [], "put", "acc", itemsize, ext=ext, lo=lo)
-    w("SW_WAIT(rp, ng);")
+def _vector_row(w, K, R):
+    vp = K.s.vector
+    L, v, r = vp.lanes, vp.v, vp.r
+    w("{")
+    w.depth += 1
+    w(f"int l_{v} = 0;")
+    if vp.U > 1:
+        w.open(f"for (; l_{v} + {vp.U * L} <= TN_{v}; l_{v} += {vp.U * L})")
+        _micro(w, K, R, vp.U)
+        w.close()
+    w.open(f"for (; l_{v} + {L} <= TN_{v}; l_{v} += {L})")
+    _micro(w, K, R, 1)
+    w.close()
+    w.open(f"if (l_{v} < TN_{v} && TN_{v} >= {L})")
+    w(f"const int keep = TN_{v} - l_{v};")
+    w("{")
+    w.depth += 1
+    w(f"const int l_{v} = TN_{v} - {L};")
+    _micro(w, K, R, 1, tail=True)
+    w.close()
+    w.close("} else {")
+    w.depth += 1
+    w.open(f"for (; l_{v} < TN_{v}; l_{v}++)")
+    for i in range(R):
+        _scalar_point(w, K, (lambda i: lambda n: f"(l_{n} + {i})" if n == r and i else f"l_{n}")(i))
+    w.close()
+    w.close()
+    w.depth -= 1
+    w("}")
+
+
+def _micro(w, K, R, U, tail=False):
+    """R x U register block: R rows along r, U vectors along v, reduction of the step inside.
+    tail: start from zero and add only the last `keep` lanes to the accumulator."""
+    vp = K.s.vector
+    L, v, r, vt = vp.lanes, vp.v, vp.r, vp.vtype
+    bc = f"sw_bcast{L}"
+    ld_acc = "simd_load" if vp.acc_aligned else "simd_loadu"
+    st_acc = "simd_store" if vp.acc_aligned else "simd_storeu"
+    w("{")
+    w.depth += 1
+    for i in range(R):
+        roff = f" + {i} * sa_{r}" if r and i else ""
+        for u in range(U):
+            if tail:
+                w(f"{vt} a{i}_{u} = {bc}(0.0f);")
+            else:
+                w(f"{vt} a{i}_{u}; {ld_acc}(a{i}_{u}, acc + {_acc_off(K, lambda n: f'l_{n}')}{roff} + {u * L});")
+    # base pointers at the block's outer coordinates
+    fl = []
+    for j, f in enumerate(vp.factors):
+        if isinstance(f, Const):
+            w(f"const {vt} c{j} = {bc}({float_literal(f.value)});")
+            fl.append(None)
+            continue
+        i_, b, vs = K.ids[("body", f)]
+        sp_terms = [f"s{i_}_{x} * l_{x}" for x in sorted(vs) if x in K.sp]
+        w(f"const float *f{j} = B_{b.name} + o{i_}{''.join(' + ' + x for x in sp_terms)};")
+        fl.append((i_, vs))
+    for n in K.red:
+        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
+    for j, f in enumerate(vp.factors):
+        if fl[j] is None:
+            continue
+        i_, vs = fl[j]
+        rt = [f"s{i_}_{x} * l_{x}" for x in sorted(vs) if x in K.red]
+        w(f"const float *q{j} = f{j}{''.join(' + ' + x for x in rt)};")
+    # factor values
+    val = {}
+    for j, (f, kind, dr) in enumerate(zip(vp.factors, vp.kinds, vp.dep_r)):
+        if kind == "const":
+            for i in range(R):
+                for u in range(U):
+                    val[(j, i, u)] = f"c{j}"
+            continue
+        i_, vs = fl[j]
+        rows = range(R) if dr else range(1)
+        for i in rows:
+            ro = f" + {i} * s{i_}_{r}" if dr and i else ""
+            if kind == "bcast":
+                w(f"const {vt} v{j}_{i} = {bc}(q{j}[0{ro}]);")
+                for u in range(U):
+                    for ii in (range(R) if not dr else [i]):
+                        val[(j, ii, u)] = f"v{j}_{i}"
+            else:
+                for u in range(U):
+                    if kind == "vec":
+                        w(f"{vt} v{j}_{i}_{u}; simd_loadu(v{j}_{i}_{u}, q{j}{ro} + {u * L});")
+                    else:
+                        lanes = ", ".join(f"q{j}[{ro.strip(' +') or '0'} + {u * L + x} * s{i_}_{v}]" for x in range(L))
+                        w(f"const {vt} v{j}_{i}_{u} = simd_set_{vt}({lanes});")
+                    for ii in (range(R) if not dr else [i]):
+                        val[(j, ii, u)] = f"v{j}_{i}_{u}"
+    nf = len(vp.factors)
+    for i in range(R):
+        for u in range(U):
+            fs = [val[(j, i, u)] for j in range(nf)]
+            if nf == 1:
+                w(f"a{i}_{u} = simd_vadds(a{i}_{u}, {fs[0]});")
+            else:
+                prod = fs[0]
+                for x in fs[1:-1]:
+                    prod = f"simd_vmuls({prod}, {x})"
+                w(f"a{i}_{u} = simd_vmas({prod}, {fs[-1]}, a{i}_{u});")
+    for _ in K.red:
+        w.close()
+    if tail:
+        w(f"float tv[{L}];")
+    for i in range(R):
+        roff = f" + {i} * sa_{r}" if r and i else ""
+        for u in range(U):
+            dst = f"acc + {_acc_off(K, lambda n: f'l_{n}')}{roff} + {u * L}"
+            if tail:
+                w(f"simd_storeu(a{i}_{u}, tv);")
+                w(f"for (int j = {L} - keep; j < {L}; j++) ({dst})[j] += tv[j];")
+            else:
+                w(f"{st_acc}(a{i}_{u}, {dst});")
+    w.depth -= 1
+    w("}")
+
+
+def _epilogue(w, K):
+    k = K.k
+    if k.combine and isinstance(k.epilogue, Acc):
+        return
+    for n in K.sp:
+        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
+    local = lambda n: f"l_{n}"  # noqa: E731
+    off = _acc_off(K, local)
+    if k.combine:
+        e = render(k.epilogue, _gvar(local), lambda ld: _load_text(K, "epi", ld, local), acc=f"acc[{off}]")
+    else:
+        e = render(substitute_acc(k.epilogue, k.body), _gvar(local), lambda ld: _load_text(K, "epi", ld, local))
+    w(f"acc[{off}] = {e};")
+    for _ in K.sp:
+        w.close()
+
+
+def _put_out(w, K, itemsize):
+    k, b = K.k, K.out
+    ext = [f"TN_{n}" for n in K.sp]
+    lo = [f"(T0_{a.name} + {o})" if o else f"T0_{a.name}" for a, o in zip(k.axes, k.out_offset)]
+    _dma(w, b, [], "put", "acc", f"p.{b.buf}", ext, lo, "rp_out", "ng_out", itemsize)
+
+
+__all__ = ["kernel_c", "dma_api", "SPECIAL_PRINTERS"]

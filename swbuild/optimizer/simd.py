@@ -1,0 +1,298 @@
+"""SIMD and register blocking of a kernel's inner loops, and the cycle model of those loops.
+
+A reduction `acc[...] += f1 * f2 * ...` whose factors are loads (and constants) is computed
+with the target's vector type (floatv4 on SW26010, floatv8 on SW26010-Pro, `simd_lanes` of
+the toolchain) along the innermost output axis `v`, where the accumulator tile is contiguous.
+Each factor load is, along `v`:
+
+* `vec`    — unit stride in its LDM box (v only in the box's last dim, coefficient 1):
+             one (unaligned) vector load per vector;
+* `bcast`  — independent of v: one scalar broadcast to all lanes;
+* `gather` — any other stride (e.g. the input of a stride-2 convolution): lanes scalar loads.
+
+Register blocking: R rows along a second output axis `r` (chosen so that some factor does
+not depend on it, e.g. the output channel of a convolution, whose input vectors are then
+reused R times) times U vectors along v stay in registers for the whole reduction of a
+step; R and U minimise the modelled cycles per multiply-add within the vector registers.
+
+Pads are materialised in LDM (see dma.py), so the vector loops need no guards. Tails: rows
+past a multiple of R run the micro-kernel with R=1, vectors past a multiple of U with U=1;
+the last n % lanes elements run one more vector micro-kernel on the last `lanes` elements
+from zero and add only its last lanes to the accumulator (a masked store). The accumulator
+is loaded with aligned vector loads when every tile's row is a multiple of the lanes.
+
+`step_cycles` is the cost model of exactly those loops (the perf model and the tile search
+use it); it accepts numpy arrays of extents so the predictor can evaluate every tile at once.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.loopnest import Bin, Const, Load, iter_loads
+from ..perf.model import hwget, issue, op_cycles
+
+
+@dataclass
+class VectorPlan:
+    v: str                 # vector axis (innermost output axis)
+    lanes: int
+    vtype: str             # floatv4 / floatv8
+    r: str | None          # register-blocking axis
+    R: int
+    U: int
+    factors: list          # Load / Const factors of the body product
+    kinds: list            # per factor: "const" | "vec" | "bcast" | "gather"
+    dep_r: list            # per factor: depends on r
+    acc_aligned: bool = False   # every accumulator vector is aligned (aligned loads/stores)
+
+    def __str__(self):
+        k = ", ".join(f"{f.buf if isinstance(f, Load) else 'const'}:{kd}{'/r' if d else ''}"
+                      for f, kd, d in zip(self.factors, self.kinds, self.dep_r))
+        return f"simd {self.vtype} along {self.v}, registers {self.R}x{self.U} along {self.r or '-'}x{self.v} ({k})"
+
+
+def factors(body):
+    """The factors of a product tree of loads and float constants, else None."""
+    if isinstance(body, Load):
+        return [body]
+    if isinstance(body, Const) and body.dtype != "int":
+        return [body]
+    if isinstance(body, Bin) and body.op == "*":
+        a, b = factors(body.a), factors(body.b)
+        if a is None or b is None:
+            return None
+        return a + b
+    return None
+
+
+def _load_vars(ld):
+    from ..ir.loopnest import affine
+    out = []
+    for e in ld.index:
+        aff = affine(e)
+        if aff is None:
+            return None
+        out.append(aff)
+    return out
+
+
+_CLASSIFY = {}
+
+
+def classify(kernel, v, lanes):
+    """Per factor: (kind, affs) along axis v (memoised per kernel)."""
+    key = (id(kernel), v)
+    hit = _CLASSIFY.get(key)
+    if hit is not None and hit[0] is kernel and hit[1] is kernel.body:
+        return hit[2]
+    r = _classify(kernel, v, lanes)
+    _CLASSIFY[key] = (kernel, kernel.body, r)
+    return r
+
+
+def _classify(kernel, v, lanes):
+    fs = factors(kernel.body)
+    kinds, affs_all = [], []
+    for f in fs:
+        if isinstance(f, Const):
+            kinds.append("const")
+            affs_all.append([])
+            continue
+        affs = _load_vars(f)
+        affs_all.append(affs)
+        dims = [d for d, a in enumerate(affs) if a.get(v, 0)]
+        if not dims:
+            kinds.append("bcast")
+        elif dims == [len(affs) - 1] and affs[-1][v] == 1:
+            kinds.append("vec")
+        else:
+            kinds.append("gather")
+    return fs, kinds, affs_all
+
+
+def eligible(kernel, lanes):
+    if kernel.combine != "sum" or not kernel.axes or lanes <= 1:
+        return False
+    fs = factors(kernel.body)
+    if fs is None or not any(isinstance(f, Load) for f in fs):
+        return False
+    return all(_load_vars(f) is not None for f in fs if isinstance(f, Load))
+
+
+def plan(kernel, tiles, hw, enabled=True):
+    """The best VectorPlan for these tiles, or None when scalar code is better or illegal."""
+    lanes = int(hw.get("simd_lanes", 1))
+    if not enabled or not eligible(kernel, lanes):
+        return None
+    v = kernel.axes[-1].name
+    ext_v = kernel.axes[-1].extent
+    if tiles[v] < lanes:
+        return None
+    fs, kinds, affs = classify(kernel, v, lanes)
+    deps = [set(x for a in affs[i] for x in a if x) for i in range(len(fs))]
+    rs = [None]
+    for a in kernel.axes[:-1]:
+        if tiles[a.name] < 2:
+            continue
+        if any(k in ("vec", "gather", "bcast") and a.name not in deps[i] for i, k in enumerate(kinds)):
+            rs.append(a.name)
+    regs = int(hwget(hw, "vector_registers"))
+    ext = {a.name: min(tiles[a.name], a.extent) for a in kernel.axes}
+    red = math.prod(min(tiles[a.name], a.extent) for a in kernel.reduce_axes)
+    aligned = tiles[v] % lanes == 0 and ext_v % lanes == 0
+    ranked = _ranked_shapes(kernel, hw, lanes, rs, fs, kinds, deps, regs)
+    best, n = None, 0
+    for _, r, R, U in ranked:
+        if (r and R > tiles[r]) or U * lanes > tiles[v]:
+            continue
+        p = VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds,
+                       [r in deps[i] if r else False for i in range(len(fs))], aligned)
+        per = step_cycles(kernel, p, hw, ext, red)      # one full tile, tails included
+        key = (round(per, 3), R * U, rs.index(r))
+        if best is None or key < best[0]:
+            best = (key, p)
+        n += 1
+        if n >= 6:
+            break
+    if best is None:
+        return None
+    p = best[1]
+    # only worth it when a vector multiply-add beats the scalar loop
+    if _mk_inner(p, p.R, p.U, hw) / (p.R * p.U * lanes) >= _scalar_iter(kernel, hw):
+        return None
+    return p
+
+
+_RANKED = {}
+
+
+def _ranked_shapes(kernel, hw, lanes, rs, fs, kinds, deps, regs):
+    """(cycles per lane-FMA of the full block, r, R, U), best first; per kernel and axis set."""
+    key = (id(kernel), id(hw), tuple(rs))
+    hit = _RANKED.get(key)
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    out = []
+    for r in rs:
+        for R in ((1, 2, 4, 8) if r else (1,)):
+            for U in (1, 2, 4):
+                if R * U + U + R + 1 > regs - 2:
+                    continue
+                p = VectorPlan(kernel.axes[-1].name, lanes, f"floatv{lanes}", r, R, U, fs, kinds,
+                               [r in deps[i] if r else False for i in range(len(fs))])
+                out.append((round(_mk_inner(p, R, U, hw) / (R * U * lanes), 6), r, R, U))
+    out.sort(key=lambda x: (x[0], x[2] * x[3], rs.index(x[1])))
+    _RANKED[key] = (kernel, out)
+    return out
+
+
+_INNER = {}
+
+
+def _mk_inner(p, R, U, hw):
+    """Cycles of one reduction iteration of an R x U micro-kernel."""
+    memo = _INNER
+    key = (tuple(p.kinds), tuple(p.dep_r), len(p.factors), p.lanes, R, U, id(hw))
+    if key in memo:
+        return memo[key]
+    nf = len(p.factors)
+    fp = R * U * (max(nf - 1, 1))
+    ua = float(hwget(hw, "simd_unaligned_load_cost"))
+    mem = 0.0
+    for kind, dr in zip(p.kinds, p.dep_r):
+        rows = R if dr else 1
+        if kind == "bcast":
+            mem += rows
+        elif kind == "vec":
+            mem += rows * U * ua
+        elif kind == "gather":
+            mem += rows * U * p.lanes
+    memo[key] = out = float(issue(hw, fp, mem, simd=True))
+    return out
+
+
+def _mk_overhead(p, R, U, hw, tail=False):
+    ua = 1.0 if p.acc_aligned else float(hwget(hw, "simd_unaligned_load_cost"))
+    if tail:    # zero start, one store to a scratch vector, scalar adds of the kept lanes
+        return R * (1 + p.lanes * 2) + 4 + len(p.factors)
+    return 2 * R * U * ua + 4 + len(p.factors)
+
+
+_SCALAR = {}
+
+
+def _scalar_iter(kernel, hw):
+    key = (id(kernel), id(hw))
+    hit = _SCALAR.get(key)
+    if hit is not None and hit[0] is kernel and hit[1] is hw:
+        return hit[2]
+    nloads = len(list(iter_loads(kernel.body)))
+    v = float(issue(hw, op_cycles(kernel.body, hw) + 1, nloads))
+    _SCALAR[key] = (kernel, hw, v)
+    return v
+
+
+def scalar_step_cycles(kernel, hw, points, red_points):
+    """The scalar reduction: per output point a register accumulator over the step's
+    reduction (acc loaded and stored once per point)."""
+    return points * (red_points * _scalar_iter(kernel, hw) + 2 + float(hwget(hw, "loop_overhead_cycles")))
+
+
+def step_cycles(kernel, vp, hw, ext, red_points):
+    """Cycles of one step's reduction. ext: {spatial axis: extent (int or array)}."""
+    sp = [a.name for a in kernel.axes]
+    points = 1
+    for n in sp:
+        points = points * ext[n]
+    if vp is None:
+        return scalar_step_cycles(kernel, hw, points, red_points)
+    L, R, U = vp.lanes, vp.R, vp.U
+    outer = 1
+    for n in sp:
+        if n not in (vp.v, vp.r):
+            outer = outer * ext[n]
+    nr = ext[vp.r] if vp.r else 1
+    fb, lr = nr // R, nr % R
+    nv = ext[vp.v]
+    bu = nv // (U * L)
+    lv = (nv % (U * L)) // L
+    ls = nv % L
+    sc = red_points * _scalar_iter(kernel, hw) + 2
+
+    def mk(r, u, tail=False):
+        return red_points * _mk_inner(vp, r, u, hw) + _mk_overhead(vp, r, u, hw, tail)
+
+    if not isinstance(nv, np.ndarray) and not isinstance(red_points, np.ndarray):
+        vt, st = ls > 0 and nv >= L, ls > 0 and nv < L
+        rows_full = bu * mk(R, U) + lv * mk(R, 1) + (mk(R, 1, True) if vt else 0) + (ls * R * sc if st else 0)
+        rows_part = bu * mk(1, U) + lv * mk(1, 1) + (mk(1, 1, True) if vt else 0) + (ls * sc if st else 0)
+        return outer * (fb * rows_full + lr * rows_part)
+    vec_tail = (ls > 0) & (nv >= L)
+    scal_tail = (ls > 0) & (nv < L)
+    rows_full = bu * mk(R, U) + lv * mk(R, 1) + np.where(vec_tail, mk(R, 1, True), 0) + np.where(scal_tail, ls * R * sc, 0)
+    rows_part = bu * mk(1, U) + lv * mk(1, 1) + np.where(vec_tail, mk(1, 1, True), 0) + np.where(scal_tail, ls * sc, 0)
+    out = outer * (fb * rows_full + lr * rows_part)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def epilogue_cycles(kernel, hw, points):
+    """The epilogue pass over a tile (element-wise kernels: their whole computation)."""
+    from ..ir.loopnest import substitute_acc
+    e = kernel.epilogue if kernel.combine else substitute_acc(kernel.epilogue, kernel.body)
+    nloads = len(list(iter_loads(e))) + (1 if kernel.combine else 0)
+    return points * issue(hw, op_cycles(e, hw), nloads + 1)
+
+
+def init_cycles(kernel, hw, points):
+    return points * 1.0 if kernel.combine else 0.0
+
+
+def expand_cycles(hw, elems):
+    """Materialising pads of a box in LDM: every element moved or filled once."""
+    return elems * 2.0 / float(hwget(hw, "ldm_loads_per_cycle"))
+
+
+__all__ = ["VectorPlan", "plan", "step_cycles", "epilogue_cycles", "expand_cycles", "factors"]

@@ -1,0 +1,145 @@
+"""Small models through the whole Sunway pipeline under the Athread emulator: outputs match
+onnxruntime, every kernel's measured DMA operations and bytes equal the compiler's
+prediction, no write conflicts, LDM within budget. Tight LDM budgets force reduce tiling,
+double buffering, footprint reuse, constant blocking and pads at every tile edge."""
+import json
+import subprocess
+import sys
+
+import onnx
+import pytest
+from onnx import helper
+
+from opt_models import make, rand
+
+
+def mix_model():
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[1, 0, 0, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], group=8, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["p1", "w3", "b3"], ["c3"]),
+        helper.make_node("Concat", ["c2", "c3"], ["cat"], axis=1),
+        helper.make_node("Add", ["cat", "bias"], ["ad"]),
+        helper.make_node("AveragePool", ["ad"], ["ap"], kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1]),
+        helper.make_node("Conv", ["ap", "w4"], ["c4"], pads=[1, 1, 1, 1]),
+        helper.make_node("Flatten", ["c4"], ["f"]),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["g"], transB=1),
+        helper.make_node("Softmax", ["g"], ["y"]),
+    ]
+    inits = [("w1", rand(8, 6, 3, 3, seed=1, scale=0.3)), ("b1", rand(8, seed=2)),
+             ("w2", rand(8, 1, 3, 3, seed=3, scale=0.3)), ("w3", rand(12, 8, 1, 1, seed=4, scale=0.3)),
+             ("b3", rand(12, seed=5)), ("bias", rand(1, 20, 1, 1, seed=6)),
+             ("w4", rand(128, 20, 3, 3, seed=7, scale=0.1)),
+             ("fw", rand(10, 128 * 4 * 4, seed=8, scale=0.02)), ("fb", rand(10, seed=9))]
+    return make(nodes, [("x", [1, 6, 14, 14])], [("y", [1, 10])], inits)
+
+
+@pytest.fixture(scope="module")
+def mix_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("mix") / "mix.onnx"
+    onnx.save(mix_model(), p)
+    return p
+
+
+CASES = [("sunway-emu", None, 65536 - 8192), ("sunway-emu", 61440, 4096), ("sunway-pro-emu", 262144 - 4096, 4096)]
+
+
+@pytest.mark.parametrize("target,reserve,budget", CASES, ids=["emu", "emu-4KB", "pro-4KB"])
+def test_measured_dma_equals_prediction(mix_file, tmp_path, target, reserve, budget):
+    cmd = [sys.executable, "-m", "swbuild.cli", "check", str(mix_file), "--target", target, "-o", str(tmp_path)]
+    if reserve is not None:
+        cmd += ["--set", f"ldm_reserve={reserve}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert doc["status"] == "pass" and doc["max_abs_err"] < 1e-5
+    em = doc["emulator"]
+    assert em["dma_mismatches"] == [] and em["write_conflicts"] == 0 and em["ldm_over_budget"] == []
+    assert 0 < em["ldm_peak_bytes"] <= budget
+    plan = json.loads((tmp_path / "mix.plan.json").read_text())
+    assert plan["arena_bytes"] <= 1.05 * plan["arena_lower_bound"]
+    assert not any(k["op"] == "Concat" for k in plan["kernels"])          # written in place
+    ks = plan["kernels"]
+    if budget == 4096:
+        assert any(k["reduce_steps"] > 1 for k in ks)                       # reduce tiling
+        assert any(k["blocked"] for k in ks)                                # re-laid-out weights
+        assert sum(k["spatial_tiles"] for k in ks) > 64 * 4
+    else:
+        assert any(k["double_buffered"] for k in ks)
+        assert any(k["simd"] for k in ks)
+
+
+def test_report_has_the_documented_keys(mix_file, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "report", str(mix_file), "--target", "sunway-emu",
+                        "--json", "-o", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rep = json.loads(r.stdout)
+    for key in ("model", "target", "kernel_launches", "flops", "dma", "mean_dma_bytes", "ldm_peak_bytes",
+                "ldm_budget_bytes", "write_conflicts", "arena_bytes", "arena_lower_bound", "main_memory_bytes",
+                "compulsory_bytes", "modeled_seconds", "roofline_seconds", "kernels"):
+        assert key in rep, key
+    assert set(rep["dma"]) >= {"predicted", "measured"} and rep["dma"]["predicted"] == rep["dma"]["measured"]
+    assert rep["dma_match"] and rep["write_conflicts"] == 0
+    assert rep["kernel_launches"] == len(rep["kernels"])
+    for k in rep["kernels"]:
+        for key in ("name", "op", "flops", "dma", "ldm_peak_bytes", "write_conflicts", "modeled_seconds",
+                    "roofline_seconds"):
+            assert key in k, key
+        assert 0 < k["roofline_seconds"] <= k["modeled_seconds"]
+    assert rep["mean_dma_bytes"] == pytest.approx(rep["main_memory_bytes"] / rep["dma"]["measured"]["ops"])
+    assert rep["main_memory_bytes"] >= rep["compulsory_bytes"] > 0
+    assert sum(k["flops"] for k in rep["kernels"]) == rep["flops"]
+
+
+def _run_pinned(model, target, options, tmp_path):
+    """Compile with pinned schedule options, build, run under the emulator; (plan, stats, outputs)."""
+    from swbuild import build, check, toolchain
+    from swbuild.compiler import compile_to
+    tc = toolchain.load(target)
+    program, _ = compile_to(model, tc, tmp_path, "pin", options=options)
+    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "_runtime")
+    steps, _, exe = build.model_steps(tc, program.prefix, tmp_path, tmp_path, rt_lib)
+    build.run_steps(rt_steps + steps, log=lambda s: None)
+    plan = json.loads((tmp_path / f"{program.prefix}.plan.json").read_text())
+    x = rand(*plan["inputs"][0]["shape"], seed=11)
+    got, stats, err, code, _ = check.run_runner(exe, plan, {plan["inputs"][0]["name"]: x}, tmp_path)
+    assert code == 0, err
+    ref = check.onnxruntime_reference(model, {plan["inputs"][0]["name"]: x})
+    return plan, stats, got, ref
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+@pytest.mark.parametrize("mode", ["cyclic", "block"])
+def test_double_buffered_reduce_tiles_over_several_tiles_per_cpe(tmp_path, target, mode):
+    from opt_models import conv_model
+    from swbuild import check
+    model = conv_model(c=32, hw=12, co=16, pads=(1, 2, 0, 1))
+    opts = {"force_tiles": {"Conv": {"ci": 4, "co": 4, "o0": 1, "o1": 8, "k0": 2}},
+            "force_double_buffer": True, "force_partition": mode}
+    plan, stats, got, ref = _run_pinned(model, target, opts, tmp_path)
+    k = plan["kernels"][0]
+    assert k["double_buffered"] and k["reduce_steps"] == 8 * 2 and k["spatial_tiles"] > 64
+    assert k["partition"] == mode and k["simd"]
+    f = check.emulator_findings(plan, stats)
+    assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0 and f["ldm_over_budget"] == []
+    ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
+    assert ok, err
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+def test_reduction_split_over_cpes(tmp_path, target):
+    """A 1x1 convolution with a long reduction and few output pixels: the cost model splits the
+    reduction into partial sums plus a summing kernel, and the result is still exact."""
+    from opt_models import conv_model
+    from swbuild import check
+    model = conv_model(c=1024, hw=14, co=256, k=1, pads=(0, 0, 0, 0))
+    plan, stats, got, ref = _run_pinned(model, target, {}, tmp_path)
+    names = [k["name"] for k in plan["kernels"]]
+    assert len(names) == 2 and names[0].endswith("_part") and names[1].endswith("_sum"), names
+    assert plan["kernels"][0]["flops"] >= 256 * 196 * 1024 * 2
+    f = check.emulator_findings(plan, stats)
+    assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0
+    ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
+    assert ok, err

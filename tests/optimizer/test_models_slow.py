@@ -1,0 +1,63 @@
+"""Whole models under the emulator (minutes): issue 4's acceptance numbers.
+
+Every light model and the zoo's vgg16 / resnet50 at batch 1 on sunway-emu: outputs match,
+measured DMA == predicted per kernel, zero write conflicts, LDM within budget, arena within 5%
+of its liveness lower bound. VGG-16: every 3x3 convolution modelled at >= 50% of its SW26010
+roofline bound, mean DMA transfer >= 1 KB. Traffic / compulsory on VGG-16 is reported (the
+time-optimal schedule trades it for speed, see docs/optimizer.md)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+MODELS = sorted(p.stem for p in LIGHT.glob("light_*.onnx")) + ["vgg16", "resnet50"]
+
+
+def _args(name):
+    if name.startswith("light_"):
+        return [str(LIGHT / f"{name}.onnx")]
+    return ["--recipe", str(ROOT / "recipes" / f"{name}.yaml")]
+
+
+def _cli(*args):
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return r, json.loads(r.stdout.strip().splitlines()[-1]) if r.stdout.strip() else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MODELS)
+def test_model_meets_the_optimizer_contracts(name, tmp_path):
+    if not name.startswith("light_") and not (ROOT / "recipes" / f"{name}.yaml").exists():
+        pytest.skip(f"no recipe for {name}")
+    r, rep = _cli("report", *_args(name), "--target", "sunway-emu", "--json", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    runner = next(tmp_path.glob("*_runner"))
+    c, chk = _cli("check", *_args(name), "--target", "sunway-emu", "--runner", str(runner))
+    assert chk["status"] == "pass", chk
+    assert rep["dma_match"] and rep["dma"]["measured"] == rep["dma"]["predicted"]
+    assert rep["write_conflicts"] == 0 and rep["ldm_over_budget"] == []
+    assert rep["ldm_peak_bytes"] <= rep["ldm_budget_bytes"]
+    assert rep["arena_bytes"] <= 1.05 * rep["arena_lower_bound"]
+    if name == "vgg16":
+        convs = [k for k in rep["kernels"] if k["op"] == "Conv"]
+        assert len(convs) == 13
+        assert min(k["roofline_fraction"] for k in convs) >= 0.5, [round(k["roofline_fraction"], 2) for k in convs]
+        assert rep["mean_dma_bytes"] >= 1024
+        assert rep["traffic_ratio"] < 2.5
+
+
+@pytest.mark.slow
+def test_vgg16_traffic_target_reaches_one_and_a_half_times_compulsory():
+    """The Lagrangian traffic price meets 1.5x compulsory traffic (at the cost of conv speed)."""
+    from swbuild import toolchain, zoo
+    from swbuild.compiler import build_program, plan_document
+    tc = toolchain.load("sunway-emu")
+    p = build_program(zoo.build("vgg16"), tc, "vgg16", options={"traffic_target": 1.5})
+    d = plan_document(p, tc)
+    by = sum(k["dma"]["get"]["bytes"] + k["dma"]["put"]["bytes"] for k in d["kernels"])
+    assert by <= 1.5 * sum(k["compulsory_bytes"] for k in d["kernels"])
