@@ -37,6 +37,24 @@ PRELUDE = """#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))
 """
 
 
+class Writer:
+    """Lines of C at an indentation depth: w("x;"), w.open("for (...)"), w.close()."""
+
+    def __init__(self, depth=1):
+        self.lines, self.depth = [], depth
+
+    def __call__(self, s=""):
+        self.lines.append("    " * self.depth + s if s else "")
+
+    def open(self, s):
+        self(s + " {")
+        self.depth += 1
+
+    def close(self, s="}"):
+        self.depth -= 1
+        self(s)
+
+
 def float_literal(v: float) -> str:
     v = float(v)
     if math.isnan(v):

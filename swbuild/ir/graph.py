@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+def is_splat(a) -> bool:
+    """A constant with one value everywhere, kept as a zero-stride view (ConstantOfShape)."""
+    return isinstance(a, np.ndarray) and a.size > 1 and a.ndim > 0 and all(s == 0 for s in a.strides)
+
+
 @dataclass
 class Tensor:
     name: str

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ir.graph import is_splat
 from ..ir.loopnest import affine, index_range, iter_loads
 
 
@@ -310,21 +311,17 @@ def apply_blocking(kernel, graph, boxes, tiles):
         if blocks is None:
             continue
         src = graph.tensors[kernel.buffers[b.buf].tensor]
-        if _is_splat(src.data):     # one value everywhere: the blocked tensor is a splat too
+        if is_splat(src.data):     # one value everywhere: the blocked tensor is a splat too
             grid = [-(-n // k) for n, k in zip(b.shape, blocks)]
             arr = np.broadcast_to(np.asarray(src.data).reshape(-1)[0], tuple(grid) + tuple(blocks))
         else:
             arr, grid = blocked_array(src.data, b.shape, blocks)
         name = f"%swblk:{kernel.name}:{b.buf}"
         graph.tensors[name] = Tensor(name, tuple(arr.shape), src.dtype,
-                                     arr if _is_splat(arr) else arr.astype(src.dtype))
+                                     arr if is_splat(arr) else arr.astype(src.dtype))
         kernel.buffers[b.buf] = replace(kernel.buffers[b.buf], tensor=name)
         b.blocked, b.block_tensor = tuple(blocks), name
         b.notes.append(f"constant re-laid out in blocks {list(blocks)} (grid {grid})")
-
-
-def _is_splat(a):
-    return isinstance(a, np.ndarray) and a.size > 1 and a.ndim > 0 and all(x == 0 for x in a.strides)
 
 
 def block_grid(b):

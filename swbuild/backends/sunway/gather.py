@@ -54,7 +54,7 @@ def gather_c(k, cores, itemsize=4):
         "        ng++;",
         "        SW_WAIT(rp, ng);",
         "        for (int j = 0; j < nq; j++) {",
-        f"            long v = (long)ix[j];",
+        "            long v = (long)ix[j];",
         f"            if (v < 0) v += {N};",
         f"            v = SW_MAX(0, SW_MIN(v, {N - 1}));   /* out-of-range ids are clamped */",
         f"            for (long i0 = 0; i0 < {I}; i0 += {T}) {{",

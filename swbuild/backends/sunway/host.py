@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.graph import is_splat
 from ...names import UniqueNames, c_comment
 from .. import cexpr
 
@@ -17,10 +18,6 @@ ALIGN = 64
 
 def _align(n):
     return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-def is_splat(a):
-    return isinstance(a, np.ndarray) and a.size > 1 and a.ndim > 0 and all(s == 0 for s in a.strides)
 
 
 CTYPE = {"float32": "float", "int64": "long long", "int32": "int"}

@@ -25,28 +25,12 @@ import math
 from ...ir.loopnest import Acc, Const, affine, iter_loads, substitute_acc
 from ...names import c_comment
 from ...optimizer.dma import block_grid
-from ..cexpr import float_literal, render
+from ..cexpr import Writer, float_literal, render
 
 SPECIAL_PRINTERS = {}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
 COMBINE = {"sum": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});", "min": "{a} = fminf({a}, {v});",
            "prod": "{a} *= {v};"}
-
-
-class _W:
-    def __init__(self, depth=1):
-        self.lines, self.depth = [], depth
-
-    def __call__(self, s=""):
-        self.lines.append("    " * self.depth + s if s else "")
-
-    def open(self, s):
-        self(s + " {")
-        self.depth += 1
-
-    def close(self, s="}"):
-        self.depth -= 1
-        self(s)
 
 
 def dma_api(api):
@@ -171,7 +155,7 @@ def kernel_c(k, cores, itemsize=4):
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
     K = _K(k, cores)
     s, t = K.s, K.t
-    w = _W()
+    w = Writer()
     head = [f"/* {c_comment(k.op + (' + ' + ' + '.join(k.fused) if k.fused else ''))} (node {c_comment(k.node)}) */",
             f"/* {c_comment(str(s))} */", f"void {k.name}(void *arg)", "{"]
     w(f"struct {k.name}_para p;")
@@ -507,7 +491,7 @@ def _scalar_reduce(w, K):
 
 def _vector_compute(w, K):
     vp = K.s.vector
-    L, v, r = vp.lanes, vp.v, vp.r
+    v, r = vp.v, vp.r
     outer = [n for n in K.sp if n not in (v, r)]
     for n in outer:
         w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
