@@ -1,19 +1,7 @@
 """Small ONNX models written by the tests (never committed as files)."""
-import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-
-def make(nodes, inputs, outputs, inits=(), opset=13, name="t"):
-    g = helper.make_graph(nodes, name,
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-                          initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
-
-def rand(*shape, seed=0, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
 
 
 def cnn(input_name="gpu_0/data_0", hw=12):

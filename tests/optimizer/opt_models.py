@@ -1,23 +1,12 @@
 """Small ONNX models and helpers for the optimizer tests (never written to the repository)."""
-import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
+
+from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
 
 from swbuild import toolchain
 from swbuild.frontends.onnx import import_model
 from swbuild.lowering import lower
 from swbuild.optimizer.fuse import fuse_epilogues
-
-
-def make(nodes, inputs, outputs, inits=(), opset=13, name="t"):
-    g = helper.make_graph(nodes, name,
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-                          initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in inits])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
-
-def rand(*shape, seed=0, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
 
 
 def conv_model(n=1, c=8, hw=16, co=16, k=3, stride=1, pads=(1, 1, 1, 1), group=1, relu=True):
