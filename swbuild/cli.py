@@ -15,6 +15,7 @@ EPILOG = """examples:
   swbuild check --recipe recipes/vgg16.yaml --target sunway-emu
   swbuild check light_vgg19.onnx --target sunway-emu      (uses the shipped expected outputs)
   swbuild report model.onnx --target sunway-emu --json
+  swbuild report recipes/vgg16.yaml --target sunway-emu --plot vgg16.png
   swbuild ops --target sunway-emu
 """
 
@@ -272,7 +273,7 @@ def cmd_ops(args):
 
 
 def _model_args(p, out_help="output directory (default build/<target>/<model>)"):
-    p.add_argument("model", nargs="?", help="an .onnx file (or use --recipe)")
+    p.add_argument("model", nargs="?", help="an .onnx file, or a recipe (.yaml/.yml/.toml)")
     p.add_argument("--recipe", help="a recipe file (YAML or TOML)")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
     p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
@@ -321,8 +322,17 @@ def parser():
     return ap
 
 
+RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
+
+
 def main(argv=None):
     args = parser().parse_args(argv)
+    model = getattr(args, "model", None)
+    if model and Path(model).suffix.lower() in RECIPE_SUFFIXES:   # `swbuild report RECIPE` as the issue spells it
+        if args.recipe:
+            print("swbuild: error: give either MODEL or --recipe, not both", file=sys.stderr)
+            return 2
+        args.recipe, args.model = model, None
     try:
         return args.fn(args)
     except RecipeError as e:

@@ -101,6 +101,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
     Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer"),
     Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd"),
+    Option("row_share", "onoff", "on", "Sunway: the 8 CPEs of a mesh row share input tiles through one broadcast DMA "
+           "(where the cost model says it wins)", "options.row_share"),
     Option("traffic_target", "float_or_off", "off", "trade modelled time for main-memory traffic until traffic "
            "<= this many times the compulsory bytes (Sunway; e.g. 1.5)", "options.traffic_target", 1),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),

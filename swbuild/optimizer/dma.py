@@ -54,6 +54,7 @@ class BoxPlan:
     blocked: tuple = None     # block extent per dim when the constant is re-laid out
     block_tensor: str = None  # the re-laid-out constant
     halves: int = 1           # 2 when double-buffered
+    shared: bool = False      # broadcast to the CPE's mesh row (row sharing, partition.py)
     level: int = -1           # innermost reduce-tile loop (position in the order) it depends on
     notes: list = field(default_factory=list)
 

@@ -34,7 +34,7 @@ from ..errors import LdmError
 from ..perf import model
 from . import reorder, simd
 from .dma import apply_blocking, blockable, box_plans
-from .partition import spatial_tiles
+from .partition import ROW, spatial_tiles
 
 ALIGN = 64          # each LDM buffer (half) is rounded up to this many bytes
 START = 64          # Algorithm 1: buffers start at 64 elements per iterator
@@ -57,6 +57,7 @@ class Schedule:
     iterators: dict = field(default_factory=dict)
     modeled_tile_seconds: float = 0.0
     notes: list = field(default_factory=list)
+    lane: str = None            # row sharing: the axis a mesh row splits (partition.py), or None
 
     @property
     def order(self):
@@ -73,6 +74,8 @@ class Schedule:
         blk = [b.buf for b in self.boxes if b.blocked is not None]
         if blk:
             extra.append(f"blocked {blk}")
+        if self.lane:
+            extra.append(f"rows split {self.lane}, broadcast {[b.buf for b in self.boxes if b.shared]}")
         return (f"schedule tiles({t}) grid({', '.join(self.grid_order)}, {self.partition}) "
                 f"reduce({', '.join(self.red_order)}) spatial tiles {self.ntiles}, "
                 f"LDM {self.ldm_bytes}/{self.ldm_budget} B" + ("; " + "; ".join(extra) if extra else ""))
@@ -123,6 +126,8 @@ class Search:
         self.db_ok = str(options.get("double_buffer", "on")).lower() not in ("off", "false", "0")
         self.simd_ok = str(options.get("simd", "on")).lower() not in ("off", "false", "0")
         self.traffic_weight = float(options.get("traffic_weight") or 0.0)
+        self.share_ok = (bool(model.hwget(hw, "row_broadcast")) and int(hw["cpes"]) % ROW == 0
+                         and str(options.get("row_share", "on")).lower() not in ("off", "false", "0"))
         self.quick = options.get("search_effort") == "quick"
         self.axes = list(kernel.axes) + list(kernel.reduce_axes)
         self.ext = {a.name: a.extent for a in self.axes}
@@ -201,7 +206,30 @@ class Search:
         self.cache[key] = res
         return res
 
+    def lanes(self, tiles):
+        """Spatial axes the 8 CPEs of a row can split while broadcasting the boxes that do
+        not depend on them (partition.py): a tile count that is a multiple of 8."""
+        if not self.share_ok:
+            return []
+        out = []
+        for a in self.k.axes:
+            n = math.ceil(a.extent / tiles[a.name])
+            if n % ROW == 0 and any(b.context != "out" and a.name not in b.vars for b in self.boxes):
+                out.append(a.name)
+        return out
+
     def _evaluate(self, tiles):
+        """The best of: no sharing, and row sharing over each lane axis."""
+        best = None
+        for lane in [None] + self.lanes(tiles):
+            r = self._evaluate_lane(tiles, lane)
+            if r is None:
+                return None
+            if best is None or r[0] + self.traffic_weight * r[3] < best[0] + self.traffic_weight * best[3]:
+                best = r
+        return best
+
+    def _evaluate_lane(self, tiles, lane):
         k, hw = self.k, self.hw
         single = self.ldm(tiles, False)
         if single > self.budget:
@@ -221,29 +249,36 @@ class Search:
         dma_tile = dma_once = first = 0.0
         bytes_tile = bytes_once = 0
         expand = 0.0
+        syncs_tile = syncs_once = 0.0
         for b in self.boxes:
             if b.context == "out":
                 continue
             cap, calls, by, chunk = self.box_static(b, tiles)
             secs = model.dma_seconds_per_cpe(hw, by, chunk)
+            first += secs
+            shared = lane is not None and lane not in b.vars
+            if shared:
+                # one broadcast feeds the row: 1/8 of the bytes per CPE at the core group's
+                # bandwidth, and row barriers around each fetch
+                secs, by = secs / ROW, by / ROW
             if b.context == "body" and k.combine is not None and (b.vars & tiled):
                 lv = reorder.box_level(b, order)
                 n = math.prod(rcounts[x] for x in order[:lv + 1])
                 dma_tile += n * secs
                 bytes_tile += n * by
-                first += secs
+                syncs_tile += n * shared
                 if b.pad_dims:
                     expand += n * simd.expand_cycles(hw, cap)
             elif b.vars & split:
                 dma_tile += secs
                 bytes_tile += by
-                first += secs
+                syncs_tile += shared
                 if b.pad_dims:
                     expand += simd.expand_cycles(hw, cap)
             else:
                 dma_once += secs
                 bytes_once += by
-                first += secs
+                syncs_once += shared
         ob = self.boxes[-1]
         ext = [tiles[a.name] for a in k.axes]
         _, _, oby, ochunk = self._out_static(ob, tiles, ext)
@@ -258,13 +293,14 @@ class Search:
             cyc += (nsteps - 1) * simd.step_cycles(k, vp, hw, pext, 0)
         comp_tile = cyc / model.clock(hw)
         D, C = waves * dma_tile + dma_once, waves * comp_tile
-        serial = float(model.cpe_seconds(hw, D, C, 0.0, False))
+        sync = (waves * syncs_tile + syncs_once) * float(model.hwget(hw, "row_sync_cycles")) / model.clock(hw)
+        serial = float(model.cpe_seconds(hw, D, C + 2 * sync, 0.0, False))
         traffic = ntiles * bytes_tile + min(ntiles, self.cores) * bytes_once
-        best = (serial, False, vp, traffic)
+        best = (serial, False, vp, traffic, lane)
         if self.db_ok and self.ldm(tiles, True) <= self.budget:
-            over = float(model.cpe_seconds(hw, D, C, min(D, first + put), True))
+            over = float(model.cpe_seconds(hw, D, C + sync, min(D, first + put), True))
             if over < serial:
-                best = (over, True, vp, traffic)
+                best = (over, True, vp, traffic, lane)
         return best
 
     def _out_static(self, ob, tiles, ext):
@@ -420,7 +456,7 @@ def _signature(s):
                          if s.graph is not None else False) for n, b in k.buffers.items()))
     return (tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
             str(k.body), str(k.epilogue), k.combine, k.init, tuple(k.out_offset), k.out, bufs,
-            repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.traffic_weight, s.quick)
+            repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.share_ok, s.traffic_weight, s.quick)
 
 
 def search_tiles(s):
@@ -486,12 +522,15 @@ def size_buffers(kernel, hw, budget, options=None, graph=None):
         tiles.update({a: min(int(t), s.ext[a]) for a, t in forced.items() if a in tiles})
         if s.ldm(tiles, False) > budget:
             raise LdmError(kernel.name, s.ldm(tiles, False), budget)
-    secs, db, vp, _ = s.evaluate(tiles)
+    secs, db, vp, _, lane = s.evaluate(tiles)
     if options.get("force_double_buffer") and s.ldm(tiles, True) <= budget:
         db = True
+    if "force_lane" in options:                                  # tests: pin row sharing
+        lane = options["force_lane"] if options["force_lane"] in s.lanes(tiles) else None
     boxes = s.boxes
     for b in boxes:
         b.finish(tiles)
+        b.shared = lane is not None and b.context != "out" and lane not in b.vars
     if graph is not None:
         apply_blocking(kernel, graph, boxes, tiles)
     red_order, _ = reorder.order_reduce(kernel, boxes, tiles)
@@ -500,7 +539,7 @@ def size_buffers(kernel, hw, budget, options=None, graph=None):
     ldm = _al(math.prod(tiles[a.name] for a in kernel.axes) * 4)
     ldm += sum(_al(b.cap(tiles) * 4) * b.halves for b in boxes if b.context != "out")
     sched = Schedule(tiles, red_order, [a.name for a in kernel.axes], "cyclic", boxes, ldm, budget,
-                     spatial_tiles(kernel, tiles), db, vp, classify_iterators(kernel, boxes, tiles), secs)
+                     spatial_tiles(kernel, tiles), db, vp, classify_iterators(kernel, boxes, tiles), secs, lane=lane)
     kernel.schedule = sched
     if reorder.reusable_across_tiles(kernel, boxes, tiles):
         from ..perf.predict import simulate

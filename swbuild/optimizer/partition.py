@@ -14,12 +14,20 @@ Two ways to deal the flattened grid:
   (the footprint comparison in the generated code then skips their DMA).
 
 Both give every CPE at most ceil(T/64) tiles.
+
+Row sharing (`lane`): the 8 CPEs of a mesh row take tiles that differ only in one spatial
+axis, the lane axis (tile l*8 + column), so every box that does not depend on that axis has
+the same footprint on the whole row at every step and one broadcast DMA (athread
+BCAST_MODE, row mask) feeds all 8 (slave.py). The other grid coordinates ("groups", the
+grid with the lane axis' tile count divided by 8) are dealt to the 8 rows, cyclic or block
+as above; a row's 8 CPEs therefore run the same number of steps in lockstep.
 """
 from __future__ import annotations
 
 import math
 
 MODES = ("cyclic", "block")
+ROW = 8          # CPEs per row of the mesh
 
 
 def tile_counts(axes, tiles):
@@ -37,6 +45,36 @@ def cpe_share(total, cores, cpe, mode):
         return cpe * q + min(cpe, r), q + (1 if cpe < r else 0), 1
     n = (total - cpe + cores - 1) // cores if cpe < total else 0
     return cpe, n, cores
+
+
+def group_counts(counts, lane_pos):
+    """Tile counts of the row-group grid: the lane axis' count divided by the row width."""
+    g = list(counts)
+    g[lane_pos] //= ROW
+    return g
+
+
+def cpe_sequence(counts, cores, cpe, mode, lane_pos=None):
+    """Flattened global tile indices (grid `counts`, outermost first) that CPE `cpe`
+    processes, in order. With `lane_pos`, row sharing as in the module docstring."""
+    import numpy as np
+    total = math.prod(counts)
+    if lane_pos is None:
+        g0, n, step = cpe_share(total, cores, cpe, mode)
+        return g0 + np.arange(n, dtype=np.int64) * step
+    gc = group_counts(counts, lane_pos)
+    g0, n, step = cpe_share(math.prod(gc), cores // ROW, cpe // ROW, mode)
+    rem = g0 + np.arange(n, dtype=np.int64) * step
+    coords = []
+    for c in reversed(gc):
+        coords.append(rem % c)
+        rem = rem // c
+    coords.reverse()
+    coords[lane_pos] = coords[lane_pos] * ROW + cpe % ROW
+    g = np.zeros(n, np.int64)
+    for c, x in zip(counts, coords):
+        g = g * c + x
+    return g
 
 
 def cpe_tile_lists(total, cores, mode):

@@ -15,6 +15,10 @@
   overlaps DMA with compute: max of the two plus the part `1 - dma_overlap` of the shorter
   one that double buffering does not hide, plus the first fetch and the last write that
   cannot overlap; otherwise DMA and compute add up.
+* Row sharing (optimizer/partition.py): a box one broadcast DMA brings to the 8 CPEs of a
+  mesh row costs each of them 1/8 of its bytes at the core group's bandwidth (the memory
+  side reads it once), and each such fetch costs `row_sync_cycles` per row barrier (one
+  when double-buffered, two otherwise).
 * Roofline: max(flops / (peak_flops_per_cpe * cpes), compulsory bytes / roof bandwidth),
   the roof bandwidth being `roofline_bytes_per_s` (the DMA bandwidth CPEs can attain; the
   theoretical `mem_bandwidth_bytes_per_s` when absent). Compulsory bytes: every tensor region
@@ -34,7 +38,7 @@ TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "tan", "
 DEFAULTS = {"dual_issue": True, "simd_unaligned_load_cost": 2, "loop_overhead_cycles": 1,
             "div_cycles": 10, "transcendental_cycles": 30, "vector_registers": 32,
             "fma_per_cycle_simd": 1, "fma_per_cycle_scalar": 1, "ldm_loads_per_cycle": 1,
-            "spawn_seconds": 10e-6, "dma_overlap": 1.0}
+            "spawn_seconds": 10e-6, "dma_overlap": 1.0, "row_broadcast": False, "row_sync_cycles": 100}
 
 
 def hwget(hw, key):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..optimizer import simd
 from ..optimizer.dma import transfers
-from ..optimizer.partition import cpe_share
+from ..optimizer.partition import ROW, cpe_sequence
 from . import model
 
 SPECIAL_PREDICTORS = {}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
@@ -72,15 +72,18 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     order = grid_order or s.grid_order
     mode = mode or s.partition
     counts = [math.ceil(ext[n] / t[n]) for n in order]
-    total = math.prod(counts)
     # each CPE's tiles, concatenated: seq[i] = global tile, cpe_of[i], first[i] (first of its CPE)
-    seq, cpe_of = [], []
+    lane = getattr(s, "lane", None)
+    lane_pos = order.index(lane) if lane else None
+    seq, cpe_of, pos = [], [], []
     for c in range(cores):
-        g0, n, step = cpe_share(total, cores, c, mode)
-        seq.append(g0 + np.arange(n, dtype=np.int64) * step)
-        cpe_of.append(np.full(n, c, np.int64))
+        g = cpe_sequence(counts, cores, c, mode, lane_pos)
+        seq.append(g)
+        cpe_of.append(np.full(len(g), c, np.int64))
+        pos.append(np.arange(len(g), dtype=np.int64))
     seq = np.concatenate(seq) if seq else np.zeros(0, np.int64)
     cpe_of = np.concatenate(cpe_of) if cpe_of else np.zeros(0, np.int64)
+    pos = np.concatenate(pos) if pos else np.zeros(0, np.int64)      # tile's place in its CPE's run
     coords = _mixed_radix(seq, counts)
     tstart = {n: c * t[n] for n, c in zip(order, coords)}
     tcount = {n: np.minimum(t[n], ext[n] - tstart[n]) for n in order}
@@ -93,6 +96,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     put_ops = np.zeros(cores, np.int64)
     put_bytes = np.zeros(cores, np.int64)
     dma_s = np.zeros(cores)
+    syncs = np.zeros(cores)
     first_s = np.zeros(cores)
     expand = np.zeros(cores)
     nseq = len(seq)
@@ -133,6 +137,13 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         calls, by, chunk = transfers(b, lo, hi, n=nrow)
         owner = cpe_of[rows_seq]
         sel = change
+        if b.shared:
+            # one broadcast per row: the row's CPEs see the same changes; the CPE in column
+            # (step of the data) % 8 issues it (slave.py)
+            step = pos[rows_seq] * nsteps + pidx * math.prod(rcounts[lv + 1:])
+            lead = (step % ROW) == (owner % ROW)
+            syncs += np.bincount(owner[change], minlength=cores) * (1 if b.halves == 2 else 2)
+            sel = change & lead
         get_ops += np.bincount(owner[sel], weights=calls[sel], minlength=cores).astype(np.int64)
         get_bytes += np.bincount(owner[sel], weights=by[sel], minlength=cores).astype(np.int64)
         if hw is not None:
@@ -184,6 +195,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         zero = simd.step_cycles(k, s.vector, hw, textent, 0)
         cyc = cyc + full + (nsteps - 1) * zero
     comp_cyc = np.bincount(cpe_of, weights=np.broadcast_to(cyc, (nseq,)), minlength=cores) + expand
+    comp_cyc = comp_cyc + syncs * float(model.hwget(hw, "row_sync_cycles"))
     comp_s = comp_cyc / model.clock(hw)
     exposed = first_s + last_put + para
     dma_total = dma_s + para
@@ -249,7 +261,8 @@ def predict_program(program, tc):
         out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(k.fused), "flops": flops,
                     "ldm_bytes": s.ldm_bytes, "ldm_budget": s.ldm_budget,
                     "tiles": s.tiles, "spatial_tiles": s.ntiles, "reduce_steps": r["nsteps"],
-                    "grid_order": list(s.grid_order), "partition": s.partition, "reduce_order": list(s.red_order),
+                    "grid_order": list(s.grid_order), "partition": s.partition, "row_shared": s.lane,
+                    "broadcast": [b.buf for b in s.boxes if b.shared], "reduce_order": list(s.red_order),
                     "double_buffered": bool(s.double_buffer), "simd": str(s.vector) if s.vector else None,
                     "blocked": [b.buf for b in s.boxes if b.blocked is not None],
                     "dma": dma, "compulsory_bytes": comp,

@@ -3,8 +3,8 @@
 Every light model and the zoo's vgg16 / resnet50 at batch 1 on sunway-emu: outputs match,
 measured DMA == predicted per kernel, zero write conflicts, LDM within budget, arena within 5%
 of its liveness lower bound. VGG-16: every 3x3 convolution modelled at >= 50% of its SW26010
-roofline bound, mean DMA transfer >= 1 KB. Traffic / compulsory on VGG-16 is reported (the
-time-optimal schedule trades it for speed, see docs/optimizer.md)."""
+roofline bound, mean DMA transfer >= 1 KB, main-memory traffic <= 1.5x compulsory (row
+sharing: one broadcast DMA feeds a mesh row, see docs/optimizer.md)."""
 import json
 import subprocess
 import sys
@@ -48,16 +48,24 @@ def test_model_meets_the_optimizer_contracts(name, tmp_path):
         assert len(convs) == 13
         assert min(k["roofline_fraction"] for k in convs) >= 0.5, [round(k["roofline_fraction"], 2) for k in convs]
         assert rep["mean_dma_bytes"] >= 1024
-        assert rep["traffic_ratio"] < 2.5
+        assert rep["traffic_ratio"] <= 1.5
+        assert rep["main_memory_bytes"] <= 1.5 * rep["compulsory_bytes"]
+        assert all(k["row_shared"] and k["broadcast"] for k in convs)
 
 
 @pytest.mark.slow
-def test_vgg16_traffic_target_reaches_one_and_a_half_times_compulsory():
-    """The Lagrangian traffic price meets 1.5x compulsory traffic (at the cost of conv speed)."""
+def test_vgg16_traffic_target_trades_time_for_traffic():
+    """Below what the time-optimal schedule moves (1.26x), the Lagrangian traffic price meets
+    1.2x compulsory traffic, and the 3x3 convolutions stay at >= 50% of their roofline."""
     from swbuild import toolchain, zoo
     from swbuild.compiler import build_program, plan_document
     tc = toolchain.load("sunway-emu")
-    p = build_program(zoo.build("vgg16"), tc, "vgg16", options={"traffic_target": 1.5})
-    d = plan_document(p, tc)
-    by = sum(k["dma"]["get"]["bytes"] + k["dma"]["put"]["bytes"] for k in d["kernels"])
-    assert by <= 1.5 * sum(k["compulsory_bytes"] for k in d["kernels"])
+    model = zoo.build("vgg16")
+    ratios = {}
+    for target in ("off", 1.2):
+        d = plan_document(build_program(model, tc, "vgg16", options={"traffic_target": target}), tc)
+        by = sum(k["dma"]["get"]["bytes"] + k["dma"]["put"]["bytes"] for k in d["kernels"])
+        ratios[target] = by / sum(k["compulsory_bytes"] for k in d["kernels"])
+        convs = [k for k in d["kernels"] if k["op"] == "Conv"]
+        assert min(k["roofline_seconds"] / k["modeled_seconds"] for k in convs) >= 0.5
+    assert 1.2 < ratios["off"] <= 1.5 and ratios[1.2] <= 1.2, ratios

@@ -11,19 +11,34 @@ from swbuild.optimizer.partition import cpe_share, decode
 from swbuild.perf.predict import compulsory_bytes, predict_kernel, simulate
 
 
+def tiles_of(s, counts, cores, c):
+    """Grid coordinates of CPE c's tiles, in order: its share of the grid, or with row sharing
+    its row's share of the groups with lane tile (group lane coordinate) * 8 + column."""
+    if not s.lane:
+        g0, n, step = cpe_share(math.prod(counts), cores, c, s.partition)
+        return [decode(g0 + j * step, s.grid_order, counts) for j in range(n)]
+    li = s.grid_order.index(s.lane)
+    gc = list(counts)
+    gc[li] //= 8
+    g0, n, step = cpe_share(math.prod(gc), cores // 8, c // 8, s.partition)
+    out = []
+    for j in range(n):
+        coords = decode(g0 + j * step, s.grid_order, gc)
+        coords[li] = coords[li] * 8 + c % 8
+        out.append(coords)
+    return out
+
+
 def naive(k, cores, para):
     s = k.schedule
     t = s.tiles
     ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
     counts = [math.ceil(ext[n] / t[n]) for n in s.grid_order]
     rc = [math.ceil(ext[n] / t[n]) for n in s.red_order]
-    total = math.prod(counts)
     gops = gby = pops = pby = 0
     for c in range(cores):
-        g0, n, step = cpe_share(total, cores, c, s.partition)
         resident = {}
-        for j in range(n):
-            coords = decode(g0 + j * step, s.grid_order, counts)
+        for j, coords in enumerate(tiles_of(s, counts, cores, c)):
             ranges = {a: (ci * t[a], min(t[a], ext[a] - ci * t[a])) for a, ci in zip(s.grid_order, coords)}
             for r in range(math.prod(rc)):
                 rcoords = decode(r, s.red_order, rc)
@@ -37,6 +52,8 @@ def naive(k, cores, para):
                     fp = b.footprint(rr)
                     if resident.get(b.name) != fp:
                         resident[b.name] = fp
+                        if b.shared and (j * math.prod(rc) + r) % 8 != c % 8:
+                            continue        # another CPE of the row broadcasts this step's box
                         calls, by, _ = b.transfer(*fp)
                         gops += calls
                         gby += by
@@ -61,15 +78,24 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("model,tiles,mode", CASES)
+LANE_CASES = [   # row sharing: the row splits co (input broadcast) or a pixel axis (weights broadcast)
+    (conv_model(c=16, hw=10, co=32, pads=(1, 2, 0, 1)), {"Conv": {"ci": 4, "co": 4, "o0": 1, "o1": 4, "k0": 2}}, "cyclic", "co"),
+    (conv_model(c=16, hw=16, co=12, pads=(1, 2, 0, 1)), {"Conv": {"ci": 4, "co": 4, "o0": 2, "o1": 2, "k0": 2}}, "block", "o0"),
+    (conv_model(c=8, hw=17, co=32, stride=2, group=2), {"Conv": {"ci": 2, "co": 2, "o0": 3, "o1": 5}}, "block", "co"),
+]
+
+
+@pytest.mark.parametrize("model,tiles,mode,lane", [c + (None,) for c in CASES] + LANE_CASES)
 @pytest.mark.parametrize("db", [False, True])
-def test_vectorised_prediction_equals_a_plain_replay(model, tiles, mode, db):
+def test_vectorised_prediction_equals_a_plain_replay(model, tiles, mode, db, lane):
     tc = sunway()
     p = program(model)
-    opts = {"force_tiles": tiles, "force_double_buffer": db, "force_partition": mode}
+    opts = {"force_tiles": tiles, "force_double_buffer": db, "force_partition": mode, "force_lane": lane}
     for k in p.kernels:
         ldm.size_buffers(k, tc.hardware, tc.ldm_budget, opts, p.graph)
         para = 8 * len(k.buffers)
+        if lane and k.op == "Conv":
+            assert k.schedule.lane == lane and any(b.shared for b in k.schedule.boxes)
         assert predict_kernel(k, 64, para) == naive(k, 64, para), k.name
 
 
@@ -84,3 +110,23 @@ def test_cost_model_replay_is_consistent():
     assert (r["cpe_seconds"][busy] >= 0.8 * r["dma_seconds"][busy]).all()
     # compulsory: input 32x28x28, weights 64x32x3x3, bias 64, output 64x28x28 floats
     assert compulsory_bytes(k) == 4 * (32 * 28 * 28 + 64 * 32 * 9 + 64 + 64 * 28 * 28)
+
+
+def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
+    """A lane is a spatial axis whose tile count is a multiple of the row width (8), on a chip
+    whose toolchain declares the row broadcast (SW26010), unless `row_share=off`."""
+    p = program(conv_model(c=32, hw=16, co=64))
+    k = p.kernels[0]
+    tiles = {"n": 1, "co": 8, "o0": 2, "o1": 16, "ci": 8, "k0": 3, "k1": 3}
+    emu, pro = sunway(), sunway("sunway-pro-emu")
+    s = ldm.Search(k, emu.hardware, emu.ldm_budget, {}, p.graph)
+    assert s.lanes(tiles) == ["co", "o0"]                      # 8 co tiles, 8 o0 tiles; 1 o1 tile
+    assert s.lanes(dict(tiles, co=16)) == ["o0"]               # 4 co tiles: not a whole row
+    assert ldm.Search(k, emu.hardware, emu.ldm_budget, {"row_share": "off"}, p.graph).lanes(tiles) == []
+    assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(tiles) == []
+    # the chosen lane's broadcast boxes are exactly those that do not depend on it
+    ldm.size_buffers(k, emu.hardware, emu.ldm_budget, {"force_tiles": {"Conv": tiles}, "force_lane": "co"}, p.graph)
+    assert k.schedule.lane == "co"
+    assert {b.buf for b in k.schedule.boxes if b.shared} == {b.buf for b in k.schedule.boxes
+                                                             if b.context != "out" and "co" not in b.vars}
+    assert "rows split co" in str(k.schedule)

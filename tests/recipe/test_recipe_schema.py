@@ -62,7 +62,7 @@ def test_valid_recipe(project, fmt):
     assert r.inputs == (InputSpec("data", (1, 3, 8, 8), "float32"),)
     assert r.targets == ("sunway-emu",)
     assert r.options == {"partition": "on", "double_buffer": "on", "simd": "off", "ldm_reserve": "auto",
-                         "traffic_target": "off"}
+                         "row_share": "on", "traffic_target": "off"}
     assert r.check == {"rtol": 1e-3, "atol": 1e-4, "seed": 0}
     assert r.line_of("options.simd") == (11 if fmt == "yaml" else 14)
     r.verify_source()
@@ -190,7 +190,8 @@ def test_parse_sets():
 
 
 def test_options_table():
-    assert {"batch", "seed", "rtol", "atol", "partition", "double_buffer", "simd", "ldm_reserve"} <= set(OPTIONS)
+    assert {"batch", "seed", "rtol", "atol", "partition", "double_buffer", "simd", "row_share", "ldm_reserve"} <= set(OPTIONS)
+    assert OPTIONS["row_share"].default == "on"
     assert OPTIONS["partition"].default == "on" and OPTIONS["ldm_reserve"].default == "auto"
     assert OPTIONS["batch"].field == "batch" and OPTIONS["seed"].field == "check.seed"
 
@@ -255,3 +256,21 @@ def test_shipped_recipes_load():
     assert (v.name, v.source_kind, v.source, v.batch) == ("vgg16", "zoo", "vgg16", 1)
     assert (b2.name, b2.batch, b2.path.suffix) == ("vgg16-b2", 2, ".toml")
     assert set(v.targets) == {"sunway-emu", "sunway", "sunway-pro", "sunway-pro-emu"}
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "toml"])
+def test_cli_takes_a_recipe_as_its_model_argument(project, tmp_path, fmt):
+    """`swbuild compile RECIPE` (and report/check) as the docs spell it, via `python -m swbuild`."""
+    import subprocess
+    import sys
+    d, sha = project
+    r = write(d, f"tiny.{fmt}", (YAML if fmt == "yaml" else TOML).format(sha=sha))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "swbuild", "compile", str(r), "-t", "sunway-emu", "-o", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert (out / "tiny.lock.json").is_file()
+    assert any(out.glob("*_slave.c"))
+    p = subprocess.run([sys.executable, "-m", "swbuild", "compile", str(r), "--recipe", str(r), "-t", "sunway-emu"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "either MODEL or --recipe" in p.stderr

@@ -2,7 +2,8 @@
 
 One test program (tests/runtime/c: host.c + slave_v1.c or slave_crts.c, kernels shared in
 slave_common.inc) is built per API with the toolchain's own flags; `prog run` exercises the
-good kernels and dumps the arrays, the other modes each trigger one fatal error.
+good kernels and dumps the arrays, `prog bcast` the Athread v1 BCAST_MODE kernels (v1 slave
+file only), the other modes each trigger one fatal error.
 """
 import json
 import os
@@ -155,6 +156,75 @@ def test_simd(good):
     np.testing.assert_array_equal(got[:, :4], np.array([1, 2, 3, 4], dtype=np.float32) * (ids + 1))
     np.testing.assert_array_equal(got[:, 4:7], np.hstack([10 * ids, 36 * ids, 28 + 8 * ids]))
     assert (got[:, 7] == 1).all()          # a stack array of cap/2 bytes is fine
+
+
+# ---- BCAST_MODE (Athread v1) ----------------------------------------------------------------
+
+v1_only = pytest.mark.parametrize("prog", ["sunway-emu"], indirect=True)
+
+
+@pytest.fixture(scope="module")
+def bcast(prog):
+    """`prog bcast`: stats and the arrays the two BCAST_MODE kernels wrote."""
+    stats, dump = prog.dir / "bcast_stats.json", prog.dir / "bcast.bin"
+    p = run(prog, "bcast", dump, stats=stats)
+    assert p.returncode == 0 and "swemu" not in p.stderr, p.stderr
+    raw = dump.read_bytes()
+    f = np.frombuffer(raw[: 3 * NF * 4], dtype=np.float32).reshape(3, NF)
+    return SimpleNamespace(stats=json.loads(stats.read_text()), out=f[0], out2=f[1], out3=f[2],
+                           res=np.frombuffer(raw[3 * NF * 4:], dtype=np.int32))
+
+
+@v1_only
+def test_bcast_row_masks_reach_every_cpe_of_the_row(bcast):
+    a = np.arange(NF, dtype=np.float32)
+    got = bcast.out.reshape(64, 64)
+    for cpe in range(64):
+        row = cpe // 8
+        src = a[512 * row: 512 * row + 128]
+        exp = src.reshape(8, 16)[:, :8].ravel() if row % 2 else src[:64]   # odd rows: strided
+        np.testing.assert_array_equal(got[cpe], exp, err_msg=f"CPE {cpe}")
+    # only the issuer's reply word grew
+    issuers = [row * 8 + row % 8 for row in range(8)]
+    np.testing.assert_array_equal(bcast.res[:64], [int(i in issuers) for i in range(64)])
+
+
+@v1_only
+def test_bcast_counts_one_op_and_len_bytes_on_the_issuer(bcast):
+    k = kernel(bcast.stats, "k_bcast_row")   # 64 PE gets of 4 B + 8 broadcasts of 256 B
+    assert k["dma"] == {"get": {"ops": 64 + 8, "bytes": 64 * 4 + 8 * 256},
+                        "put": {"ops": 128, "bytes": 64 * (256 + 4)}}
+    assert k["dma_hist"] == {"4": 128, "256": 64 + 8}
+    assert (k["ldm_peak_bytes"], k["ldm_leaked_bytes"], k["write_conflicts"]) == (256, 0, 0)
+    k = kernel(bcast.stats, "k_bcast_all")   # 2 broadcasts, 2 puts per CPE
+    assert k["dma"] == {"get": {"ops": 2, "bytes": 256 + 64}, "put": {"ops": 128, "bytes": 64 * (256 + 64)}}
+    assert k["dma_hist"] == {"64": 65, "256": 65}
+
+
+@v1_only
+def test_bcast_into_stack_and_ldm_variables(bcast):
+    a = np.arange(NF, dtype=np.float32)
+    np.testing.assert_array_equal(bcast.out2.reshape(64, 64), np.tile(a[1000:1064], (64, 1)))
+    tlb = bcast.out3[:1024].reshape(64, 16)
+    np.testing.assert_array_equal(tlb[:8], np.repeat(-np.arange(8, dtype=np.float32)[:, None], 16, 1))
+    np.testing.assert_array_equal(tlb[8:], np.tile(a[2000:2016], (56, 1)))   # mask 0xfe: rows 1..7
+
+
+@v1_only
+@pytest.mark.parametrize("size", [0, 64])   # CPE 13 allocates nothing / a smaller block
+def test_bcast_receiver_without_the_block(prog, size):
+    line = fatal(prog, "bcastbad", size)
+    assert re.match(r"swemu: error: kernel k_bcast_bad CPE 0: athread_get: BCAST_MODE destination "
+                    r"0x[0-9a-f]+\.\.0x[0-9a-f]+ is not inside a live LDM block of receiving CPE 13 "
+                    r"\(every receiver must have allocated the same buffer\)$", line), line
+
+
+@v1_only
+def test_bcast_mask_zero_and_other_modes(prog):
+    assert re.match(r"swemu: error: kernel k_bcast_mask0 CPE \d+: athread_get: BCAST_MODE mask is 0",
+                    fatal(prog, "bcastmask0"))
+    assert re.match(r"swemu: error: kernel k_row_mode CPE \d+: athread_get: ROW_MODE is not emulated",
+                    fatal(prog, "rowmode"))
 
 
 # ---- fatal errors: exit 86, exactly one line ---------------------------------------------

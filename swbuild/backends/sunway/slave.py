@@ -13,6 +13,13 @@ Shape of every kernel (swTVM's layout, with double buffering):
         compute (SIMD register-blocked micro-kernel or scalar), guard free
         last step of a tile: epilogue, non-blocking DMA of the output tile
 
+With row sharing (partition.py) a box that does not depend on the row's lane axis has the
+same footprint on all 8 CPEs of a mesh row at every step. The whole row records it, the CPE
+in column (step % 8) broadcasts it (athread_get BCAST_MODE, mask 1 << row) and waits for
+it, and the row meets in athread_syn(ROW_SCOPE): once per step that fetches or consumes a
+double-buffered broadcast (the data has landed, and the half the next broadcast refills is
+no longer read), around a single-buffered one, and once after allocation.
+
 DMA is non-blocking with one reply word per buffer half. A box is fetched exactly when its
 footprint differs from the resident one, so each DMA sits at the outermost loop where the
 footprint changes (swTVM). `swbuild.perf.predict.simulate` replays the same decisions and
@@ -25,6 +32,7 @@ import math
 from ...ir.loopnest import Acc, Const, affine, iter_loads, substitute_acc
 from ...names import c_comment
 from ...optimizer.dma import block_grid
+from ...optimizer.partition import ROW
 from ..cexpr import Writer, float_literal, render
 
 SPECIAL_PRINTERS = {}   # kernel kind -> fn(k, cores, itemsize) -> C text
@@ -62,6 +70,12 @@ static inline void sw_put(void *mem, const void *ldm, int len, int bsize, int ga
 {
     athread_put(PE_MODE, (void *)ldm, mem, len, (void *)rp, gap, gap ? bsize : 0);
 }
+/* one DMA read once from memory into the same LDM address of the 8 CPEs of `row` */
+static inline void sw_bget(void *ldm, const void *mem, int len, int bsize, int gap, volatile int *rp, int row)
+{
+    athread_get(BCAST_MODE, (void *)mem, ldm, len, (void *)rp, (char)(1 << row), gap, gap ? bsize : 0);
+}
+#define SW_ROW_SYNC() athread_syn(ROW_SCOPE, 0xff)
 #define SW_WAIT(rp, n) while ((rp) != (n))
 #define SW_CPE_ID() athread_get_id(-1)
 #define SW_REPLY volatile int
@@ -164,16 +178,22 @@ def kernel_c(k, cores, itemsize=4):
     w("SW_WAIT(rp, 1);")
     w("const int cpe = SW_CPE_ID();")
     counts = [math.ceil(K.ext[n] / t[n]) for n in s.grid_order]
+    if s.lane:      # row sharing: rows take groups, column c the lane tiles l*8 + c (partition.py)
+        counts[s.grid_order.index(s.lane)] //= ROW
+        w(f"const int row = cpe / {ROW}, col = cpe % {ROW};")
+        who, units = "row", cores // ROW
+    else:
+        who, units = "cpe", cores
     total = math.prod(counts)
     if s.partition == "block":
-        q, r = divmod(total, cores)
-        w(f"const long g0 = (long)cpe * {q} + (cpe < {r} ? cpe : {r});")
-        w(f"const long my_n = {q} + (cpe < {r} ? 1 : 0);")
+        q, r = divmod(total, units)
+        w(f"const long g0 = (long){who} * {q} + ({who} < {r} ? {who} : {r});")
+        w(f"const long my_n = {q} + ({who} < {r} ? 1 : 0);")
         gstep = 1
     else:
-        w("const long g0 = cpe;")
-        w(f"const long my_n = cpe < {total} ? ({total}L - cpe + {cores - 1}) / {cores} : 0;")
-        gstep = cores
+        w(f"const long g0 = {who};")
+        w(f"const long my_n = {who} < {total} ? ({total}L - {who} + {units - 1}) / {units} : 0;")
+        gstep = units
     w("if (my_n <= 0) return;")
     acc_n = math.prod(t[n] for n in K.sp)
     allocs = [("acc", _al(acc_n * itemsize))]
@@ -200,20 +220,45 @@ def kernel_c(k, cores, itemsize=4):
     w("int rstep = 0;")
     db = [b for b in K.boxes if b.halves == 2]
     single = [b for b in K.boxes if b.halves == 1]
+    shared_db = [b for b in db if b.shared]
+    if shared_db:
+        w("SW_ROW_SYNC();   /* the whole row has allocated its buffers before the first broadcast */")
     if db:
         w("/* prologue: fetch the first step's double-buffered boxes */")
         _decode(w, K, "0", "NT", counts, gstep, None)
         for b in db:
-            _prefetch(w, K, b, "NT", itemsize)
+            _prefetch(w, K, b, "NT", itemsize, "0")
     w.open("for (long s = 0; s < S; s++)")
     _decode(w, K, "s", "T", counts, gstep, "rstep")
+    if shared_db:
+        w(f"int sync = {' || '.join(f'pend_{b.name}' for b in shared_db)};")
     for b in db:
         w(f"if (pend_{b.name}) {{ cur_{b.name} ^= 1; pend_{b.name} = 0; }}")
     if db:
         w.open("if (s + 1 < S)")
         _decode(w, K, "s + 1", "NT", counts, gstep, None)
+        w.close()
+    if shared_db:
+        # the row meets once a step around broadcasts: this step's data has landed (its
+        # issuer waited first) and nobody still reads the half the next broadcast refills
+        for b in shared_db:
+            w(f"SW_WAIT(rp_{b.name}[cur_{b.name}], ng_{b.name}[cur_{b.name}]);")
+            w("{")
+            w.depth += 1
+            w("if (s + 1 < S) {")
+            w.depth += 1
+            _new_fp(w, K, b, "NT", f"cur_{b.name}")
+            w("sync = 1;")
+            w.close()
+            w.depth -= 1
+            w("}")
+            w.depth -= 1
+            w("}")
+        w("if (sync) SW_ROW_SYNC();")
+    if db:
+        w.open("if (s + 1 < S)")
         for b in db:
-            _prefetch(w, K, b, "NT", itemsize)
+            _prefetch(w, K, b, "NT", itemsize, "s + 1")
         w.close()
     for b in single:
         _fetch_single(w, K, b, itemsize)
@@ -256,7 +301,8 @@ def _decode(w, K, sexpr, P, counts, gstep, rvar):
     if rvar:
         w(f"{rvar} = rr;")
     for n, c in reversed(list(zip(s.grid_order, counts))):
-        w(f"{P}0_{n} = (int)(g % {c}) * {t[n]}; g /= {c}; {P}N_{n} = SW_MIN({t[n]}, {K.ext[n]} - {P}0_{n});")
+        tile = f"((int)(g % {c}) * {ROW} + col)" if n == s.lane else f"(int)(g % {c})"
+        w(f"{P}0_{n} = {tile} * {t[n]}; g /= {c}; {P}N_{n} = SW_MIN({t[n]}, {K.ext[n]} - {P}0_{n});")
     for n, c in reversed(list(zip(s.red_order, K.rcounts))):
         w(f"{P}0_{n} = (rr % {c}) * {t[n]}; rr /= {c}; {P}N_{n} = SW_MIN({t[n]}, {K.ext[n]} - {P}0_{n});")
     w("(void)g; (void)rr;")
@@ -300,12 +346,12 @@ def _new_fp(w, K, b, P, half):
     w.open(f"if ({' || '.join(diff)})")
 
 
-def _prefetch(w, K, b, P, itemsize):
+def _prefetch(w, K, b, P, itemsize, step):
     w("{")
     w.depth += 1
     _new_fp(w, K, b, P, f"cur_{b.name}")
     w(f"const int h = cur_{b.name} ^ 1;")
-    _issue(w, K, b, "h", itemsize)
+    _issue(w, K, b, "h", itemsize, step)
     w(f"pend_{b.name} = 1;")
     w.close()
     w.depth -= 1
@@ -317,37 +363,56 @@ def _fetch_single(w, K, b, itemsize):
     w.depth += 1
     _new_fp(w, K, b, "T", "0")
     w("const int h = 0;")
-    _issue(w, K, b, "h", itemsize)
+    if b.shared:         # the row meets before (the old contents are done with) and after
+        w("SW_ROW_SYNC();")
+        _issue(w, K, b, "h", itemsize, "s")
+        w(f"SW_WAIT(rp_{b.name}[0], ng_{b.name}[0]);")
+        w("SW_ROW_SYNC();")
+    else:
+        _issue(w, K, b, "h", itemsize, "s")
     w.close()
     w.depth -= 1
     w("}")
 
 
-def _issue(w, K, b, h, itemsize):
-    """Record the new footprint in half h and issue its DMA (flo*/fhi* are in scope)."""
+def _issue(w, K, b, h, itemsize, step):
+    """Record the new footprint in half h and issue its DMA (flo*/fhi* are in scope). A
+    shared box is recorded by the whole row and broadcast by the CPE in column `step` % 8."""
     nd = len(b.shape)
     n = b.name
     w(f"val_{n}[{h}] = 1;")
     for d in range(nd):
         w(f"lo_{n}[{h}][{d}] = flo{d}; hi_{n}[{h}][{d}] = fhi{d};")
-    dst = f"X_{n} + {h} * {b.cap(K.t)}"
     if b.pad_dims:
         w(f"fresh_{n}[{h}] = {' || '.join(f'flo{d} < 0 || fhi{d} > {b.shape[d] - 1}' for d in b.pad_dims)};")
+    if b.shared:
+        w.open(f"if ((int)(({step}) % {ROW}) == col)")
+        _transfer(w, K, b, h, itemsize)
+        w.close()
+    else:
+        _transfer(w, K, b, h, itemsize)
+
+
+def _transfer(w, K, b, h, itemsize):
+    nd = len(b.shape)
+    n = b.name
+    dst = f"X_{n} + {h} * {b.cap(K.t)}"
+    get = "bget" if b.shared else "get"
     if b.blocked is not None:
         grid = block_grid(b)
         idx = _horner([(f"(flo{d} / {b.blocked[d]})", str(grid[d])) for d in range(nd)])
         nel = math.prod(b.blocked)
-        w(f"sw_get({dst}, p.{b.buf} + (long)({idx}) * {nel}, {nel * itemsize}, 0, 0, &rp_{n}[{h}]);")
+        w(_call(get, dst, f"p.{b.buf} + (long)({idx}) * {nel}", str(nel * itemsize), "0", "0", f"rp_{n}[{h}]"))
         w(f"ng_{n}[{h}]++;")
         return
     if nd == 0:
-        w(f"sw_get({dst}, p.{b.buf}, {itemsize}, 0, 0, &rp_{n}[{h}]);")
+        w(_call(get, dst, f"p.{b.buf}", str(itemsize), "0", "0", f"rp_{n}[{h}]"))
         w(f"ng_{n}[{h}]++;")
         return
     for d in range(nd):
         w(f"const int clo{d} = SW_MAX(flo{d}, 0), cex{d} = SW_MIN(fhi{d}, {b.shape[d] - 1}) - clo{d} + 1;")
     conds = [f"cex{d} > 0" for d in range(nd)]
-    _dma(w, b, conds, "get", dst, f"p.{b.buf}", [f"cex{d}" for d in range(nd)], [f"clo{d}" for d in range(nd)],
+    _dma(w, b, conds, get, dst, f"p.{b.buf}", [f"cex{d}" for d in range(nd)], [f"clo{d}" for d in range(nd)],
          f"rp_{n}[{h}]", f"ng_{n}[{h}]", itemsize)
 
 
@@ -392,6 +457,8 @@ def _dma(w, b, conds, direction, ldm, ptr, ext, lo, reply, counter, itemsize):
 def _call(direction, ldm, mem, length, bsize, gap, reply):
     if direction == "get":
         return f"sw_get({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply});"
+    if direction == "bget":
+        return f"sw_bget({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply}, row);"
     return f"sw_put({mem}, {ldm}, {length}, {bsize}, {gap}, &{reply});"
 
 

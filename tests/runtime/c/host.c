@@ -1,5 +1,6 @@
 /* Host side of the runtime test program: `prog MODE [DUMPFILE]`.
  * MODE "run" spawns the good kernels and dumps all arrays to DUMPFILE for numpy checks;
+ * MODE "bcast" runs the v1 BCAST_MODE kernels and dumps out, out2, out3 and res;
  * the other modes each trigger one fatal runtime error (or skip athread_halt). */
 #include <athread.h>
 #include <stdio.h>
@@ -9,7 +10,8 @@
 
 #define KERNELS(X) X(k_counts) X(k_stride) X(k_conflict) X(k_selfover) X(k_barrier) \
     X(k_simd) X(k_leak) X(k_full) X(k_heap_over) X(k_stack_over) X(k_bad_main) \
-    X(k_bad_ldm) X(k_bad_reply) X(k_bad_len) X(k_bad_free) X(k_deadlock) X(k_wait) X(k_misalign) X(k_sleep)
+    X(k_bad_ldm) X(k_bad_reply) X(k_bad_len) X(k_bad_free) X(k_deadlock) X(k_wait) X(k_misalign) X(k_sleep) \
+    X(k_bcast_row) X(k_bcast_all) X(k_bcast_bad) X(k_bcast_mask0) X(k_row_mode)
 #define DECL(k) extern void SLAVE_FUN(k)(void *);
 KERNELS(DECL)
 
@@ -47,6 +49,20 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+    if (!strcmp(mode, "bcast")) {           /* v1 BCAST_MODE kernels (no-ops under CRTS) */
+        memset(out, 0, sizeof out); memset(out2, 0, sizeof out2); memset(out3, 0, sizeof out3);
+        shared[0] = 1;
+        athread_spawn(k_bcast_row, &p); athread_join();
+        athread_spawn(k_bcast_all, &p); athread_join();
+        athread_halt();
+        if (argc > 2) {
+            FILE *f = fopen(argv[2], "wb");
+            fwrite(out, sizeof out, 1, f); fwrite(out2, sizeof out2, 1, f);
+            fwrite(out3, sizeof out3, 1, f); fwrite(res, sizeof res, 1, f);
+            fclose(f);
+        }
+        return 0;
+    }
     if (!strcmp(mode, "nohalt")) {          /* stats must still be written at exit */
         athread_spawn(k_counts, &p); athread_join();
         athread_spawn(k_leak, &p); athread_join();
@@ -65,6 +81,11 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "wait")) athread_spawn(k_wait, &p);
     else if (!strcmp(mode, "misalign")) athread_spawn(k_misalign, &p);
     else if (!strcmp(mode, "sleep")) athread_spawn(k_sleep, &p);
+    else if (!strcmp(mode, "bcastbad")) {
+        p.heap1 = argc > 2 ? atol(argv[2]) : 0;
+        athread_spawn(k_bcast_bad, &p);
+    } else if (!strcmp(mode, "bcastmask0")) athread_spawn(k_bcast_mask0, &p);
+    else if (!strcmp(mode, "rowmode")) athread_spawn(k_row_mode, &p);
     else if (!strcmp(mode, "twice")) { athread_spawn(k_sleep, &p); athread_spawn(k_counts, &p); }
     else if (!strcmp(mode, "halted")) { athread_halt(); athread_spawn(k_counts, &p); }
     athread_join();

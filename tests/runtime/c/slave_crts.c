@@ -36,3 +36,10 @@ void k_wait(void *arg)                   /* waits for a reply that never comes *
 }
 
 #include "slave_common.inc"
+
+/* BCAST_MODE is Athread v1 only: slave_v1.c has the real kernels */
+void k_bcast_row(void *arg) { (void)arg; }
+void k_bcast_all(void *arg) { (void)arg; }
+void k_bcast_bad(void *arg) { (void)arg; }
+void k_bcast_mask0(void *arg) { (void)arg; }
+void k_row_mode(void *arg) { (void)arg; }

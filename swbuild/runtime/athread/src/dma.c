@@ -5,11 +5,14 @@
  * `while (reply != n);` and CRTS_dma_wait_value see it at once.  Strided transfers follow
  * the hardware: `bsize` bytes contiguous in main memory, then `stride` bytes skipped (a
  * gap, not a pitch); the LDM side is contiguous; bsize == 0 or stride == 0 = contiguous.
+ * v1 BCAST_MODE gets (one issuer, the same LDM address in every CPE of the masked rows)
+ * are in bcast_get.
  */
 #include "swemu_int.h"
 #include "dma.h"
 #include "crts.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,24 +43,26 @@ static void check_ldm(swemu_cpe *c, const char *op, const char *what, uintptr_t 
               (unsigned long)lo, (unsigned long)hi, where);
 }
 
-int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsize, long stride,
-              volatile int *reply)
+/* Checks shared by every transfer: sizes, the main-memory side, the calling CPE's LDM side
+ * and reply word.  Returns the number of chunks; *chunk and *gap describe them. */
+static long dma_check(swemu_cpe *c, const char *op, void *mem, void *ldm, long len, long bsize,
+                      long stride, volatile int *reply, long *chunk, long *gap)
 {
-    swemu_cpe *c = swemu_need_cpe(op);
     uintptr_t mlo = (uintptr_t)mem, mhi, llo = (uintptr_t)ldm;
-    long chunk = len, gap = 0, n = 1;
-    int b;
+    long n = 1;
+    *chunk = len;
+    *gap = 0;
     if (len <= 0) swemu_die(c, "%s: len %ld must be positive", op, len);
     if (bsize < 0 || stride < 0)
         swemu_die(c, "%s: negative bsize %ld or stride %ld", op, bsize, stride);
     if (bsize > 0 && stride > 0) {
         if (len % bsize)
             swemu_die(c, "%s: len %ld is not a multiple of bsize %ld", op, len, bsize);
-        chunk = bsize;
-        gap = stride;
+        *chunk = bsize;
+        *gap = stride;
         n = len / bsize;
     }
-    mhi = mlo + n * chunk + (n - 1) * gap;
+    mhi = mlo + n * *chunk + (n - 1) * *gap;
     if (!mem) swemu_die(c, "%s: main-memory address is NULL", op);
     if ((mlo < swemu_ldm_hi && mhi > swemu_ldm_lo) || (mlo < swemu_stk_hi && mhi > swemu_stk_lo)) {
         char where[96];
@@ -70,6 +75,25 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
     }
     check_ldm(c, op, "LDM side", llo, llo + len);
     if (reply) check_ldm(c, op, "reply word", (uintptr_t)reply, (uintptr_t)reply + sizeof *reply);
+    return n;
+}
+
+/* One more op of `len` bytes on c's counters, then the reply word grows by 1. */
+static void dma_done(swemu_cpe *c, int put, long len, volatile int *reply)
+{
+    int b;
+    if (put) { c->put_ops++; c->put_bytes += len; }
+    else { c->get_ops++; c->get_bytes += len; }
+    b = 63 - __builtin_clzl((unsigned long)len);
+    c->hist[b < SWEMU_HIST ? b : SWEMU_HIST - 1]++;
+    if (reply) __atomic_fetch_add((int *)reply, 1, __ATOMIC_SEQ_CST);
+}
+
+int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsize, long stride,
+              volatile int *reply)
+{
+    swemu_cpe *c = swemu_need_cpe(op);
+    long chunk, gap, n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
     for (long k = 0; k < n; k++) {
         char *m = (char *)mem + k * (chunk + gap), *l = (char *)ldm + k * chunk;
         if (put) {
@@ -79,11 +103,72 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
             memcpy(l, m, chunk);
         }
     }
-    if (put) { c->put_ops++; c->put_bytes += len; }
-    else { c->get_ops++; c->get_bytes += len; }
-    b = 63 - __builtin_clzl((unsigned long)len);
-    c->hist[b < SWEMU_HIST ? b : SWEMU_HIST - 1]++;
-    if (reply) __atomic_fetch_add((int *)reply, 1, __ATOMIC_SEQ_CST);
+    dma_done(c, put, len, reply);
+    return 0;
+}
+
+/* ---- Athread v1 BCAST_MODE get: one CPE reads main memory once; the data lands at the
+ * same LDM address in every CPE of the rows selected by `mask` (bit r = row r).
+ *
+ * "Same address" is mapped per receiver: a destination in the issuer's ldm_malloc arena
+ * goes to the same offset of the receiver's arena; one in the issuer's stack/TLS part goes
+ * to the same distance below the top of the receiver's stack mapping (TLS and frames of
+ * equal call depth sit there).  Every receiver's range must be in its LDM (a live
+ * ldm_malloc block or its stack/TLS) - checked for all before anything is copied.
+ *
+ * Receivers are other running threads: their block lists are read without locking (see
+ * swemu_in_ldm), which is sound for the usual code - every CPE allocates, a barrier,
+ * then the broadcast.  A stack/TLS destination is only written once the receiver has
+ * entered the kernel (until then its thread waits in emulator frames that may lie at that
+ * address); a receiver that already returned from the kernel is an error.  A receiver that
+ * returns *during* the copy cannot be told apart - on the chip its data would be lost too.
+ * Only the issuer's reply word and counters change: one get op of `len` bytes. */
+static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply, unsigned mask,
+                     long stride, long bsize)
+{
+    const char *op = "athread_get";
+    char *to[SWEMU_CPES];
+    uintptr_t d = (uintptr_t)dest, off;
+    long chunk, gap, n, nt = 0;
+    int rows = SWEMU_CPES / 8, stack;
+    n = dma_check(c, op, src, dest, len, bsize, stride, reply, &chunk, &gap);
+    if (!(mask & 0xffu))
+        swemu_die(c, "%s: BCAST_MODE mask is 0: no row would receive the data", op);
+    if (rows < 8 && !(mask & ((1u << rows) - 1)))    /* only with SWEMU_CPES < 64 */
+        swemu_die(c, "%s: BCAST_MODE mask 0x%x selects no row (there are %d)", op,
+                  mask & 0xffu, rows);
+    /* dma_check put [d, d + len) inside the issuer's stack/TLS or one of its blocks */
+    stack = d >= c->stk_lo && d + len <= c->stk_hi;
+    off = stack ? c->stk_hi - d : d - (uintptr_t)c->ldm;
+    for (int r = 0; r < rows; r++) {
+        if (!(mask & (1u << r))) continue;
+        for (int j = 0; j < 8; j++) {
+            swemu_cpe *t = &swemu_cpes[r * 8 + j];
+            uintptr_t a = stack ? t->stk_hi - off : (uintptr_t)t->ldm + off;
+            if (t != c) {
+                int st;
+                while ((st = __atomic_load_n(&t->state, __ATOMIC_ACQUIRE)) == 0 && stack)
+                    sched_yield();          /* not yet in the kernel: wait, see above */
+                if (st == 3)
+                    swemu_die(c, "%s: BCAST_MODE receiving CPE %d already returned from the "
+                              "kernel (its data would be lost)", op, t->id);
+            }
+            if (stack && !(a >= t->stk_lo && a + len <= t->stk_hi))
+                swemu_die(c, "%s: BCAST_MODE destination %#lx..%#lx is outside the LDM "
+                          "stack/static data of receiving CPE %d (broadcast from a deeper call "
+                          "than the receivers?)", op, (unsigned long)a, (unsigned long)(a + len), t->id);
+            if (!stack && !swemu_in_ldm(t, a, a + len))
+                swemu_die(c, "%s: BCAST_MODE destination %#lx..%#lx is not inside a live LDM "
+                          "block of receiving CPE %d (every receiver must have allocated the same "
+                          "buffer)", op, (unsigned long)a, (unsigned long)(a + len), t->id);
+            to[nt++] = (char *)a;
+        }
+    }
+    /* main memory is read once, into the first receiver; the others copy LDM to LDM */
+    for (long k = 0; k < n; k++)
+        memcpy(to[0] + k * chunk, (char *)src + k * (chunk + gap), chunk);
+    for (long i = 1; i < nt; i++) memcpy(to[i], to[0], len);
+    dma_done(c, 0, len, reply);
     return 0;
 }
 
@@ -97,10 +182,12 @@ static const char *mode_name(int m)
 int athread_get(dma_mode mode, void *src, void *dest, int len, void *reply, char mask, int stride,
                 int bsize)
 {
-    (void)mask;
+    if (mode == BCAST_MODE)
+        return bcast_get(swemu_need_cpe("athread_get"), src, dest, len, reply,
+                         (unsigned char)mask, stride, bsize);
     if (mode != PE_MODE)
-        swemu_die(swemu_need_cpe("athread_get"), "athread_get: %s is not emulated (only PE_MODE)",
-                  mode_name(mode));
+        swemu_die(swemu_need_cpe("athread_get"), "athread_get: %s is not emulated (only PE_MODE "
+                  "and BCAST_MODE)", mode_name(mode));
     return swemu_dma("athread_get", 0, src, dest, len, bsize, stride, reply);
 }
 

@@ -89,14 +89,21 @@ void swemu_heap_reset(swemu_cpe *c)
     c->nblk = 0;
 }
 
-/* [lo, hi) lies in c's LDM: inside one live ldm_malloc block, or in c's stack/TLS. */
-int swemu_in_ldm(swemu_cpe *c, uintptr_t lo, uintptr_t hi)
+/* [lo, hi) lies in t's LDM: inside one live ldm_malloc block, or in t's stack/TLS.  t is
+ * the calling CPE, or another, running one (BCAST_MODE receivers): then its block list is
+ * read without locking while its ldm_malloc/ldm_free may change it.  That is sound for the
+ * code broadcasts are used in - every receiver allocates, a barrier, then one CPE
+ * broadcasts; the snapshot of the count and array pointer only keeps a racing reader from
+ * running past the end of the list. */
+int swemu_in_ldm(swemu_cpe *t, uintptr_t lo, uintptr_t hi)
 {
-    uintptr_t base = (uintptr_t)c->ldm;
-    if (lo >= c->stk_lo && hi <= c->stk_hi) return 1;
-    if (lo < base || hi > base + SWEMU_LDM_BYTES) return 0;
-    for (int i = 0; i < c->nblk; i++)
-        if (lo >= base + c->blk[i].off && hi <= base + c->blk[i].off + c->blk[i].size) return 1;
+    uintptr_t base = (uintptr_t)t->ldm;
+    int nblk = __atomic_load_n(&t->nblk, __ATOMIC_ACQUIRE);
+    swemu_blk *blk = __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE);
+    if (lo >= t->stk_lo && hi <= t->stk_hi) return 1;
+    if (lo < base || hi > base + SWEMU_LDM_BYTES || !blk) return 0;
+    for (int i = 0; i < nblk; i++)
+        if (lo >= base + blk[i].off && hi <= base + blk[i].off + blk[i].size) return 1;
     return 0;
 }
 

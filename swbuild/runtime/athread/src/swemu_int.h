@@ -66,7 +66,7 @@ void swemu_die(swemu_cpe *c, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 2, 3)));
 swemu_cpe *swemu_need_cpe(const char *op);
 size_t swemu_stack_depth(swemu_cpe *c);
-int swemu_in_ldm(swemu_cpe *c, uintptr_t lo, uintptr_t hi);    /* see ldm.c */
+int swemu_in_ldm(swemu_cpe *t, uintptr_t lo, uintptr_t hi);    /* see ldm.c; t may be another CPE */
 void swemu_where(uintptr_t a, char *buf, size_t n);
 void swemu_heap_reset(swemu_cpe *c);
 uint64_t swemu_conflicts(uintptr_t *first, int *a, int *b);   /* see dma.c */
