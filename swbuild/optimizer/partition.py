@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 MODES = ("cyclic", "block")
 ROW = 8          # CPEs per row of the mesh
 
@@ -57,7 +59,6 @@ def group_counts(counts, lane_pos):
 def cpe_sequence(counts, cores, cpe, mode, lane_pos=None):
     """Flattened global tile indices (grid `counts`, outermost first) that CPE `cpe`
     processes, in order. With `lane_pos`, row sharing as in the module docstring."""
-    import numpy as np
     total = math.prod(counts)
     if lane_pos is None:
         g0, n, step = cpe_share(total, cores, cpe, mode)
