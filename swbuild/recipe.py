@@ -111,6 +111,12 @@ _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.sta
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 
 
+def option_on(options, key):
+    """An on/off option of a compiler options dict (default on): off, false, 0, no, False."""
+    v = options.get(key, "on")
+    return not (v is False or str(v).lower() in ("off", "false", "0", "no"))
+
+
 def parse_sets(items) -> dict:
     """["batch=2", "simd=off"] → {"batch": 2, "simd": "off"}, validated against OPTIONS."""
     out = {}

@@ -42,6 +42,20 @@ def available(project_dir=None):
     return sorted(names)
 
 
+def bangemu_defines(hw):
+    """The toolchain → BANG emulator contract (runtime/bang/README.md): every numeric
+    [hardware] key k → BANGEMU_<K>, booleans as 0/1, arch mtp_NNN → BANGEMU_ARCH=NNN."""
+    out = []
+    for k, v in sorted(hw.items()):
+        if k == "arch":
+            out.append(f"BANGEMU_ARCH={int(str(v).rsplit('_', 1)[1])}")
+        elif isinstance(v, bool):
+            out.append(f"BANGEMU_{k.upper()}={int(v)}")
+        elif isinstance(v, (int, float)):
+            out.append(f"BANGEMU_{k.upper()}={v}")
+    return out
+
+
 def find_file(name, project_dir=None):
     for d in _search_dirs(project_dir):
         p = d / f"{name}.toml"
@@ -143,14 +157,8 @@ class Toolchain:
         if self.family == "sunway":
             out += [f"SWEMU_LDM_BYTES={int(self.hardware['ldm_bytes'])}",
                     f"SWEMU_CPES={self.cores}"]
-        elif self.family == "diannao":   # runtime/bang/README.md: every [hardware] number
-            for k, v in sorted(self.hardware.items()):
-                if k == "arch":
-                    out.append(f"BANGEMU_ARCH={int(str(v).rsplit('_', 1)[1])}")
-                elif isinstance(v, bool):
-                    out.append(f"BANGEMU_{k.upper()}={int(v)}")
-                elif isinstance(v, (int, float)):
-                    out.append(f"BANGEMU_{k.upper()}={v}")
+        elif self.family == "diannao":
+            out += bangemu_defines(self.hardware)
         return out + list(self.emulation.get("defines", []))
 
 

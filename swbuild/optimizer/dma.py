@@ -116,13 +116,7 @@ class BoxPlan:
         for d, affs in enumerate(self.index):
             lo = hi = None
             for aff in affs:
-                a = b = aff.get(None, 0)
-                for v, c in aff.items():
-                    if v is None:
-                        continue
-                    s, n = ranges[v]
-                    a += c * (s if c > 0 else s + n - 1)
-                    b += c * (s + n - 1 if c > 0 else s)
+                a, b = aff_lohi(aff, ranges)
                 lo = a if lo is None else min(lo, a)
                 hi = b if hi is None else max(hi, b)
             if self.blocked is not None:
@@ -137,34 +131,42 @@ class BoxPlan:
         return int(r[0][0]), int(r[1][0]), int(r[2][0])
 
 
-def _aff_range(aff, tiles, extents, first):
-    """(lo, hi) of one affine expression over the first (or last) tile of each axis."""
+def aff_lohi(aff, ranges):
+    """(lo, hi) of one affine expression {var: coef, None: const} over {var: (start, count)};
+    starts and counts may be numpy arrays (perf/predict.py replays all steps at once)."""
     lo = hi = aff.get(None, 0)
     for v, c in aff.items():
         if v is None:
             continue
-        t, e = tiles[v], extents[v]
-        if first:
-            s, n = 0, min(t, e)
+        s, n = ranges[v]
+        if c > 0:
+            lo = lo + c * s
+            hi = hi + c * (s + n - 1)
         else:
+            lo = lo + c * (s + n - 1)
+            hi = hi + c * s
+    return lo, hi
+
+
+def _aff_range(aff, tiles, extents, first):
+    """(lo, hi) of one affine expression over the first (or last) tile of each axis."""
+    ranges = {}
+    for v in aff:
+        if v is None:
+            continue
+        t, e = tiles[v], extents[v]
+        s, n = 0, min(t, e)
+        if not first and e - (e - 1) // t * t >= n:   # a short last tile: the first one is the larger
             s = (e - 1) // t * t
             n = e - s
-            if n < min(t, e):          # a short last tile: the first one is the larger
-                s, n = 0, min(t, e)
-        lo += c * (s if c > 0 else s + n - 1)
-        hi += c * (s + n - 1 if c > 0 else s)
-    return lo, hi
+        ranges[v] = (s, n)
+    return aff_lohi(aff, ranges)
 
 
 def _full_range(affs, extents):
     lo = hi = None
     for aff in affs:
-        a = b = aff.get(None, 0)
-        for v, c in aff.items():
-            if v is None:
-                continue
-            a += c * (0 if c > 0 else extents[v] - 1)
-            b += c * (extents[v] - 1 if c > 0 else 0)
+        a, b = aff_lohi(aff, {v: (0, extents[v]) for v in aff if v is not None})
         lo = a if lo is None else min(lo, a)
         hi = b if hi is None else max(hi, b)
     return lo, hi

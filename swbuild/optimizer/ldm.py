@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import LdmError
 from ..perf import model
+from ..recipe import option_on
 from . import reorder, simd
 from .dma import apply_blocking, blockable, box_plans
 from .partition import ROW, spatial_tiles
@@ -123,11 +124,11 @@ class Search:
         self.cores = int(hw["cpes"])
         self.boxes = box_plans(kernel)
         self.graph = graph
-        self.db_ok = str(options.get("double_buffer", "on")).lower() not in ("off", "false", "0")
-        self.simd_ok = str(options.get("simd", "on")).lower() not in ("off", "false", "0")
+        self.db_ok = option_on(options, "double_buffer")
+        self.simd_ok = option_on(options, "simd")
         self.traffic_weight = float(options.get("traffic_weight") or 0.0)
         self.share_ok = (bool(model.hwget(hw, "row_broadcast")) and int(hw["cpes"]) % ROW == 0
-                         and str(options.get("row_share", "on")).lower() not in ("off", "false", "0"))
+                         and option_on(options, "row_share"))
         self.quick = options.get("search_effort") == "quick"
         self.axes = list(kernel.axes) + list(kernel.reduce_axes)
         self.ext = {a.name: a.extent for a in self.axes}
@@ -225,7 +226,7 @@ class Search:
             r = self._evaluate_lane(tiles, lane)
             if r is None:
                 return None
-            if best is None or r[0] + self.traffic_weight * r[3] < best[0] + self.traffic_weight * best[3]:
+            if best is None or self.objective(r) < self.objective(best):
                 best = r
         return best
 
@@ -316,11 +317,14 @@ class Search:
         calls = math.prod(ext[:c - 1])
         return 1, calls, calls * ext[c - 1] * run, run
 
+    def objective(self, r):
+        """The search objective of an evaluation: modelled seconds, plus `traffic_weight`
+        seconds per byte of main-memory traffic (0 by default: pure time)."""
+        return r[0] + self.traffic_weight * r[3]
+
     def cost(self, tiles):
-        """The search objective: modelled seconds, plus `traffic_weight` seconds per byte of
-        main-memory traffic (0 by default: pure time)."""
         r = self.evaluate(tiles)
-        return math.inf if r is None else r[0] + self.traffic_weight * r[3]
+        return math.inf if r is None else self.objective(r)
 
 
 def _shrink_to_fit(s, tiles, cands):
@@ -492,7 +496,7 @@ def _search_tiles(s):
     for key, r in s.cache.items():
         if r is None:
             continue
-        c = r[0] + s.traffic_weight * r[3]
+        c = s.objective(r)
         if c <= cost * (1 + TIME_SLACK) and (pick is None or (r[3], c) < pick[0]):
             pick = ((r[3], c), key)
     if pick is not None:

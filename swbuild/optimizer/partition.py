@@ -49,6 +49,16 @@ def cpe_share(total, cores, cpe, mode):
     return cpe, n, cores
 
 
+def mixed_radix(idx, counts):
+    """Coordinates (list of arrays, outermost first) of flat indices in a mixed radix."""
+    out = []
+    rem = idx
+    for c in reversed(counts):
+        out.append(rem % c)
+        rem = rem // c
+    return list(reversed(out))
+
+
 def group_counts(counts, lane_pos):
     """Tile counts of the row-group grid: the lane axis' count divided by the row width."""
     g = list(counts)
@@ -65,12 +75,7 @@ def cpe_sequence(counts, cores, cpe, mode, lane_pos=None):
         return g0 + np.arange(n, dtype=np.int64) * step
     gc = group_counts(counts, lane_pos)
     g0, n, step = cpe_share(math.prod(gc), cores // ROW, cpe // ROW, mode)
-    rem = g0 + np.arange(n, dtype=np.int64) * step
-    coords = []
-    for c in reversed(gc):
-        coords.append(rem % c)
-        rem = rem // c
-    coords.reverse()
+    coords = mixed_radix(g0 + np.arange(n, dtype=np.int64) * step, gc)
     coords[lane_pos] = coords[lane_pos] * ROW + cpe % ROW
     g = np.zeros(n, np.int64)
     for c, x in zip(counts, coords):
@@ -170,7 +175,8 @@ def _split_kernel(k, S, graph):
 def split_reductions(program, tc, options, budget=None):
     """Replace kernels whose reduction is better split over the CPEs (see above)."""
     from .ldm import Search, search_tiles
-    if str(options.get("split_reductions", "on")).lower() in ("off", "false", "0"):
+    from ..recipe import option_on
+    if not option_on(options, "split_reductions"):
         return program
     budget = budget or tc.ldm_budget
     hw, g = tc.hardware, program.graph

@@ -15,36 +15,11 @@ import math
 import numpy as np
 
 from ..optimizer import simd
-from ..optimizer.dma import transfers
-from ..optimizer.partition import ROW, cpe_sequence
+from ..optimizer.dma import aff_lohi, transfers
+from ..optimizer.partition import ROW, cpe_sequence, mixed_radix
 from . import model
 
 SPECIAL_PREDICTORS = {}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
-
-
-def _mixed_radix(idx, counts):
-    """Coordinates (list of arrays, outermost first) of flat indices in a mixed radix."""
-    out = []
-    rem = idx
-    for c in reversed(counts):
-        out.append(rem % c)
-        rem = rem // c
-    return list(reversed(out))
-
-
-def _aff_lohi(aff, ranges):
-    lo = hi = aff.get(None, 0)
-    for v, c in aff.items():
-        if v is None:
-            continue
-        s, n = ranges[v]
-        if c > 0:
-            lo = lo + c * s
-            hi = hi + c * (s + n - 1)
-        else:
-            lo = lo + c * (s + n - 1)
-            hi = hi + c * s
-    return lo, hi
 
 
 def footprints(b, ranges):
@@ -53,7 +28,7 @@ def footprints(b, ranges):
     for d, affs in enumerate(b.index):
         lo = hi = None
         for aff in affs:
-            a, c = _aff_lohi(aff, ranges)
+            a, c = aff_lohi(aff, ranges)
             lo = a if lo is None else np.minimum(lo, a)
             hi = c if hi is None else np.maximum(hi, c)
         if b.blocked is not None:
@@ -67,7 +42,6 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     """Per-CPE DMA counts and, with `hw`, the cost model's per-CPE seconds."""
     s = k.schedule
     t = s.tiles
-    sp = list(k.axes)
     ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
     order = grid_order or s.grid_order
     mode = mode or s.partition
@@ -84,7 +58,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     seq = np.concatenate(seq) if seq else np.zeros(0, np.int64)
     cpe_of = np.concatenate(cpe_of) if cpe_of else np.zeros(0, np.int64)
     pos = np.concatenate(pos) if pos else np.zeros(0, np.int64)      # tile's place in its CPE's run
-    coords = _mixed_radix(seq, counts)
+    coords = mixed_radix(seq, counts)
     tstart = {n: c * t[n] for n, c in zip(order, coords)}
     tcount = {n: np.minimum(t[n], ext[n] - tstart[n]) for n in order}
     red_order = list(s.red_order)
@@ -111,7 +85,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         ranges = {}
         for n in order:
             ranges[n] = (tstart[n][rows_seq], tcount[n][rows_seq])
-        pc = _mixed_radix(pidx, rcounts[:lv + 1]) if lv >= 0 else []
+        pc = mixed_radix(pidx, rcounts[:lv + 1]) if lv >= 0 else []
         for i, n in enumerate(red_order):
             if i <= lv:
                 st = pc[i] * t[n]

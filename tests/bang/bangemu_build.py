@@ -19,17 +19,7 @@ def hardware(**overrides):
     return hw
 
 
-def bangemu_defines(hw):
-    """The toolchain → emulator contract: numeric key k → BANGEMU_<K>, arch mtp_NNN → NNN."""
-    out = []
-    for k, v in sorted(hw.items()):
-        if k == "arch":
-            out.append(f"BANGEMU_ARCH={int(str(v).rsplit('_', 1)[1])}")
-        elif isinstance(v, bool):
-            out.append(f"BANGEMU_{k.upper()}={int(v)}")
-        elif isinstance(v, (int, float)):
-            out.append(f"BANGEMU_{k.upper()}={v}")
-    return out
+bangemu_defines = toolchain.bangemu_defines   # also for the MLU270 / override builds below
 
 
 def compile_mlu(src, exe, hw, extra=()):

@@ -17,14 +17,10 @@ from ...optimizer.memory import plan_memory
 from .devir import stmts
 from .layout import choose_layouts, eliminate_identity_copies
 from .mapper import map_kernel, map_stmt
+from ...recipe import option_on
 from .partition import partition_kernel
 from .preprocess import align_extents, choose_fills, resolve_guards
 from .schedule import Store, schedule_kernel
-
-
-def _on(options, key):
-    v = options.get(key, "on")
-    return not (v is False or str(v).lower() in ("off", "false", "0", "no"))
 
 
 def _layouts(p, tc, o):
@@ -48,7 +44,7 @@ def _whole_fills(p, tc, o):
 
 
 def _partition(p, tc, o):
-    p.partitioned = _on(o, "partition")
+    p.partitioned = option_on(o, "partition")
     if p.partitioned:
         for dk in p.dev:
             partition_kernel(dk)
@@ -69,7 +65,7 @@ def _map(p, tc, o):
             w = f["whole"]
             w.mapped = map_stmt(w, dk, tc.hardware, {})
             f["whole"] = w if w.mapped else None
-        if _on(o, "partition"):
+        if option_on(o, "partition"):
             choose_fills(dk.body, dk, tc.hardware)
     return p
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from ...ir.loopnest import Bin, Const, Load, Select, Un, Var, affine, iconst
+from ...ir.loopnest import Bin, Const, Load, Select, Un, Var, affine, children, iconst
 
 # ---- expressions ---------------------------------------------------------------------
 
@@ -125,18 +125,19 @@ def free_vars(e, out=None):
     out = set() if out is None else out
     if isinstance(e, Var):
         out.add(e.name)
-    elif isinstance(e, Bin):
-        free_vars(e.a, out)
-        free_vars(e.b, out)
-    elif isinstance(e, Un):
-        free_vars(e.a, out)
-    elif isinstance(e, Select):
-        for x in (e.cond, e.a, e.b):
-            free_vars(x, out)
-    elif isinstance(e, Load):
-        for i in e.index:
-            free_vars(i, out)
+    for c in children(e):
+        free_vars(c, out)
     return out
+
+
+def loop_ranges(loop, ranges):
+    """{var: (lo, hi)} inside `loop`: the outer ranges plus the loop variable's, when its
+    bounds are analysable."""
+    r = dict(ranges)
+    lo, hi = bounds(loop.lo, r), bounds(loop.hi, r)
+    if lo and hi:
+        r[loop.var] = (lo[0], hi[1] - 1)
+    return r
 
 
 def bounds(e, ranges):

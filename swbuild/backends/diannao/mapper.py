@@ -423,13 +423,10 @@ def map_stmt(st, dk, hw, ranges):
 def map_kernel(dk, hw):
     """Select an instruction for every statement of a device kernel (in place)."""
     def visit(nodes, ranges):
-        from .devir import For, When
+        from .devir import For, When, loop_ranges
         for n in nodes:
             if isinstance(n, For):
-                r = dict(ranges)
-                lo, hi = bounds(n.lo, r), bounds(n.hi, r)
-                if lo and hi:
-                    r[n.var] = (lo[0], hi[1] - 1)
+                r = loop_ranges(n, ranges)
                 visit(n.body, r)
             elif isinstance(n, When):
                 visit(n.body, ranges)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .devir import (For, ScalarLoad, SLoop, Stmt, When, bounds, ceil_div, const, free_vars, lin, scoped, simp,
-                    stmt_ranges, subst, subst_node)
+from .devir import (For, ScalarLoad, SLoop, Stmt, When, bounds, ceil_div, const, free_vars, lin, loop_ranges,
+                    scoped, simp, stmt_ranges, subst, subst_node)
 
 
 def simplify_stmt(s, ranges):
@@ -85,10 +85,7 @@ def _conds_below(nodes, var, ranges):
     """(cond, ranges of the other variables) for every guard under `nodes` that uses var."""
     for n in nodes:
         if isinstance(n, For):
-            r = dict(ranges)
-            lo, hi = bounds(n.lo, r), bounds(n.hi, r)
-            if lo and hi:
-                r[n.var] = (lo[0], hi[1] - 1)
+            r = loop_ranges(n, ranges)
             yield from _conds_below(n.body, var, r)
         elif isinstance(n, When):
             for c in n.conds:

@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from ...ir.loopnest import Bin, Const, Load, iconst
 from . import isa
-from .devir import (For, ScalarLoad, SLoop, Stmt, When, bounds, const, free_vars, lin, neg, round_up, scoped,
-                    simp, subst)
+from .devir import (For, ScalarLoad, SLoop, Stmt, When, const, free_vars, lin, loop_ranges, neg, round_up,
+                    scoped, simp, subst)
 from .partition import simplify_conds, simplify_stmt
 
 
@@ -99,10 +99,7 @@ def resolve_guards(nodes, ranges=None):
     out = []
     for n in nodes:
         if isinstance(n, For):
-            r = dict(ranges)
-            lo, hi = bounds(n.lo, r), bounds(n.hi, r)
-            if lo and hi:
-                r[n.var] = (lo[0], hi[1] - 1)
+            r = loop_ranges(n, ranges)
             body = resolve_guards(n.body, r)
             if body:
                 out.append(replace(n, body=body))

@@ -32,7 +32,7 @@ import math
 from ...ir.loopnest import Acc, Const, affine, iter_loads, substitute_acc
 from ...names import c_comment
 from ...optimizer.dma import block_grid
-from ...optimizer.partition import ROW
+from ...optimizer.partition import ROW, group_counts
 from ..cexpr import Writer, float_literal, render
 
 SPECIAL_PRINTERS = {}   # kernel kind -> fn(k, cores, itemsize) -> C text
@@ -179,7 +179,7 @@ def kernel_c(k, cores, itemsize=4):
     w("const int cpe = SW_CPE_ID();")
     counts = [math.ceil(K.ext[n] / t[n]) for n in s.grid_order]
     if s.lane:      # row sharing: rows take groups, column c the lane tiles l*8 + c (partition.py)
-        counts[s.grid_order.index(s.lane)] //= ROW
+        counts = group_counts(counts, s.grid_order.index(s.lane))
         w(f"const int row = cpe / {ROW}, col = cpe % {ROW};")
         who, units = "row", cores // ROW
     else:
@@ -243,17 +243,11 @@ def kernel_c(k, cores, itemsize=4):
         # issuer waited first) and nobody still reads the half the next broadcast refills
         for b in shared_db:
             w(f"SW_WAIT(rp_{b.name}[cur_{b.name}], ng_{b.name}[cur_{b.name}]);")
-            w("{")
-            w.depth += 1
-            w("if (s + 1 < S) {")
-            w.depth += 1
+            w.open("if (s + 1 < S)")
             _new_fp(w, K, b, "NT", f"cur_{b.name}")
             w("sync = 1;")
             w.close()
-            w.depth -= 1
-            w("}")
-            w.depth -= 1
-            w("}")
+            w.close()
         w("if (sync) SW_ROW_SYNC();")
     if db:
         w.open("if (s + 1 < S)")
