@@ -31,11 +31,13 @@ import math
 
 from ...ir.loopnest import Acc, Const, affine, iter_loads, substitute_acc
 from ...names import c_comment
-from ...optimizer.dma import block_grid
-from ...optimizer.partition import ROW, group_counts
 from ..cexpr import Writer, float_literal, render
+from .gather import gather_c
+from .schedule.dma import block_grid
+from .schedule.grid import ROW, group_counts
+from .schedule.kernel_schedule import ldm_align
 
-SPECIAL_PRINTERS = {}   # kernel kind -> fn(k, cores, itemsize) -> C text
+SPECIAL_PRINTERS = {"gather": gather_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
 COMBINE = {"sum": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});", "min": "{a} = fminf({a}, {v});",
            "prod": "{a} *= {v};"}
@@ -130,10 +132,6 @@ def _horner(terms):
     return s or "0"
 
 
-def _al(n):
-    return (n + 63) // 64 * 64
-
-
 def _pitches(shape):
     return [math.prod(shape[d + 1:]) for d in range(len(shape))]
 
@@ -165,7 +163,7 @@ class _K:
 
 
 def kernel_c(k, cores, itemsize=4):
-    if getattr(k, "kind", "compute") != "compute":
+    if k.kind != "compute":
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
     K = _K(k, cores)
     s, t = K.s, K.t
@@ -196,9 +194,9 @@ def kernel_c(k, cores, itemsize=4):
         gstep = units
     w("if (my_n <= 0) return;")
     acc_n = math.prod(t[n] for n in K.sp)
-    allocs = [("acc", _al(acc_n * itemsize))]
+    allocs = [("acc", ldm_align(acc_n * itemsize))]
     for b in K.boxes:
-        allocs.append((f"X_{b.name}", _al(b.cap(t) * itemsize) * b.halves))
+        allocs.append((f"X_{b.name}", ldm_align(b.cap(t) * itemsize) * b.halves))
     for name, n in allocs:
         w(f"float *{name} = (float *)ldm_malloc({n});")
     for b in K.boxes:
