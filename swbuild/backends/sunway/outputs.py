@@ -4,8 +4,9 @@ from __future__ import annotations
 from ... import __version__
 from ..common import CompileUnit, file_names, plan_head
 from .cost.predict import predict_program
-from .host import Storage, host_c, model_header, para_header, runner_c, slave_file, weights_asm
+from .host import Storage, host_c, model_header, para_header, runner_c, weights_asm
 from .slave import kernel_c
+from .slave_file import slave_file
 
 FILES = {"host": "{prefix}_host.c", "slave": "{prefix}_slave.c", "para": "{prefix}_para.h", "header": "{prefix}.h",
          "weights": "{prefix}_weights.bin", "weights_asm": "{prefix}_weights.S", "runner": "{prefix}_runner.c",
