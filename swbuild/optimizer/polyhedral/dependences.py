@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
+from ...errors import UnsupportedError
+
 CTX = isl.DEFAULT_CONTEXT
 # Outer band members are made coincident where possible: they become the CPE dimensions.
 CTX.set_schedule_outer_coincidence(1)
@@ -70,8 +72,10 @@ def build_model(region):
 
 def _assume_in_bounds(model):
     """Restrict the parameters to values for which every access stays inside its array's
-    declared (constant) extents, as PPCG does: C gives no meaning to the other values, and
-    the knowledge bounds copy boxes and simplifies the generated bounds."""
+    declared (constant) extents, as PPCG does; the knowledge bounds copy boxes and
+    simplifies the generated bounds. An access outside its array for every parameter value
+    is an error naming it; otherwise model.context is the condition the host code checks at
+    run time before it launches the kernels (never a silently empty region)."""
     bad = None
     for ref in model.refs:
         dims = model.region.arrays[ref.array].const_dims
@@ -82,10 +86,18 @@ def _assume_in_bounds(model):
             n = rng.dim(isl.dim_type.set)
             sel = rng.project_out(isl.dim_type.set, q + 1, n - q - 1).project_out(isl.dim_type.set, 0, q)
             out = sel.subtract(isl.Set(f"{{ [x] : 0 <= x < {e} }}").align_params(sel.get_space())).params()
+            if out.is_empty():
+                continue
+            if out.complement().is_empty():
+                raise _out_of_bounds(model, ref, q, e, sel)
             bad = out if bad is None else bad.union(out.align_params(bad.get_space()))
     if bad is None or bad.is_empty():
         return model
-    ctx = isl.Set.universe(bad.get_space()).subtract(bad).coalesce()
+    ctx = bad.complement().coalesce()
+    if ctx.is_empty():
+        r = model.region
+        raise UnsupportedError(f"{r.path}:{r.start_line}: #pragma scop: every value of the parameters "
+                               f"{', '.join(r.params)} makes some array access leave its array's extents")
     model.context = ctx
     model.domain = model.domain.intersect_params(ctx)
     model.domains = {k: v.intersect_params(ctx.align_params(v.get_space())) for k, v in model.domains.items()}
@@ -95,6 +107,33 @@ def _assume_in_bounds(model):
     for ref in model.refs:
         ref.access = ref.access.intersect_params(ctx.align_params(ref.access.get_space()))
     return model
+
+
+def _out_of_bounds(model, ref, q, extent, sel):
+    st = model.stmts[ref.stmt]
+    acc = st.refs[ref.k]
+    subs = "".join(f"[{_c_lin(f)}]" for f in acc.index)
+    lo, hi = _val(sel.dim_min(0), min), _val(sel.dim_max(0), max)
+    span = f"{lo}..{hi}" if lo is not None and hi is not None else "values"
+    return UnsupportedError(f"{model.region.path}:{st.line}: array reference '{ref.array}{subs}': "
+                            f"subscript {q} takes {span} but '{ref.array}' has extent {extent} in that dimension "
+                            "(out of bounds; the region would compute garbage or crash)")
+
+
+def _val(pa, which):
+    try:
+        v = pa.max_val() if which is max else pa.min_val()
+        return v.to_python() if v.is_int() else None
+    except isl.Error:
+        return None
+
+
+def _c_lin(f):
+    parts = [(f"{k}" if v == 1 else f"{v}*{k}") for k, v in f.items() if k != "" and v]
+    c = f.get("", 0)
+    if c or not parts:
+        parts.append(str(c))
+    return " + ".join(parts).replace("+ -", "- ")
 
 
 def _sched_dim(x):
