@@ -88,7 +88,9 @@ def test_every_listed_kernel_extracts():
     ("for (i = 0; i < N; i++)\n    *(x + i) = 1.0;", 2, "pointer arithmetic '*(x + i)'"),
     ("for (i = 0; i < N; i++)\n    if (x[i] > 0)\n        x[i] = 0;", 2, "condition 'x[i]'"),
     ("while (n > 0)\n    n--;", 1, "while loop 'while (n > 0)'"),
-    ("for (i = 0; i < N; i++)\n    alpha = x[i];", 2, "scalar write"),
+    ("for (i = 0; i < N; i++)\n    i = i + 1;", 2, "loop variable 'i'"),
+    ("for (i = 0; i < N; i++) { x[i] = j; for (j = 0; j < N; j++) A[i][j] += 1; }", 1, "loop variable 'j'"),
+    ("for (i = 0; i < n; i++)\n    n = 2;", 1, "loop bound 'n'"),
 ])
 def test_outside_the_model_is_one_error_with_file_and_line(tmp_path, body, offset, construct):
     r = extract(tmp_path, body)[0]

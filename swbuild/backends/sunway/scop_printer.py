@@ -313,6 +313,8 @@ class ScopPrinter:
             out.append(f'    if (!{_paren(cond)}) {{ fprintf(stderr, "{self.source.name}:{r.start_line}: '
                        f'#pragma scop region accesses an array out of bounds for these parameter values '
                        f'(needs {_c_string(cond)})\\n"); abort(); }}')
+        pre, post = self.expanded_scalars(p)
+        out += pre
         macros = []
         for name in p.host.serial:
             st = p.model.stmts[name]
@@ -333,12 +335,33 @@ class ScopPrinter:
         CWriter({}, user).node(ast, 1, body)
         out += body
         out += [f"#undef {m}" for m in macros]
+        out += post
         # the region no longer uses the iterators the function declared for it
         its = sorted(r.outer_iters)
         if its:
             out.append("    " + " ".join(f"(void){i};" for i in its))
         out.append("}")
         return out
+
+    def expanded_scalars(self, p):
+        """Storage of the region's expanded scalars (frontends/scop/scalars.py): a heap array
+        over the common loops, or a one-element array that carries the scalar in and out."""
+        pre, post = [], []
+        for name, pv in sorted(p.region.privates.items()):
+            exts = [_paren(pw_expr(pa, isl.Set.universe(pa.domain().get_space()), {})) + " + 1"
+                    for pa in p.model.expanded[name]]
+            t = pv.ctype
+            if not exts:
+                pre += [f"    {t} {name}[1];", f"    {name}[0] = {pv.scalar};"]
+                post.insert(0, f"    {pv.scalar} = {name}[0];")
+                continue
+            rows = "".join(f"[{e}]" for e in exts[1:])
+            size = " * ".join(f"({e})" for e in exts)
+            pre += [f"    {t} (*{name}){rows} = ({t} (*){rows})malloc(sizeof({t}) * {size});",
+                    f'    if (!{name}) {{ fprintf(stderr, "{self.source.name}:{p.region.start_line}: '
+                    f'out of memory for the expanded scalar {pv.scalar}\\n"); abort(); }}']
+            post.insert(0, f"    free({name});")
+        return pre, post
 
     def launch(self, r, kp, args):
         k = kp.kernel

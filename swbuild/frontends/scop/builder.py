@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pycparser import c_ast, c_generator
 
+from . import scalars
 from .model import ELEM_SIZES, INT_TYPES, MATH_FUNCS, Access, Array, ScopError, Stmt
 
 _CGEN = c_generator.CGenerator()
@@ -55,6 +56,9 @@ class Builder:
 
     def array(self, name, node):
         a = self.r.arrays.get(name)
+        pv = self.r.privates.get(name)
+        if a is None and pv is not None:
+            a = self.r.arrays[name] = Array(name, pv.ctype, ELEM_SIZES[pv.ctype], [None] * len(pv.iters) or [1])
         if a is None:
             base, dims = self.symbol(name, node)
             if not dims:
@@ -84,6 +88,9 @@ class Builder:
                 return {"": _int(n.value)}
             if isinstance(n, c_ast.ID):
                 self.not_loop_var(n, iters)
+                if n.name in self.written:
+                    self.fail(n, f"'{n.name}' is written in the region, so it has no single value "
+                              f"in this {what}", f"{what} '{_text(node)}'")
                 if n.name not in iters:
                     self.param(n.name, n)
                 return {n.name: 1}
@@ -149,10 +156,11 @@ class Builder:
 
     # -- the walk
     def build(self, items):
-        self.loop_vars = set()
+        self.loop_vars, self.written = set(), set()
         for n in items:
             self.reserved(n)
             self._loop_vars(n)
+        scalars.expand(self, items)
         self.count = 0
         self.walk(items, [], [], [])
         if not self.r.stmts:
@@ -339,8 +347,20 @@ def _int(s):
 
 
 def _const(node):
-    if isinstance(node, c_ast.Constant) and node.type.endswith("int"):
-        return _int(node.value)
+    """The value of an integer constant expression (`200 + 0`: PolyBench pads every extent
+    with POLYBENCH_PADDING_FACTOR), else None."""
+    if isinstance(node, c_ast.Constant):
+        return _int(node.value) if node.type.endswith("int") else None
+    if isinstance(node, c_ast.Cast):
+        return _const(node.expr)
+    if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
+        v = _const(node.expr)
+        return None if v is None else (-v if node.op == "-" else v)
+    if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/"):
+        a, b = _const(node.left), _const(node.right)
+        if a is None or b is None or (node.op == "/" and (b == 0 or a < 0 or b < 0)):
+            return None
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else None}[node.op]
     return None
 
 

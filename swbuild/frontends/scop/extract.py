@@ -68,7 +68,8 @@ def _check_iterators_dead(r, body, loop):
     """The generated code does not leave the region's loop variables at their final values:
     refuse a region whose function reads one of them afterwards (or, inside a loop, before
     the region in the next iteration)."""
-    for v in sorted(r.outer_iters):
+    kept = {pv.scalar for pv in r.privates.values() if not pv.iters}    # copied back by the host
+    for v in sorted(r.outer_iters | {pv.scalar for pv in r.privates.values()} - kept):
         occ = []
         _occurrences(body, v, occ)
         after = sorted(o for o in occ if o[0] > r.end_line)
@@ -76,9 +77,10 @@ def _check_iterators_dead(r, body, loop):
                         and _inside(loop, o[0]))
         for seq in (after, before):
             if seq and seq[0][2] == "read":
-                raise ScopError(r.path, seq[0][0], f"loop variable '{v}'",
+                what = "loop variable" if v in r.outer_iters else "scalar"
+                raise ScopError(r.path, seq[0][0], f"{what} '{v}'",
                                 f"read after the region of line {r.start_line} ends: the generated code "
-                                "does not keep the final values of the region's loop variables")
+                                f"does not keep the final value of a {what} the region's loops write")
 
 
 def _occurrences(node, v, out):

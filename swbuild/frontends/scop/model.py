@@ -63,6 +63,16 @@ class Stmt:
 
 
 @dataclass
+class Private:
+    """A scalar written in the region, expanded to an array over the loops that enclose all
+    its uses (none: a one-element array); the host allocates it around the region."""
+    scalar: str                # the C variable
+    array: str                 # the expanded array's name (swk_x_<scalar>)
+    ctype: str
+    iters: list                # subscripts: iterators of the common loops, outer first
+
+
+@dataclass
 class Region:
     path: str
     index: int                 # 0-based among the file's regions
@@ -75,6 +85,7 @@ class Region:
     stmts: list = field(default_factory=list)
     error: ScopError = None    # set when the region is outside the model
     outer_iters: set = field(default_factory=set)   # iterators declared outside the region
+    privates: dict = field(default_factory=dict)    # expanded array name -> Private
 
     @property
     def isl_params(self):

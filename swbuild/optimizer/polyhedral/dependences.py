@@ -39,6 +39,7 @@ class Model:
     writes: isl.UnionMap
     stmts: dict = field(default_factory=dict)   # name -> frontend Stmt
     context: isl.Set = None    # parameter values assumed (accesses in bounds), or None
+    expanded: dict = field(default_factory=dict)   # expanded scalar array -> [max index PwAff per dim]
 
 
 def build_model(region):
@@ -67,7 +68,61 @@ def build_model(region):
     empty = isl.UnionMap.empty(dom.get_space())
     model = Model(region, dom, domains, sched, refs, reads or empty, writes or empty,
                   {s.name: s for s in region.stmts})
+    _expanded_scalars(model)
     return _assume_in_bounds(model)
+
+
+def _expanded_scalars(model):
+    """Check the frontend's scalar expansion and size the expanded arrays.
+
+    An expanded scalar (frontend scalars.py) keeps the program's meaning if every read of
+    a cell follows a write of that cell, i.e. no value crosses iterations of the loops it
+    was expanded over; a one-element array is instead filled from the scalar before the
+    region and copied back after it. Extents: the largest iterator value, plus one."""
+    r = model.region
+    for name, pv in sorted(r.privates.items()):
+        refs = [x for x in model.refs if x.array == name]
+        where = model.stmts[refs[0].stmt].line
+        if pv.iters:
+            sink = _union([x.access for x in refs if x.read])
+            src = _union([x.access for x in refs if x.write])
+            if sink is not None:
+                flow = isl.UnionAccessInfo.from_sink(sink).set_must_source(src) \
+                    .set_schedule_map(model.orig).compute_flow()
+                if not flow.get_may_no_source().is_empty():
+                    raise UnsupportedError(
+                        f"{r.path}:{where}: scalar '{pv.scalar}': a value it holds is read in a later "
+                        f"iteration of the loop over '{pv.iters[-1]}' (or comes from before the region): "
+                        "a recurrence through a scalar is outside the model (use a one-element array)")
+        exts = []
+        box = None
+        for x in refs:
+            box = x.access.range() if box is None else box.union(x.access.range())
+        for q in range(len(pv.iters)):
+            n = box.dim(isl.dim_type.set)
+            dim = box.project_out(isl.dim_type.set, q + 1, n - q - 1).project_out(isl.dim_type.set, 0, q)
+            if dim.is_empty():           # no statement instance uses the scalar
+                exts.append(isl.PwAff.val_on_domain(isl.Set.universe(dim.params().get_space()), isl.Val(0)))
+                continue
+            lo = _val(dim.dim_min(0), min)
+            if lo is None or lo < 0:
+                raise UnsupportedError(f"{r.path}:{where}: scalar '{pv.scalar}': the loop over "
+                                       f"'{pv.iters[q]}' may take negative values; the scalar cannot be "
+                                       "expanded over it")
+            hi = dim.dim_max(0)
+            cst = _val(hi, max)
+            # total (0 where no statement runs), for the host's allocation
+            hi = hi.union_max(isl.PwAff.val_on_domain(isl.Set.universe(hi.domain().get_space()), isl.Val(0)))
+            exts.append(hi)
+            model.region.arrays[name].const_dims[q] = cst + 1 if hi.is_cst() and cst is not None else None
+        model.expanded[name] = exts
+
+
+def _union(maps):
+    out = None
+    for m in maps:
+        out = isl.UnionMap(m) if out is None else out.union(isl.UnionMap(m))
+    return out
 
 
 def _assume_in_bounds(model):
