@@ -285,7 +285,7 @@ class ScopPrinter:
 
     # -- host
     def host_file(self, text, plans):
-        lines = text.split("\n")
+        lines = self._lines = text.split("\n")
         out = []
         spans = {p.region.start_line: p for p in plans if not p.serial}
         i = 0
@@ -308,11 +308,26 @@ class ScopPrinter:
         r = p.region
         out = [f"{{ /* swbuild scop: region {r.index} ({self.source.name}:{r.start_line}-{r.end_line}), "
                f"{len(p.kernels)} CPE kernel(s) */"]
-        if p.model.context is not None:       # the parameter values the plan assumes
-            cond = set_expr(p.model.context, isl.Set.universe(p.model.context.get_space()), {})
+        m = p.model
+        if m.valid is not None:       # parameter values with every access in bounds
+            cond = set_expr(m.valid, isl.Set.universe(m.valid.get_space()), {})
             out.append(f'    if (!{_paren(cond)}) {{ fprintf(stderr, "{self.source.name}:{r.start_line}: '
                        f'#pragma scop region accesses an array out of bounds for these parameter values '
                        f'(needs {_c_string(cond)})\\n"); abort(); }}')
+        if m.context is not None and not m.context.is_equal(m.valid):
+            # valid values the plan does not cover (an empty loop, say): the original region
+            cond = set_expr(m.context, isl.Set.universe(m.context.get_space()), {})
+            out += [f"    if (!{_paren(cond)}) {{", f'#line {r.start_line + 1} "{self.source.name}"']
+            out += self._lines[r.start_line:r.end_line - 1]
+            out += ["    } else {", f'#line {r.start_line} "{self.source.name}"']
+            out += self._generated(p)
+            out += ["    }", "}"]
+            return out
+        return out + self._generated(p) + ["}"]
+
+    def _generated(self, p):
+        r = p.region
+        out = []
         pre, post = self.expanded_scalars(p)
         out += pre
         macros = []
@@ -340,7 +355,6 @@ class ScopPrinter:
         its = sorted(r.outer_iters)
         if its:
             out.append("    " + " ".join(f"(void){i};" for i in its))
-        out.append("}")
         return out
 
     def expanded_scalars(self, p):

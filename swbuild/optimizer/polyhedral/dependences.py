@@ -40,6 +40,7 @@ class Model:
     stmts: dict = field(default_factory=dict)   # name -> frontend Stmt
     context: isl.Set = None    # parameter values assumed (accesses in bounds), or None
     expanded: dict = field(default_factory=dict)   # expanded scalar array -> [max index PwAff per dim]
+    valid: isl.Set = None      # all parameter values with accesses in bounds (context may be smaller)
 
 
 def build_model(region):
@@ -153,6 +154,15 @@ def _assume_in_bounds(model):
         r = model.region
         raise UnsupportedError(f"{r.path}:{r.start_line}: #pragma scop: every value of the parameters "
                                f"{', '.join(r.params)} makes some array access leave its array's extents")
+    model.valid = ctx
+    # Disjunctions such as `ni <= 0 or nk <= 200` (an access is harmless when its loop is
+    # empty) make isl's AST generation split every loop nest: plan for the convex part
+    # where every parameter is positive, and let the host run the original region for the
+    # other valid values.
+    pos = isl.Set(f"{model.region.isl_params} -> {{ : {' and '.join(f'p_{p} > 0' for p in model.region.params)} }}")
+    simple = ctx.intersect(pos.align_params(ctx.get_space())).coalesce()
+    if model.region.params and not simple.is_empty() and simple.n_basic_set() == 1 and ctx.n_basic_set() > 1:
+        ctx = simple
     model.context = ctx
     model.domain = model.domain.intersect_params(ctx)
     model.domains = {k: v.intersect_params(ctx.align_params(v.get_space())) for k, v in model.domains.items()}
