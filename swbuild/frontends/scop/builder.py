@@ -4,6 +4,7 @@ from __future__ import annotations
 from pycparser import c_ast, c_generator
 
 from . import scalars
+from .cparse import STMT_EXPR
 from .model import ELEM_SIZES, INT_TYPES, MATH_FUNCS, Access, Array, ScopError, Stmt
 
 _CGEN = c_generator.CGenerator()
@@ -321,6 +322,9 @@ class Builder:
             return self.value(n.expr, iters, refs)
         if isinstance(n, c_ast.FuncCall):
             fname = n.name.name if isinstance(n.name, c_ast.ID) else _text(n.name)
+            if fname == STMT_EXPR:
+                self.fail(n, "a GNU statement expression is outside the polyhedral model",
+                          "statement expression '({ ... })'")
             if fname not in MATH_FUNCS:
                 self.fail(n, "calls other than pure math functions are outside the polyhedral model",
                           f"call to '{fname}'")

@@ -119,6 +119,52 @@ def _typedef_name(chunk):
     return names[-1] if names and "," not in body else None
 
 
+STMT_EXPR = "__statement_expression__"
+_STMT_EXPR_OPEN = re.compile(r"\(\s*\{")
+
+
+def hide_statement_expressions(text):
+    """GNU statement expressions `({ ... })` (pycparser cannot read them) become a call
+    STMT_EXPR() with the same line breaks: the host file keeps the original text, and the
+    builder refuses such a call inside a region."""
+    if "({" not in text and not _STMT_EXPR_OPEN.search(text):
+        return text
+    out, pos = [], 0
+    for m in _STMT_EXPR_OPEN.finditer(text):
+        start = m.start()
+        if start < pos:
+            continue
+        line_start = text.rfind("\n", 0, start) + 1
+        if text.count('"', line_start, start) % 2 or text[line_start:line_start + 1] == "#":
+            continue                                  # inside a string literal or a directive
+        depth, k = 0, m.end() - 1
+        while k < len(text):
+            ch = text[k]
+            if ch == '"' or ch == "'":
+                k = _skip_literal(text, k)
+                continue
+            depth += ch == "{"
+            depth -= ch == "}"
+            k += 1
+            if depth == 0:
+                break
+        close = re.compile(r"\s*\)").match(text, k)
+        if depth or not close:
+            continue
+        end = close.end()
+        out += [text[pos:start], f"({STMT_EXPR}()", "\n" * text.count("\n", start, end), ")"]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _skip_literal(text, k):
+    q, k = text[k], k + 1
+    while k < len(text) and text[k] != q:
+        k += 2 if text[k] == "\\" else 1
+    return k + 1
+
+
 class _Parser(c_parser.CParser):
     """pycparser, with the position of the next token when an error carries none."""
 
@@ -133,12 +179,12 @@ def parse(text, path, full=None):
     """The AST of `text`; `full` is the unreduced text, tried when `text` fails.
     A ParseError becomes a ScopError with pycparser's file, line, column and message."""
     try:
-        return _Parser().parse(_PRELUDE + text, str(path))
+        return _Parser().parse(_PRELUDE + hide_statement_expressions(text), str(path))
     except pycparser.c_parser.ParseError as e:
         err = e
     if full is not None and full is not text:
         try:
-            return _Parser().parse(_PRELUDE + full, str(path))
+            return _Parser().parse(_PRELUDE + hide_statement_expressions(full), str(path))
         except pycparser.c_parser.ParseError as e:
             err = e
     file, line, col, msg = _split_coord(str(err), path)
