@@ -15,6 +15,8 @@ from pathlib import Path
 import islpy as isl
 from pycparser import c_ast, c_generator
 
+from . import scop_host
+
 _CGEN = c_generator.CGenerator()
 ET, OT, NT = isl.ast_expr_type, isl.ast_expr_op_type, isl.ast_node_type
 
@@ -261,10 +263,6 @@ def body_c(stmt, ref_c):
     return f"({lhs} {node.op} {ex(node.rvalue)})"
 
 
-def _c_string(s):
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
-
-
 def _macro(name, stmt, text):
     return f"#define {name}({', '.join(stmt.iters)}) {text}"
 
@@ -308,27 +306,15 @@ class ScopPrinter:
         r = p.region
         out = [f"{{ /* swbuild scop: region {r.index} ({self.source.name}:{r.start_line}-{r.end_line}), "
                f"{len(p.kernels)} CPE kernel(s) */"]
-        m = p.model
-        if m.valid is not None:       # parameter values with every access in bounds
-            cond = set_expr(m.valid, isl.Set.universe(m.valid.get_space()), {})
-            out.append(f'    if (!{_paren(cond)}) {{ fprintf(stderr, "{self.source.name}:{r.start_line}: '
-                       f'#pragma scop region accesses an array out of bounds for these parameter values '
-                       f'(needs {_c_string(cond)})\\n"); abort(); }}')
-        if m.context is not None and not m.context.is_equal(m.valid):
-            # valid values the plan does not cover (an empty loop, say): the original region
-            cond = set_expr(m.context, isl.Set.universe(m.context.get_space()), {})
-            out += [f"    if (!{_paren(cond)}) {{", f'#line {r.start_line + 1} "{self.source.name}"']
-            out += self._lines[r.start_line:r.end_line - 1]
-            out += ["    } else {", f'#line {r.start_line} "{self.source.name}"']
-            out += self._generated(p)
-            out += ["    }", "}"]
-            return out
+        out += scop_host.guard(p, self.source.name)
+        if scop_host.partial(p):
+            return out + scop_host.fallback(p, self.source.name, self._lines, self._generated(p)) + ["}"]
         return out + self._generated(p) + ["}"]
 
     def _generated(self, p):
         r = p.region
         out = []
-        pre, post = self.expanded_scalars(p)
+        pre, post = scop_host.expanded_scalars(p, self.source.name)
         out += pre
         macros = []
         for name in p.host.serial:
@@ -356,26 +342,6 @@ class ScopPrinter:
         if its:
             out.append("    " + " ".join(f"(void){i};" for i in its))
         return out
-
-    def expanded_scalars(self, p):
-        """Storage of the region's expanded scalars (frontends/scop/scalars.py): a heap array
-        over the common loops, or a one-element array that carries the scalar in and out."""
-        pre, post = [], []
-        for name, pv in sorted(p.region.privates.items()):
-            exts = [_paren(pw_expr(pa, isl.Set.universe(pa.domain().get_space()), {})) + " + 1"
-                    for pa in p.model.expanded[name]]
-            t = pv.ctype
-            if not exts:
-                pre += [f"    {t} {name}[1];", f"    {name}[0] = {pv.scalar};"]
-                post.insert(0, f"    {pv.scalar} = {name}[0];")
-                continue
-            rows = "".join(f"[{e}]" for e in exts[1:])
-            size = " * ".join(f"({e})" for e in exts)
-            pre += [f"    {t} (*{name}){rows} = ({t} (*){rows})malloc(sizeof({t}) * {size});",
-                    f'    if (!{name}) {{ fprintf(stderr, "{self.source.name}:{p.region.start_line}: '
-                    f'out of memory for the expanded scalar {pv.scalar}\\n"); abort(); }}']
-            post.insert(0, f"    free({name});")
-        return pre, post
 
     def launch(self, r, kp, args):
         k = kp.kernel

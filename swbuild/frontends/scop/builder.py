@@ -1,6 +1,8 @@
 """A region's statements as polyhedral statements: domains, accesses, 2d+1 schedules."""
 from __future__ import annotations
 
+import re
+
 from pycparser import c_ast, c_generator
 
 from . import scalars
@@ -31,8 +33,12 @@ def type_info(node, typedefs):
             return None, dims
 
 
+_EXPANDED = re.compile(r"swk_x_(\w+)(?:\[[^\]]*\])+")
+
+
 def _text(node):
-    return _CGEN.visit(node)
+    """C text of a node for messages, expanded scalars (scalars.py) shown as written."""
+    return _EXPANDED.sub(r"\1", _CGEN.visit(node))
 
 
 class Builder:
