@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +57,8 @@ def run_seed(seed, cases, tc, lib, work):
     for plan, case in zip(gen["plans"], cs):
         if plan.serial:
             out["kinds"][reason_kind(plan.reason)] += 1
+            if "internal error" in plan.reason:
+                out["problems"].append(f"case{case.index}: {plan.reason}")
             if not LOCATED.match(plan.reason):
                 out["problems"].append(f"case{case.index}: refusal without file:line: {plan.reason}")
         elif plan.kernels:
@@ -97,7 +100,11 @@ def main(argv=None):
         steps, lib = build.runtime_steps(tc, work / "runtime")
         build.run_steps(steps, log=lambda m: None)
         for seed in range(args.first, args.first + args.seeds):
-            r = run_seed(seed, args.cases, tc, lib, work)
+            try:
+                r = run_seed(seed, args.cases, tc, lib, work)
+            except Exception as e:      # a traceback would reach the user: a failure
+                r = {"problems": [f"crash: {type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"],
+                     "kinds": {}, "transformed": 0}
             kinds.update(r["kinds"])
             transformed += r["transformed"]
             if r["problems"]:

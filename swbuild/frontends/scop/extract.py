@@ -61,6 +61,10 @@ def extract(path, tc=None, includes=(), defines=(), text=None):
                     _check_iterators_dead(r, ext.body, loop)
                 except ScopError as e:
                     r.error = e
+                except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
+                    # a bug here must not print a traceback: the region is refused instead
+                    r.error = ScopError(path, start.line, "#pragma scop", "internal error while extracting "
+                                        f"the region ({type(e).__name__}: {e}); please report it")
     return regions
 
 

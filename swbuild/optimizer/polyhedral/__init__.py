@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+import islpy as isl
+
 from ...errors import LdmError, UnsupportedError
 from . import copies, dependences, mapping, tiling
 
@@ -60,11 +62,16 @@ def plan_region(region, tc, force=None, serial_fallback=False, kname=lambda k: f
             theta, cpe = tiling.theta(k, t)
             levels, csched = copies.place(k, theta, groups)
             plan.kernels.append(KernelPlan(k, t, groups, levels, theta, csched, cpe))
-    except (LdmError, UnsupportedError) as e:
+    except (LdmError, UnsupportedError, isl.Error, AssertionError, AttributeError, TypeError,
+            ValueError, KeyError, IndexError) as e:
+        if not isinstance(e, (LdmError, UnsupportedError)):
+            # a bug here must not print a traceback or produce a wrong region
+            e = UnsupportedError(f"{region.path}:{region.start_line}: internal error while planning the "
+                                 f"region ({type(e).__name__}: {e}); please report it")
         if not str(e).startswith(f"{region.path}:"):
             e.args = (f"{region.path}:{region.start_line}: {e}",)     # say which region
         if not serial_fallback:
-            raise
+            raise e from None
         warn(f"{e} -- region left serial on the MPE")
         return RegionPlan(region, serial=True, reason=str(e))
     if not plan.kernels:
