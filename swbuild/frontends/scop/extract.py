@@ -79,12 +79,13 @@ def _check_iterators_dead(r, body, loop):
         after = sorted(o for o in occ if o[0] > r.end_line)
         before = sorted(o for o in occ if loop is not None and o[0] < r.start_line
                         and _inside(loop, o[0]))
-        for seq in (after, before):
+        for seq, when in ((after, "after the region of line {} ends"),
+                          (before, "before the region of line {} in the enclosing loop")):
             if seq and seq[0][2] == "read":
                 what = "loop variable" if v in r.outer_iters else "scalar"
                 raise ScopError(r.path, seq[0][0], f"{what} '{v}'",
-                                f"read after the region of line {r.start_line} ends: the generated code "
-                                f"does not keep the final value of a {what} the region's loops write")
+                                f"read {when.format(r.start_line)}: the generated code does not keep "
+                                f"the final value of a {what} the region's loops write")
 
 
 def _occurrences(node, v, out):
