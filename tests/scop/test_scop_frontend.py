@@ -116,3 +116,12 @@ def test_reduce_system_headers_keeps_only_needed_typedefs():
     out = scop.reduce_system_headers(text)
     assert "typedef unsigned long size_t;" in out and "typedef size_t my_size;" in out
     assert "unused_t" not in out and "printf" not in out and "return a" not in out
+
+
+def test_reduce_system_headers_keeps_tokens_system_macros_expand_to_in_user_code():
+    # gcc -E marks `stderr` (a macro of stdio.h) in the user's line with flag 3
+    text = ('# 1 "k.c"\n# 1 "/usr/include/stdio.h" 1 3 4\nextern FILE *stderr;\n# 2 "k.c" 2\n'
+            'void f(void) { fprintf(\n# 3 "k.c" 3 4\n stderr\n# 3 "k.c"\n , "x"); }\n')
+    out = scop.reduce_system_headers(text)
+    assert "stderr\n" in out and "extern FILE" not in out
+    scop.parse(out, "k.c")           # the reduced text alone parses

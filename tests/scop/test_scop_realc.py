@@ -230,3 +230,33 @@ def test_tiler_fits_a_loop_of_ten_million_doubles(tmp_path):
     (kp,) = p.kernels
     assert kp.tiling.ldm_bytes <= TC.ldm_budget
     assert kp.tiling.sizes[0] * 8 <= TC.ldm_budget and kp.tiling.sizes[0] * 64 < 10_000_000
+
+
+def test_many_glibc_headers_and_their_macros_outside_the_region(tmp_path):
+    heads = ("assert errno float limits math stdbool stddef stdint stdio stdlib string time sys/time "
+             "sys/types unistd pthread ctype signal stdarg inttypes").split()
+    src = tmp_path / "h.c"
+    src.write_text("".join(f"#include <{h}.h>\n" for h in heads) + textwrap.dedent("""\
+        static double A[64][64];
+        static double now(void) { struct timeval tv; gettimeofday(&tv, NULL); return tv.tv_sec + tv.tv_usec * 1e-6; }
+        static void say(const char *fmt, ...) { va_list ap; va_start(ap, fmt); vfprintf(stderr, fmt, ap); va_end(ap); }
+        int main(int argc, char **argv)
+        {
+            int i, j;
+            bool ok = true;
+            int64_t big = INT64_MAX;
+            double t0 = now();
+            assert(argc >= 1);
+            if (errno == EINVAL || isdigit((unsigned char)argv[0][0])) ok = false;
+        #pragma scop
+            for (i = 0; i < 64; i++)
+                for (j = 0; j < 64; j++)
+                    A[i][j] = sqrt((double)(i + j)) + DBL_EPSILON;
+        #pragma endscop
+            say("%d %" PRId64 " %f\\n", ok, big, now() - t0);
+            return 0;
+        }
+        """))
+    (p,) = plans(src)
+    assert not p.serial and p.kernels
+    assert p.region.start_line == line_of(src, "#pragma scop")
