@@ -87,6 +87,7 @@ def run_kernel(pb, rel, tc, size, serial_fallback, work, do_run, timeout):
     plans = res["plans"]
     row["regions"] = len(plans)
     row["serial_regions"] = [p.reason for p in plans if p.serial]
+    row["mpe_regions"] = [p.reason for p in plans if not p.serial and not p.kernels]    # no parallel loop
     row["cpe_kernels"] = sum(len(p.kernels) for p in plans)
     row["transformed"] = not row["serial_regions"] and row["cpe_kernels"] > 0
     if not do_run:
