@@ -340,6 +340,9 @@ class Builder:
         if isinstance(n, c_ast.UnaryOp) and n.op in ("*", "&"):
             self.fail(n, "pointer dereference / address-of is outside the polyhedral model",
                       f"pointer arithmetic '{_text(n)}'")
+        if isinstance(n, c_ast.Assignment):
+            self.fail(n, "an assignment inside an expression (`a = b = e`) is outside the polyhedral "
+                      "model; write one statement per assignment", f"assignment '{_text(n)}'")
         self.fail(n, "expression is outside the polyhedral model", f"expression '{_text(n)}'")
 
 
