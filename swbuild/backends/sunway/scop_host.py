@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import islpy as isl
 
+from .isl_c import paren, pw_expr, set_expr
+
 
 def _c(s, kind="set"):
-    from .scop_printer import pw_expr, set_expr    # the printer imports this module
     ctx = isl.Set.universe(s.get_space() if kind == "set" else s.domain().get_space())
     return (set_expr if kind == "set" else pw_expr)(s, ctx, {})
-
-
-def _paren(s):
-    from .scop_printer import _paren as paren
-    return paren(s)
 
 
 def _c_string(s):
@@ -31,7 +27,7 @@ def guard(p, source):
     m, r = p.model, p.region
     if m.valid is None:
         return []
-    cond = _paren(_c(m.valid))
+    cond = paren(_c(m.valid))
     return [f'    if (!{cond}) {{ fprintf(stderr, "{source}:{r.start_line}: #pragma scop region accesses '
             f'an array out of bounds for these parameter values (needs {_c_string(cond)})\\n"); abort(); }}']
 
@@ -44,7 +40,7 @@ def partial(p):
 def fallback(p, source, lines, generated):
     """The original region (its own lines, #line-mapped) where the plan's context fails."""
     r = p.region
-    return ([f"    if (!{_paren(_c(p.model.context))}) {{", f'#line {r.start_line + 1} "{source}"']
+    return ([f"    if (!{paren(_c(p.model.context))}) {{", f'#line {r.start_line + 1} "{source}"']
             + lines[r.start_line:r.end_line - 1]
             + ["    } else {", f'#line {r.start_line} "{source}"'] + generated + ["    }"])
 
@@ -55,7 +51,7 @@ def expanded_scalars(p, source):
     that carries the scalar in and out."""
     pre, post = [], []
     for name, pv in sorted(p.region.privates.items()):
-        exts = [_paren(_c(pa, "pw")) + " + 1" for pa in p.model.expanded[name]]
+        exts = [paren(_c(pa, "pw")) + " + 1" for pa in p.model.expanded[name]]
         t = pv.ctype
         if not exts:
             pre += [f"    {t} {name}[1];", f"    {name}[0] = {pv.scalar};"]
