@@ -58,7 +58,7 @@ def extract(path, tc=None, includes=(), defines=(), text=None):
                     continue
                 try:
                     Builder(r, syms, typedefs).build(items[lo + 1:hi])
-                    _check_iterators_dead(r, ext.body, loop)
+                    _check_not_live_after(r, ext.body, loop)
                 except ScopError as e:
                     r.error = e
                 except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
@@ -68,8 +68,8 @@ def extract(path, tc=None, includes=(), defines=(), text=None):
     return regions
 
 
-def _check_iterators_dead(r, body, loop):
-    """The generated code does not leave the region's loop variables at their final values:
+def _check_not_live_after(r, body, loop):
+    """The generated code leaves neither loop variables nor expanded scalars at their final values:
     refuse a region whose function reads one of them afterwards (or, inside a loop, before
     the region in the next iteration)."""
     kept = {pv.scalar for pv in r.privates.values() if not pv.iters}    # copied back by the host
