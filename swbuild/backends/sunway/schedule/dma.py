@@ -110,15 +110,16 @@ class BoxPlan:
         self.merge = self.merge_dim(tiles)
 
     # -- one footprint ---------------------------------------------------------------
-    def footprint(self, ranges):
-        """Unclamped (lo, hi) per dim for {var: (start, count)}."""
+    def footprint(self, ranges, lower=min, upper=max):
+        """Unclamped (lo, hi) per dim for {var: (start, count)}; with lower/upper = numpy's
+        minimum/maximum, starts and counts may be arrays (cost/predict.py: every step at once)."""
         los, his = [], []
         for d, affs in enumerate(self.index):
             lo = hi = None
             for aff in affs:
                 a, b = aff_lohi(aff, ranges)
-                lo = a if lo is None else min(lo, a)
-                hi = b if hi is None else max(hi, b)
+                lo = a if lo is None else lower(lo, a)
+                hi = b if hi is None else upper(hi, b)
             if self.blocked is not None:
                 hi = lo + self.blocked[d] - 1
             los.append(lo)
