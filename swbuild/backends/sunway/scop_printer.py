@@ -25,7 +25,7 @@ _API = {
         get0="athread_get(PE_MODE, m, l, len, (void *)rp, 0, 0, 0)",
         put="athread_put(PE_MODE, l, m, len, (void *)rp, gap, run)",
         put0="athread_put(PE_MODE, l, m, len, (void *)rp, 0, 0)",
-        wait="while ({r} != {n});"),
+        wait="swk_wait({r}, {n});"),
     "crts": dict(
         include="#include <crts.h>", reply="crts_rply_t", tid="CRTS_tid",
         get="CRTS_dma_iget_stride(l, m, len, run, gap, rp)",
@@ -39,6 +39,11 @@ _HELPERS = """\
 #define swk_min(a, b) ((a) < (b) ? (a) : (b))
 #define swk_max(a, b) ((a) > (b) ? (a) : (b))
 #define swk_floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+#ifdef SWEMU_REPLY_WAIT   /* the emulator lands asynchronous DMA at the wait */
+#define swk_wait(r, n) SWEMU_REPLY_WAIT(r, n)
+#else
+#define swk_wait(r, n) while ((r) != (n))
+#endif
 """
 
 _DMA = """\
@@ -516,7 +521,7 @@ class ScopPrinter:
     def _get(self, src, dst, ln, rp, n):
         if self.api is _API["crts"]:
             return f"CRTS_dma_iget({dst}, {src}, {ln}, &{rp}); CRTS_dma_wait_value(&{rp}, {n});"
-        return f"athread_get(PE_MODE, {src}, {dst}, {ln}, (void *)&{rp}, 0, 0, 0); while ({rp} != {n});"
+        return f"athread_get(PE_MODE, {src}, {dst}, {ln}, (void *)&{rp}, 0, 0, 0); swk_wait({rp}, {n});"
 
     def slave_file(self, plans, header):
         api = self.api

@@ -76,7 +76,11 @@ static inline void sw_bget(void *ldm, const void *mem, int len, int bsize, int g
     athread_get(BCAST_MODE, (void *)mem, ldm, len, (void *)rp, (char)(1 << row), gap, gap ? bsize : 0);
 }
 #define SW_ROW_SYNC() athread_syn(ROW_SCOPE, 0xff)
+#ifdef SWEMU_REPLY_WAIT   /* the emulator lands asynchronous DMA at the wait */
+#define SW_WAIT(rp, n) SWEMU_REPLY_WAIT(rp, n)
+#else
 #define SW_WAIT(rp, n) while ((rp) != (n))
+#endif
 #define SW_CPE_ID() athread_get_id(-1)
 #define SW_REPLY volatile int
 static inline floatv4 sw_bcast4(float x) { return simd_set_floatv4(x, x, x, x); }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static size_t granule(size_t n)
 {
@@ -25,6 +26,24 @@ size_t swemu_stack_depth(swemu_cpe *c)
 static size_t heap_top(swemu_cpe *c)
 {
     return c->nblk ? c->blk[c->nblk - 1].off + c->blk[c->nblk - 1].size : 0;
+}
+
+/* After the heap changed: arena pages above its top become inaccessible (stores past the
+ * last block fault), and the stack's guard moves so that heap + static data + stack never
+ * exceed the LDM (page granular: the stack may use up to 4 KB more than is left). */
+static void heap_changed(swemu_cpe *c)
+{
+    size_t top = heap_top(c), pages = (top + SWEMU_PAGE - 1) / SWEMU_PAGE, old = c->top_pages;
+    uintptr_t lim = c->entry_sp - (SWEMU_LDM_BYTES - swemu_static_ldm - top);
+    lim &= ~(uintptr_t)(SWEMU_PAGE - 1);
+    if (lim < c->stk_floor) lim = c->stk_floor;
+    if (pages != old) {
+        c->top_pages = pages;
+        swemu_reprotect(c, pages < old ? pages : old, pages < old ? old : pages);
+    }
+    if (lim > c->stk_lo) mprotect((void *)c->stk_lo, lim - c->stk_lo, PROT_NONE);
+    else if (lim < c->stk_lo) mprotect((void *)lim, c->stk_lo - lim, PROT_READ | PROT_WRITE);
+    c->stk_lo = lim;
 }
 
 void *ldm_malloc(size_t size)
@@ -55,6 +74,9 @@ void *ldm_malloc(size_t size)
     c->nblk++;
     c->heap_used += r;
     if (top > c->heap_peak) c->heap_peak = top;
+    c->in_emu = 1;
+    heap_changed(c);
+    c->in_emu = 0;
     return c->ldm + off;
 }
 
@@ -70,9 +92,13 @@ void ldm_free(void *p, size_t size)
     if (granule(size) != c->blk[i].size)
         swemu_die(c, "ldm_free(%p, %zu): the block was allocated with %zu bytes", p, size,
                   c->blk[i].req);
+    swemu_check_free(c, (uintptr_t)p, (uintptr_t)p + c->blk[i].size);
     c->heap_used -= c->blk[i].size;
     memmove(&c->blk[i], &c->blk[i + 1], (c->nblk - i - 1) * sizeof *c->blk);
     c->nblk--;
+    c->in_emu = 1;
+    heap_changed(c);
+    c->in_emu = 0;
 }
 
 int CRTS_pldm_get_free_size(void)
@@ -87,6 +113,7 @@ void swemu_heap_reset(swemu_cpe *c)
     c->leaked += c->heap_used;
     c->heap_used = 0;
     c->nblk = 0;
+    heap_changed(c);
 }
 
 /* [lo, hi) lies in t's LDM: inside one live ldm_malloc block, or in t's stack/TLS.  t is
@@ -111,7 +138,7 @@ int swemu_in_ldm(swemu_cpe *t, uintptr_t lo, uintptr_t hi)
 void swemu_where(uintptr_t a, char *buf, size_t n)
 {
     if (a >= swemu_ldm_lo && a < swemu_ldm_hi)
-        snprintf(buf, n, "in CPE %d's LDM heap", (int)((a - swemu_ldm_lo) / SWEMU_LDM_BYTES));
+        snprintf(buf, n, "in CPE %d's LDM heap", (int)((a - swemu_ldm_lo) / SWEMU_STRIDE));
     else if (a >= swemu_stk_lo && a < swemu_stk_hi)
         snprintf(buf, n, "in CPE %d's LDM stack/static data", (int)((a - swemu_stk_lo) / swemu_stk_region));
     else

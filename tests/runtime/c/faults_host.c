@@ -1,0 +1,31 @@
+/* Host of the fault suite: `faults KERNEL` spawns that kernel once on 64 CPEs. */
+#include <athread.h>
+#include <stdio.h>
+#include <string.h>
+#include "faults.h"
+
+#define DECL(k) extern void SLAVE_FUN(k)(void *);
+FAULT_KERNELS(DECL)
+#define ROW(k) {#k, (void *)SLAVE_FUN(k)},
+static const struct { const char *name; void *fn; } table[] = {FAULT_KERNELS(ROW)};
+
+static float in[4096], out[4096];
+static void *ptrs[64];
+
+int main(int argc, char **argv)
+{
+    fpara_t p = {in, out, ptrs};
+    for (int i = 0; i < 4096; i++) in[i] = (float)i;
+    athread_init();
+    for (int a = 1; a < argc; a++)
+        for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+            if (!strcmp(argv[a], table[i].name)) {
+                swemu_spawn(table[i].fn, &p, table[i].name);
+                athread_join();
+            }
+    athread_halt();
+    for (int i = 0; i < 64; i++)
+        if (out[i] != in[i] * 2) { printf("wrong out[%d] = %g\n", i, out[i]); return 1; }
+    printf("ok\n");
+    return 0;
+}
