@@ -179,3 +179,18 @@ def test_dma_alignment_rule(fp, kernel, what, length, mem, ldm):
                      r"stride 0\)", line)
     assert m, line
     assert (int(m.group(1), 16) % 4, int(m.group(2), 16) % 4) == (mem, ldm)
+
+
+# ---- races between CPEs in one spawn --------------------------------------------------------
+
+def test_dma_race_is_warned_with_the_array_name(fp):
+    p = run(fp, "k_race")
+    assert (p.returncode, p.stdout) == (0, "ok\n"), p.stderr
+    assert re.fullmatch(rf"swemu: warning: kernel k_race: race: 16384 bytes read by one CPE and written by "
+                        rf"another with no barrier between, first at {HEX} \(out\+0\) read by CPE 63, "
+                        r"written by CPE 0\n", p.stderr)
+
+
+def test_barrier_orders_the_same_accesses(fp):
+    p = run(fp, "k_race_ok", "k_race_ok")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")

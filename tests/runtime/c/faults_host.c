@@ -17,6 +17,8 @@ int main(int argc, char **argv)
     fpara_t p = {in, out, ptrs};
     for (int i = 0; i < 4096; i++) in[i] = (float)i;
     athread_init();
+    swemu_register(in, sizeof in, "in");
+    swemu_register(out, sizeof out, "out");
     for (int a = 1; a < argc; a++)
         for (size_t i = 0; i < sizeof table / sizeof *table; i++)
             if (!strcmp(argv[a], table[i].name)) {

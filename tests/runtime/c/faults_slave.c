@@ -208,3 +208,23 @@ void k_put_then_get(void *arg)           /* reads back what a put in flight writ
     GET(c, p->out + 64 * MYID, 256, &r);
     WAIT(&r, 2);
 }
+
+/* Each CPE writes its block of out, then reads its neighbour's: a race without the
+ * barrier (k_race), none with it (k_race_ok). */
+static void neighbour(fpara_t *p, int sync)
+{
+    float *b = ldm_malloc(256), *c = ldm_malloc(256);
+    reply_t r = 0;
+    int id = MYID;
+    GET(b, p->in + 64 * id, 256, &r);
+    WAIT(&r, 1);
+    for (int i = 0; i < 64; i++) b[i] *= 2;
+    PUT(p->out + 64 * id, b, 256, &r);
+    WAIT(&r, 2);
+    if (sync) SYNC();
+    GET(c, p->out + 64 * ((id + 1) % 64), 256, &r);
+    WAIT(&r, 3);
+}
+
+void k_race(void *arg) { neighbour(arg, 0); }
+void k_race_ok(void *arg) { neighbour(arg, 1); }

@@ -61,6 +61,9 @@ void swemu_sync(int scope, int mask, const char *op);
 void swemu_reply_wait(volatile int *reply, int value);
 #define SWEMU_REPLY_WAIT(rp, value) swemu_reply_wait(&(rp), (value))
 
+/* Host side: names a main-memory array for the emulator's reports ("name+offset"). */
+void swemu_register(const void *p, size_t bytes, const char *name);
+
 void *ldm_malloc(size_t size);
 void ldm_free(void *p, size_t size);
 

@@ -156,6 +156,7 @@ static void land(swemu_cpe *c, int i)
             if (swemu_conflicts_on) swemu_record_write(c, (uintptr_t)m, (uintptr_t)m + x.chunk);
         } else {
             memcpy(b, m, x.chunk);
+            if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + x.chunk);
         }
     }
     track(c, &x, -1);

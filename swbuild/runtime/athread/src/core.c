@@ -285,7 +285,8 @@ int swemu_spawn(void *fn, void *arg, const char *name)
         c->get_ops = c->get_bytes = c->put_ops = c->put_bytes = c->leaked = 0;
         memset(c->hist, 0, sizeof c->hist);
         c->heap_peak = 0;
-        c->nw = 0;
+        c->nw = c->nr = 0;
+        c->ea = c->er = c->ec = 0;
         c->state = 0;
     }
     swemu_bar_reset();
@@ -345,12 +346,23 @@ int athread_join(void)
     if (swemu_conflicts_on) {
         uintptr_t first = 0;
         int a = 0, b = 0;
+        char nm[160];
         uint64_t n = swemu_conflicts(&first, &a, &b);
         k->conflicts += n;
         if (n && !k->warned) {
             k->warned = 1;
-            fprintf(stderr, "swemu: warning: kernel %s: %llu write conflicts, first at %#lx by CPE %d and %d\n",
-                    k->name, (unsigned long long)n, (unsigned long)first, a, b);
+            swemu_name_of(first, nm, sizeof nm);
+            fprintf(stderr, "swemu: warning: kernel %s: %llu write conflicts, first at %#lx%s by CPE %d and %d\n",
+                    k->name, (unsigned long long)n, (unsigned long)first, nm, a, b);
+        }
+        n = swemu_races(&first, &a, &b);
+        k->races += n;
+        if (n && !k->race_warned) {
+            k->race_warned = 1;
+            swemu_name_of(first, nm, sizeof nm);
+            fprintf(stderr, "swemu: warning: kernel %s: race: %llu bytes read by one CPE and written "
+                    "by another with no barrier between, first at %#lx%s read by CPE %d, written by "
+                    "CPE %d\n", k->name, (unsigned long long)n, (unsigned long)first, nm, a, b);
         }
     }
     k->seconds += t_end - t0;

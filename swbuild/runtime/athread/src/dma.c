@@ -17,20 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi)
-{
-    if (c->nw && c->w[c->nw - 1].hi == lo) {   /* consecutive chunks: one range */
-        c->w[c->nw - 1].hi = hi;
-        return;
-    }
-    if (c->nw == c->w_cap) {
-        c->w_cap = c->w_cap ? 2 * c->w_cap : 64;
-        c->w = realloc(c->w, c->w_cap * sizeof *c->w);
-        if (!c->w) swemu_die(c, "out of memory recording DMA writes (SWEMU_CONFLICTS=0 turns this off)");
-    }
-    c->w[c->nw++] = (swemu_range){lo, hi};
-}
-
 static void check_ldm(swemu_cpe *c, const char *op, const char *what, uintptr_t lo, uintptr_t hi)
 {
     char where[96];
@@ -125,6 +111,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
             if (swemu_conflicts_on) swemu_record_write(c, (uintptr_t)m, (uintptr_t)m + chunk);
         } else {
             memcpy(l, m, chunk);
+            if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + chunk);
         }
     }
     if (reply) __atomic_fetch_add((int *)swemu_em((void *)reply), 1, __ATOMIC_SEQ_CST);
@@ -190,8 +177,11 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     }
     /* main memory is read once, into the first receiver; the others copy LDM to LDM.
      * A broadcast lands inside the call in every SWEMU_DMA mode. */
-    for (long k = 0; k < n; k++)
-        memcpy((char *)swemu_em(to[0]) + k * chunk, (char *)src + k * (chunk + gap), chunk);
+    for (long k = 0; k < n; k++) {
+        char *m = (char *)src + k * (chunk + gap);
+        memcpy((char *)swemu_em(to[0]) + k * chunk, m, chunk);
+        if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + chunk);
+    }
     for (long i = 1; i < nt; i++) memcpy(swemu_em(to[i]), swemu_em(to[0]), len);
     dma_count(c, 0, len);
     if (reply) __atomic_fetch_add((int *)swemu_em(reply), 1, __ATOMIC_SEQ_CST);
@@ -251,72 +241,3 @@ int CRTS_dma_wait_value(crts_rply_t *reply, int value)
     return 0;
 }
 
-/* ---- write conflicts: bytes that two or more CPEs wrote by DMA in one spawn ---- */
-typedef struct { uintptr_t at; int cpe, delta; } event;
-
-static int event_cmp(const void *x, const void *y)
-{
-    const event *a = x, *b = y;
-    if (a->at != b->at) return a->at < b->at ? -1 : 1;
-    return a->delta - b->delta;   /* ends before starts: touching ranges do not overlap */
-}
-
-static int hull_cmp(const void *x, const void *y)
-{
-    const swemu_range *a = x, *b = y;
-    return a->lo < b->lo ? -1 : a->lo > b->lo;
-}
-
-uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
-{
-    swemu_range hull[SWEMU_CPES];
-    int nh = 0, act[SWEMU_CPES] = {0}, distinct = 0, found = 0;
-    size_t n = 0, k = 0;
-    uint64_t total = 0;
-    event *e;
-    /* fast path: CPEs whose written address hulls are disjoint cannot conflict */
-    for (int i = 0; i < SWEMU_CPES; i++) {
-        swemu_cpe *c = &swemu_cpes[i];
-        if (!c->nw) continue;
-        hull[nh] = c->w[0];
-        for (size_t j = 1; j < c->nw; j++) {
-            if (c->w[j].lo < hull[nh].lo) hull[nh].lo = c->w[j].lo;
-            if (c->w[j].hi > hull[nh].hi) hull[nh].hi = c->w[j].hi;
-        }
-        nh++;
-        n += c->nw;
-    }
-    qsort(hull, nh, sizeof *hull, hull_cmp);
-    for (int i = 1; i < nh; i++)
-        if (hull[i].lo < hull[i - 1].hi) found = 1;
-        else if (hull[i - 1].hi > hull[i].hi) hull[i].hi = hull[i - 1].hi;
-    if (!found) return 0;
-    found = 0;
-    if (!(e = malloc(2 * n * sizeof *e))) return 0;
-    for (int i = 0; i < SWEMU_CPES; i++)
-        for (size_t j = 0; j < swemu_cpes[i].nw; j++) {
-            e[k++] = (event){swemu_cpes[i].w[j].lo, i, +1};
-            e[k++] = (event){swemu_cpes[i].w[j].hi, i, -1};
-        }
-    qsort(e, k, sizeof *e, event_cmp);
-    for (size_t i = 0; i < k;) {
-        uintptr_t at = e[i].at;
-        for (; i < k && e[i].at == at; i++) {
-            int c = e[i].cpe;
-            if (e[i].delta > 0) distinct += act[c]++ == 0;
-            else distinct -= --act[c] == 0;
-        }
-        if (distinct >= 2 && i < k) {
-            total += e[i].at - at;
-            if (!found) {
-                found = 1;
-                *first = at;
-                *ca = *cb = -1;
-                for (int c = 0; c < SWEMU_CPES && *cb < 0; c++)
-                    if (act[c]) { if (*ca < 0) *ca = c; else *cb = c; }
-            }
-        }
-    }
-    free(e);
-    return total;
-}

@@ -28,7 +28,7 @@
 #define SWEMU_SPIN_SIG (SIGRTMIN + 5)   /* spin timer: lands DMA a `while (reply != n);` waits for */
 #define SWEMU_QMAX 256           /* DMA transfers in flight per CPE */
 
-typedef struct { uintptr_t lo, hi; } swemu_range;
+typedef struct { uintptr_t lo, hi; unsigned short ea, er, ec; } swemu_range;   /* + barrier epochs */
 typedef struct { size_t off, size, req; } swemu_blk;
 
 /* One DMA transfer in flight (asynchronous modes): it lands - data copied, reply += 1 -
@@ -48,10 +48,10 @@ typedef struct {
 typedef struct {
     char *name;
     uint64_t spawns, get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST];
-    uint64_t leaked, conflicts;
+    uint64_t leaked, conflicts, races;
     size_t peak;
     double seconds;
-    int warned;
+    int warned, race_warned;
 } swemu_kstat;
 
 typedef struct swemu_cpe {
@@ -68,6 +68,8 @@ typedef struct swemu_cpe {
     uint64_t get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST], leaked;
     /* main-memory ranges written by puts in the current spawn (conflict detection) */
     swemu_range *w; size_t nw, w_cap;
+    swemu_range *r; size_t nr, r_cap;   /* ranges read by gets (race detection) */
+    unsigned short ea, er, ec;          /* barriers passed: array, row + array, column + array */
     volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned */
     double t_done;                /* when it returned from the current kernel */
     /* asynchronous DMA (async.c): transfers in flight, in issue order */
@@ -107,8 +109,12 @@ size_t swemu_stack_depth(swemu_cpe *c);
 int swemu_in_ldm(swemu_cpe *t, uintptr_t lo, uintptr_t hi);    /* see ldm.c; t may be another CPE */
 void swemu_where(uintptr_t a, char *buf, size_t n);
 void swemu_heap_reset(swemu_cpe *c);
-uint64_t swemu_conflicts(uintptr_t *first, int *a, int *b);   /* see dma.c */
+/* race.c */
+uint64_t swemu_conflicts(uintptr_t *first, int *a, int *b);
+uint64_t swemu_races(uintptr_t *first, int *reader, int *writer);
 void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+void swemu_name_of(uintptr_t a, char *buf, size_t n);
 /* async.c */
 void swemu_async_init(void);
 void swemu_async_thread(swemu_cpe *c);
