@@ -2,7 +2,7 @@
 
     python benchmarks/emulator_faults.py [--runner RUNNER ARG ...] [--repeat 3]
 
-Builds the Athread fault program for sunway-emu and sunway-pro-emu (tests/runtime/c/
+Builds the Athread fault program for sunway-emu and sunway-pro-emu, plain and instrumented (tests/runtime/c/
 faults_*.c) and the BANG one (tests/bang/faults.mlu), runs every fault kernel alone and the
 clean kernels in every SWEMU_DMA mode, and prints one JSON document: per suite the faults
 tried, the faults reported (exit 86/87 with one error line, or the warning the rule
@@ -28,7 +28,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "runtime"), str(ROOT / "tests" /
 from bangemu_build import compile_mlu, hardware  # noqa: E402
 from test_faults import build_faults  # noqa: E402
 
-WARN = {"k_race"}                       # rules that warn (and make swbuild check fail)
+WARN = {"k_race", "k_direct_same_word", "k_direct_race"}   # rules that warn (swbuild check fails)
+PLAIN = {"k_plain_other", "k_plain_other_stack", "k_plain_past", "k_direct_same_word", "k_direct_race"}
 CLEAN = {"k_clean", "k_race_ok"}
 BANG_WARN = {"task_conflict"}
 
@@ -50,10 +51,12 @@ def caught(p, warn, tool):
     return p.returncode in (86, 87) and len(lines) == 1 and lines[0].startswith(f"{tool}: error:")
 
 
-def athread_suite(name, out):
-    fp = build_faults(name, out)
+def athread_suite(name, out, instrument):
+    """Without instrumentation the plain-access faults (PLAIN) are not tried: only
+    SWEMU_INSTRUMENT=1 builds check plain loads and stores byte by byte."""
+    fp = build_faults(name, out, instrument)
     kernels = re.findall(r"X\((k_\w+)\)", (ROOT / "tests/runtime/c/faults.h").read_text())
-    faults = [k for k in kernels if k not in CLEAN]
+    faults = [k for k in kernels if k not in CLEAN and (instrument or k not in PLAIN)]
     missed = [k for k in faults if not caught(run([fp.exe, k], SWEMU_DMA="wait"), k in WARN, "swemu")]
     silent = all(run([fp.exe, k, k], SWEMU_DMA=m).stderr == "" for k in sorted(CLEAN)
                  for m in ("issue", "wait", "random:1", "random:2"))
@@ -93,7 +96,8 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="swemu-faults-") as tmp:
         tmp = Path(tmp)
-        doc = {name: athread_suite(name, tmp / name) for name in ("sunway-emu", "sunway-pro-emu")}
+        doc = {f"{name}{'+instrumented' if i else ''}": athread_suite(name, tmp / f"{name}{i}", i)
+               for name in ("sunway-emu", "sunway-pro-emu") for i in (False, True)}
         doc["diannao-emu"] = bang_suite(tmp)
     doc["total"] = {k: sum(d[k] for d in doc.values()) for k in ("faults", "reported")}
     if a.runner:

@@ -99,6 +99,13 @@ def unenforced_keys(family, hw, runtime_text):
     return bad
 
 
+# Byte-level checks of every plain load and store of slave code (runtime/athread/src/
+# access.c): gcc calls __asan_{load,store}*_noabort before each access.  Slower (every
+# access is a call), so only when SWEMU_INSTRUMENT=1 at build time.
+SWEMU_INSTRUMENT_FLAGS = ["-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
+                          "--param", "asan-stack=0", "--param", "asan-globals=0"]
+
+
 def swemu_defines(hw):
     """The toolchain -> Athread emulator contract: one define per rule of SWEMU_RULES."""
     return [f"{d}={int(hw[k])}" for k, d in SWEMU_RULES.items() if k in hw]
@@ -195,6 +202,12 @@ class Toolchain:
     def runtime_sources(self):
         rt = self.emulation.get("runtime")
         return sorted((RUNTIME_DIR / rt / "src").glob("*.c")) if rt else []
+
+    def runtime_slave_flags(self):
+        """Extra flags for slave objects of an emulated Sunway target (SWEMU_INSTRUMENT=1)."""
+        if self.emulated and self.family == "sunway" and os.environ.get("SWEMU_INSTRUMENT") == "1":
+            return list(SWEMU_INSTRUMENT_FLAGS)
+        return []
 
     def runtime_defines(self):
         """Preprocessor definitions that select the emulated chip's API and limits."""

@@ -15,10 +15,11 @@ C_DIR = Path(__file__).parent / "c"
 HEX = r"0x[0-9a-f]+"
 
 
-def build_faults(name, out):
+def build_faults(name, out, instrument=False):
     tc = toolchain.load(name)
     steps, lib = build.runtime_steps(tc, out)
-    flags = lambda side: (list(tc.flags[side]) + ["-Wall", "-Werror"]
+    extra = {"host": [], "slave": toolchain.SWEMU_INSTRUMENT_FLAGS if instrument else []}
+    flags = lambda side: (list(tc.flags[side]) + extra[side] + ["-Wall", "-Werror"]
                           + sum((["-I", str(i)] for i in tc.runtime_include_dirs()), [])
                           + [f"-D{d}" for d in tc.runtime_defines()] + ["-I", str(C_DIR)])
     h, s, exe = out / "fh.o", out / "fs.o", out / "faults"
@@ -28,15 +29,25 @@ def build_faults(name, out):
         build.Step("link", tc.argv("link") + tc.flags["link"] + [str(h), str(s), str(lib)] + tc.flags["libs"] + ["-o", str(exe)], [], [exe]),
     ]
     build.run_steps(steps, log=lambda *a: None)
-    return SimpleNamespace(name=name, exe=exe, cap=int(tc.hardware["ldm_bytes"]),
+    return SimpleNamespace(name=name, exe=exe, cap=int(tc.hardware["ldm_bytes"]), instrumented=instrument,
                            get="athread_get" if tc.api == "athread" else "CRTS_dma_iget",
                            put="athread_put" if tc.api == "athread" else "CRTS_dma_iput",
                            wait="reply wait" if tc.api == "athread" else "CRTS_dma_wait_value")
 
 
-@pytest.fixture(scope="module", params=["sunway-emu", "sunway-pro-emu"])
+@pytest.fixture(scope="module", params=[("sunway-emu", False), ("sunway-pro-emu", False),
+                                        ("sunway-emu", True), ("sunway-pro-emu", True)],
+                ids=["v1", "crts", "v1-instrumented", "crts-instrumented"])
 def fp(request, tmp_path_factory):
-    return build_faults(request.param, tmp_path_factory.mktemp(request.param))
+    name, instrument = request.param
+    return build_faults(name, tmp_path_factory.mktemp(name), instrument)
+
+
+@pytest.fixture
+def fpi(fp):
+    if not fp.instrumented:
+        pytest.skip("plain loads and stores are checked in instrumented builds (SWEMU_INSTRUMENT=1)")
+    return fp
 
 
 def run(fp, *kernels, mode="wait"):
@@ -163,8 +174,13 @@ def test_dma_overrunning_a_stack_array(fp):
 
 
 def test_misaligned_vector_dereference(fp):
-    assert re.fullmatch(rf"swemu: error: kernel k_vec_misalign CPE \d+: general-protection fault at pc "
-                        rf"{HEX}: a misaligned vector access .*", report(fp, "k_vec_misalign"))
+    if fp.instrumented:
+        assert re.fullmatch(rf"swemu: error: kernel k_vec_misalign CPE \d+: load of a 16-byte vector at {HEX}: "
+                            r"not 16-byte aligned \(a vector pointer such as \*\(floatv4 \*\)\(b \+ 1\)\?\)",
+                            report(fp, "k_vec_misalign"))
+    else:
+        assert re.fullmatch(rf"swemu: error: kernel k_vec_misalign CPE \d+: general-protection fault at pc "
+                            rf"{HEX}: a misaligned vector access .*", report(fp, "k_vec_misalign"))
 
 
 # ---- the toolchain file's dma_align_bytes = 4 ------------------------------------------------
@@ -194,3 +210,35 @@ def test_dma_race_is_warned_with_the_array_name(fp):
 def test_barrier_orders_the_same_accesses(fp):
     p = run(fp, "k_race_ok", "k_race_ok")
     assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
+
+
+# ---- plain loads and stores (instrumented builds) --------------------------------------------
+
+def test_plain_store_into_another_cpes_live_block(fpi):
+    assert re.fullmatch(rf"swemu: error: kernel k_plain_other CPE 1: store to {HEX} in the LDM of CPE 0: "
+                        r"another CPE's LDM is not addressable \(SW26010: register communication; "
+                        r"SW26010-Pro: RMA\)", report(fpi, "k_plain_other"))
+
+
+def test_plain_store_into_another_cpes_stack(fpi):
+    assert re.fullmatch(rf"swemu: error: kernel k_plain_other_stack CPE 1: store to {HEX} in the LDM stack of "
+                        r"CPE 0: another CPE's LDM is not addressable \(SW26010: register communication; "
+                        r"SW26010-Pro: RMA\)", report(fpi, "k_plain_other_stack"))
+
+
+def test_plain_store_just_past_a_block(fpi):
+    assert re.fullmatch(rf"swemu: error: kernel k_plain_past CPE \d+: store to LDM {HEX}: 16 bytes past the end "
+                        rf"of ldm_malloc block {HEX} of 64 bytes", report(fpi, "k_plain_past"))
+
+
+def test_direct_stores_of_64_cpes_to_one_word(fpi):
+    p = run(fpi, "k_direct_same_word")
+    assert re.fullmatch(rf"swemu: warning: kernel k_direct_same_word: 4 write conflicts, first at {HEX} "
+                        r"\(out\+0\) by CPE 0 and 1\n", p.stderr), p.stderr
+
+
+def test_direct_read_of_a_word_another_cpe_writes(fpi):
+    p = run(fpi, "k_direct_race")
+    assert re.fullmatch(rf"swemu: warning: kernel k_direct_race: race: 256 bytes read by one CPE and written by "
+                        rf"another with no barrier between, first at {HEX} \(out\+0\) read by CPE 63, written "
+                        r"by CPE 0\n", p.stderr), p.stderr

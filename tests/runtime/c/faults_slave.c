@@ -228,3 +228,48 @@ static void neighbour(fpara_t *p, int sync)
 
 void k_race(void *arg) { neighbour(arg, 0); }
 void k_race_ok(void *arg) { neighbour(arg, 1); }
+
+/* ---- plain loads and stores: caught in instrumented builds (SWEMU_INSTRUMENT=1) ---- */
+void k_plain_other(void *arg)            /* CPE 1 stores into CPE 0's live block */
+{
+    fpara_t *p = arg;
+    char *b = ldm_malloc(64);
+    if (MYID == 0) p->ptrs[0] = b;
+    SYNC();
+    if (MYID == 1) *(volatile char *)p->ptrs[0] = 1;
+    SYNC();
+}
+
+void k_plain_other_stack(void *arg)      /* CPE 1 stores into CPE 0's local array */
+{
+    fpara_t *p = arg;
+    volatile char loc[64];
+    loc[0] = 0;
+    if (MYID == 0) p->ptrs[0] = (void *)loc;
+    SYNC();
+    if (MYID == 1) *(volatile char *)p->ptrs[0] = 1;
+    SYNC();
+}
+
+void k_plain_past(void *arg)             /* 16 bytes past a 64-byte block, same page */
+{
+    float *b = ldm_malloc(64);
+    (void)arg;
+    ((volatile float *)b)[20] = 1;
+}
+
+void k_direct_same_word(void *arg)       /* every CPE stores to out[0] directly */
+{
+    fpara_t *p = arg;
+    ((volatile float *)p->out)[0] = (float)MYID;
+}
+
+void k_direct_race(void *arg)            /* direct store, then the neighbour's word, no barrier */
+{
+    fpara_t *p = arg;
+    volatile float *o = p->out;
+    float x;
+    o[MYID] = 2 * p->in[MYID];
+    x = o[(MYID + 1) % 64];
+    SINK(x);
+}

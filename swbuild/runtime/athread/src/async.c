@@ -351,12 +351,33 @@ void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi)
         }
 }
 
+/* An access to [a, a + n) by the CPE itself: not into a transfer in flight (any access to a
+ * get's destination, a store to a put's source). */
+void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write)
+{
+    char d[384], w[160];
+    const char *acc = write ? "store to" : "load from";
+    for (int k = 0; k < c->nq; k++) {
+        swemu_xfer *x = &c->q[k];
+        if (a + n <= (uintptr_t)x->ldm || a >= (uintptr_t)x->ldm + x->len || (x->put && !write)) continue;
+        if (a < (uintptr_t)x->ldm) a = (uintptr_t)x->ldm;
+        c->in_emu = 1;
+        describe_xfer(c, x, d, sizeof d);
+        swemu_describe_ldm(c, a, w, sizeof w);
+        if (x->put)
+            swemu_die(c, "store to LDM %#lx (%s) while DMA %s reading it is in flight (buffer "
+                      "reused before its reply wait)", (unsigned long)a, w, d);
+        swemu_die(c, "%s LDM %#lx (%s) before DMA %s into it landed (missing or misplaced "
+                  "reply wait)", acc, (unsigned long)a, w, d);
+    }
+}
+
 /* A fault at `a` on the calling CPE: 1 = handled (retry the access); 0 = not an LDM
  * arena address; otherwise a report. */
 int swemu_fault(swemu_cpe *c, uintptr_t a, int write)
 {
     size_t i, off, p;
-    char d[384], w[160];
+    char w[160];
     const char *acc = write ? "store to" : "load from";
     if (a < swemu_ldm_lo || a >= swemu_ldm_hi) return 0;
     i = (a - swemu_ldm_lo) / SWEMU_STRIDE;
@@ -368,17 +389,7 @@ int swemu_fault(swemu_cpe *c, uintptr_t a, int write)
         swemu_die(c, "%s %#lx: %zu bytes past the end of the %d-byte LDM", acc, (unsigned long)a,
                   off - SWEMU_LDM_BYTES, SWEMU_LDM_BYTES);
     c->in_emu = 1;
-    for (int k = 0; k < c->nq; k++) {
-        swemu_xfer *x = &c->q[k];
-        if (a < (uintptr_t)x->ldm || a >= (uintptr_t)x->ldm + x->len || (x->put && !write)) continue;
-        describe_xfer(c, x, d, sizeof d);
-        swemu_describe_ldm(c, a, w, sizeof w);
-        if (x->put)
-            swemu_die(c, "store to LDM %#lx (%s) while DMA %s reading it is in flight (buffer "
-                      "reused before its reply wait)", (unsigned long)a, w, d);
-        swemu_die(c, "%s LDM %#lx (%s) before DMA %s into it landed (missing or misplaced "
-                  "reply wait)", acc, (unsigned long)a, w, d);
-    }
+    swemu_check_access(c, a, 1, write);
     p = off / SWEMU_PAGE;
     if (p >= c->top_pages) {
         swemu_describe_ldm(c, a, w, sizeof w);

@@ -28,6 +28,13 @@ static size_t heap_top(swemu_cpe *c)
     return c->nblk ? c->blk[c->nblk - 1].off + c->blk[c->nblk - 1].size : 0;
 }
 
+static void mark(swemu_cpe *c, size_t off, size_t size, int on)
+{
+    for (size_t g = off / SWEMU_ALIGN; g < (off + size) / SWEMU_ALIGN; g++)
+        if (on) c->live[g / 8] |= (unsigned char)(1u << (g % 8));
+        else c->live[g / 8] &= (unsigned char)~(1u << (g % 8));
+}
+
 /* After the heap changed: arena pages above its top become inaccessible (stores past the
  * last block fault), and the stack's guard moves so that heap + static data + stack never
  * exceed the LDM (page granular: the stack may use up to 4 KB more than is left). */
@@ -71,6 +78,7 @@ void *ldm_malloc(size_t size)
     }
     memmove(&c->blk[i + 1], &c->blk[i], (c->nblk - i) * sizeof *c->blk);
     c->blk[i] = (swemu_blk){off, r, size};
+    mark(c, off, r, 1);
     c->nblk++;
     c->heap_used += r;
     if (top > c->heap_peak) c->heap_peak = top;
@@ -93,6 +101,7 @@ void ldm_free(void *p, size_t size)
         swemu_die(c, "ldm_free(%p, %zu): the block was allocated with %zu bytes", p, size,
                   c->blk[i].req);
     swemu_check_free(c, (uintptr_t)p, (uintptr_t)p + c->blk[i].size);
+    mark(c, c->blk[i].off, c->blk[i].size, 0);
     c->heap_used -= c->blk[i].size;
     memmove(&c->blk[i], &c->blk[i + 1], (c->nblk - i - 1) * sizeof *c->blk);
     c->nblk--;
@@ -113,6 +122,7 @@ void swemu_heap_reset(swemu_cpe *c)
     c->leaked += c->heap_used;
     c->heap_used = 0;
     c->nblk = 0;
+    memset(c->live, 0, sizeof c->live);
     heap_changed(c);
 }
 

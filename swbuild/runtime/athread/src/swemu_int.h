@@ -82,6 +82,7 @@ typedef struct swemu_cpe {
     unsigned char pg_prot[SWEMU_LDM_PAGES];
     unsigned char pg_shared[SWEMU_LDM_PAGES];   /* false sharing seen this spawn: fill, not protect */
     size_t top_pages;             /* pages [top_pages, end) are above every live block */
+    unsigned char live[SWEMU_LDM_BYTES / SWEMU_ALIGN / 8];   /* granules in live blocks (access.c) */
 } swemu_cpe;
 
 extern swemu_cpe swemu_cpes[SWEMU_CPES];
@@ -126,6 +127,7 @@ void swemu_reprotect(swemu_cpe *c, size_t p0, size_t p1);
 void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n);
 void swemu_wait_reply(const char *op, volatile int *reply, int value, int exact);
 void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write);
 /* the emulator's own (unprotected) address of LDM byte p of any CPE's arena */
 static inline void *swemu_em(void *p)
 {
