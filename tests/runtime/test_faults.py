@@ -139,7 +139,7 @@ def test_async_faults_are_invisible_when_dma_lands_at_issue(fp):
     # the chip's best case: the same kernels run (the data happens to be there)
     for k in ["k_read_early", "k_reuse", "k_no_wait", "k_put_src"]:
         p = run(fp, k, mode="issue")
-        assert p.returncode in (0, 1) and "swemu" not in p.stderr, (k, p.stderr)
+        assert (p.returncode, p.stderr) == (0, ""), (k, p.stderr)
 
 
 # ---- LDM ------------------------------------------------------------------------------------
@@ -233,12 +233,14 @@ def test_plain_store_just_past_a_block(fpi):
 
 def test_direct_stores_of_64_cpes_to_one_word(fpi):
     p = run(fpi, "k_direct_same_word")
+    assert p.returncode == 0
     assert re.fullmatch(rf"swemu: warning: kernel k_direct_same_word: 4 write conflicts, first at {HEX} "
                         r"\(out\+0\) by CPE 0 and 1\n", p.stderr), p.stderr
 
 
 def test_direct_read_of_a_word_another_cpe_writes(fpi):
     p = run(fpi, "k_direct_race")
+    assert p.returncode == 0
     assert re.fullmatch(rf"swemu: warning: kernel k_direct_race: race: 256 bytes read by one CPE and written by "
                         rf"another with no barrier between, first at {HEX} \(out\+0\) read by CPE 63, written "
                         r"by CPE 0\n", p.stderr), p.stderr

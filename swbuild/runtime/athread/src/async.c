@@ -295,6 +295,11 @@ void swemu_issue(swemu_cpe *c, const swemu_xfer *x0)
         x.after = r < 2 ? 0 : r < 5 ? (int)r - 1 : -1;   /* now, after 1..3 calls, at wait */
     }
     c->q[c->nq++] = x;
+    if (swemu_conflicts_on) {
+        size_t w = 0, r = 0;
+        for (int i = 0; i < c->nq; i++) *(c->q[i].put ? &w : &r) += (size_t)c->q[i].n;
+        swemu_reserve(c, w, r);
+    }
     track(c, &x, +1);
     if (x.after == 0) land(c, c->nq - 1);
     else arm(c, spin_ns);

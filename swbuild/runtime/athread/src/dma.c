@@ -97,7 +97,9 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
               volatile int *reply)
 {
     swemu_cpe *c = swemu_need_cpe(op);
-    long chunk, gap, n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
+    long chunk, gap, n;
+    c->in_emu = 1;          /* cleared by swemu_issue / below */
+    n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
     dma_count(c, put, len);
     if (swemu_dma_mode) {
         swemu_xfer x = {op, put, 0, mem, ldm, len, chunk, gap, n, reply, -1};
@@ -115,6 +117,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
         }
     }
     if (reply) __atomic_fetch_add((int *)swemu_em((void *)reply), 1, __ATOMIC_SEQ_CST);
+    c->in_emu = 0;
     return 0;
 }
 
@@ -142,6 +145,7 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     uintptr_t d = (uintptr_t)dest, off;
     long chunk, gap, n, nt = 0;
     int rows = SWEMU_CPES / 8, stack;
+    c->in_emu = 1;
     n = dma_check(c, op, src, dest, len, bsize, stride, reply, &chunk, &gap);
     if (!(mask & 0xffu))
         swemu_die(c, "%s: BCAST_MODE mask is 0: no row would receive the data", op);
@@ -185,6 +189,7 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     for (long i = 1; i < nt; i++) memcpy(swemu_em(to[i]), swemu_em(to[0]), len);
     dma_count(c, 0, len);
     if (reply) __atomic_fetch_add((int *)swemu_em(reply), 1, __ATOMIC_SEQ_CST);
+    c->in_emu = 0;
     return 0;
 }
 

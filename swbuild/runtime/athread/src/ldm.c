@@ -58,6 +58,7 @@ void *ldm_malloc(size_t size)
     swemu_cpe *c = swemu_need_cpe("ldm_malloc");
     size_t r, off = 0, top, stack = swemu_stack_depth(c);
     int i;
+    c->in_emu = 1;          /* no DMA lands (spin timer) while the block list is changed */
     if (size > SWEMU_LDM_BYTES) r = size;   /* fails below without wrapping */
     else r = granule(size);
     /* first fit between live blocks (kept sorted by offset) */
@@ -82,7 +83,6 @@ void *ldm_malloc(size_t size)
     c->nblk++;
     c->heap_used += r;
     if (top > c->heap_peak) c->heap_peak = top;
-    c->in_emu = 1;
     heap_changed(c);
     c->in_emu = 0;
     return c->ldm + off;
@@ -93,6 +93,7 @@ void ldm_free(void *p, size_t size)
     swemu_cpe *c = swemu_need_cpe("ldm_free");
     int i;
     if (!p) return;
+    c->in_emu = 1;
     for (i = 0; i < c->nblk; i++)
         if (c->ldm + c->blk[i].off == (char *)p) break;
     if (i == c->nblk)
@@ -105,7 +106,6 @@ void ldm_free(void *p, size_t size)
     c->heap_used -= c->blk[i].size;
     memmove(&c->blk[i], &c->blk[i + 1], (c->nblk - i - 1) * sizeof *c->blk);
     c->nblk--;
-    c->in_emu = 1;
     heap_changed(c);
     c->in_emu = 0;
 }

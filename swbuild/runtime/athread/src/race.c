@@ -56,6 +56,21 @@ static void add(swemu_cpe *c, swemu_range **v, size_t *n, size_t *cap, uintptr_t
 }
 
 void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->w, &c->nw, &c->w_cap, lo, hi); }
+
+/* Room for `more` ranges without realloc: transfers in flight may land in a signal handler
+ * (async.c: the spin timer), where malloc must not be called. */
+static void reserve(swemu_cpe *c, swemu_range **v, size_t n, size_t *cap, size_t more)
+{
+    if (n + more <= *cap) return;
+    *cap = 2 * (n + more) + 64;
+    *v = realloc(*v, *cap * sizeof **v);
+    if (!*v) swemu_die(c, "out of memory recording DMA ranges (SWEMU_CONFLICTS=0 turns this off)");
+}
+void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads)
+{
+    reserve(c, &c->w, c->nw, &c->w_cap, writes);
+    reserve(c, &c->r, c->nr, &c->r_cap, reads);
+}
 void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->r, &c->nr, &c->r_cap, lo, hi); }
 
 

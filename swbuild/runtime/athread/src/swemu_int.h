@@ -115,6 +115,7 @@ uint64_t swemu_conflicts(uintptr_t *first, int *a, int *b);
 uint64_t swemu_races(uintptr_t *first, int *reader, int *writer);
 void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
 void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads);
 void swemu_name_of(uintptr_t a, char *buf, size_t n);
 /* async.c */
 void swemu_async_init(void);
