@@ -74,3 +74,13 @@ def test_big_local_array_is_counted_in_nram(builds):
     assert line(builds, "local_array") == (
         "bangemu: error: kernel local_array task 0: stack: local arrays live in NRAM and need more than the "
         "647168 B left by the __nram__ declarations (declared=8192 B, capacity=655360 B)")
+
+
+def test_gdram_rules_hold_when_the_toolchain_states_them(builds):
+    r = run(builds["faults"], "gdram_misaligned")           # diannao.toml states no GDRAM rule
+    assert (r.returncode, r.stderr) == (0, "")
+    assert re.fullmatch(rf"bangemu: error: kernel gdram_misaligned task 0: __memcpy: GDRAM operands must be 64-B "
+                        rf"aligned \(src=GDRAM block {PTR}\+4\)", line({"faults": builds["faults_gdram"]}, "gdram_misaligned"))
+    assert line({"faults": builds["faults_gdram"]}, "gdram_odd_size") == (
+        "bangemu: error: kernel gdram_odd_size task 0: __memcpy: GDRAM copy size must be a multiple of 64 B "
+        "(GDRAM2NRAM, size=100)")

@@ -142,6 +142,11 @@ def test_async_faults_are_invisible_when_dma_lands_at_issue(fp):
         assert (p.returncode, p.stderr) == (0, ""), (k, p.stderr)
 
 
+def test_dma_from_outside_every_array(fp):
+    assert report(fp, "k_wild_mem").endswith(
+        f": {fp.get}: main memory 0x10000 is not mapped: the DMA's main-memory side lies outside every array")
+
+
 # ---- LDM ------------------------------------------------------------------------------------
 
 def test_heap_plus_stack_overflow(fp):

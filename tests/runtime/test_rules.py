@@ -32,8 +32,11 @@ def test_every_hardware_key_is_enforced_or_a_model_number(name):
 def test_a_new_rule_without_enforcement_is_caught():
     hw = dict(toolchain.load("sunway").hardware, dma_size_multiple_bytes=8)
     assert toolchain.unenforced_keys("sunway", hw, runtime_text("athread")) == ["dma_size_multiple_bytes"]
-    hw = dict(toolchain.load("diannao").hardware, gdram_align_bytes=64)
-    assert toolchain.unenforced_keys("diannao", hw, runtime_text("bang")) == ["gdram_align_bytes"]
+    hw = dict(toolchain.load("diannao").hardware, sram_align_bytes=64)
+    assert toolchain.unenforced_keys("diannao", hw, runtime_text("bang")) == ["sram_align_bytes"]
+    # GDRAM rules the chip documents nowhere yet are ready: stating them enforces them
+    hw = dict(toolchain.load("diannao").hardware, gdram_align_bytes=64, gdram_size_multiple_bytes=64)
+    assert toolchain.unenforced_keys("diannao", hw, runtime_text("bang")) == []
     # a rule the table names but the runtime never reads is caught as well
     assert toolchain.unenforced_keys("sunway", {"dma_align_bytes": 4}, "") == ["dma_align_bytes"]
 

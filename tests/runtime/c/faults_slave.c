@@ -1,6 +1,7 @@
 /* Kernels of the fault suite, spelled for either API (see slave_v1.c / slave_crts.c). */
 #include <slave.h>
 #include <simd.h>
+#include <stdint.h>
 #include "faults.h"
 
 #ifdef SWEMU_API_CRTS
@@ -228,6 +229,15 @@ static void neighbour(fpara_t *p, int sync)
 
 void k_race(void *arg) { neighbour(arg, 0); }
 void k_race_ok(void *arg) { neighbour(arg, 1); }
+
+void k_wild_mem(void *arg)               /* main-memory side outside every array */
+{
+    float *b = ldm_malloc(64);
+    reply_t r = 0;
+    (void)arg;
+    GET(b, (float *)(uintptr_t)0x10000, 64, &r);
+    WAIT(&r, 1);
+}
 
 /* ---- plain loads and stores: caught in instrumented builds (SWEMU_INSTRUMENT=1) ---- */
 void k_plain_other(void *arg)            /* CPE 1 stores into CPE 0's live block */

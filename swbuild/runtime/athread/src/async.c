@@ -140,7 +140,13 @@ static void land(swemu_cpe *c, int i)
     c->nq--;
     if (!x.put && !x.prot) {
         /* unprotected destination (stack/TLS, shared page): the 0xFF fill tells */
-        for (long k = 0; k < x.len; k++)
+        long k = 0;
+        for (; k + 8 <= x.len; k += 8) {   /* 8 bytes at a time, then find the byte */
+            uint64_t v;
+            memcpy(&v, l + k, 8);
+            if (v != ~(uint64_t)0) break;
+        }
+        for (; k < x.len; k++)
             if ((unsigned char)l[k] != 0xFF) {
                 char d[384];
                 describe_xfer(c, &x, d, sizeof d);
@@ -149,6 +155,7 @@ static void land(swemu_cpe *c, int i)
                           (unsigned long)(uintptr_t)(x.ldm + k), d);
             }
     }
+    c->copying = x.op;
     for (long k = 0; k < x.n; k++) {
         char *m = x.mem + k * (x.chunk + x.gap), *b = l + k * x.chunk;
         if (x.put) {
@@ -159,6 +166,7 @@ static void land(swemu_cpe *c, int i)
             if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + x.chunk);
         }
     }
+    c->copying = NULL;
     track(c, &x, -1);
     if (x.reply) __atomic_fetch_add((int *)swemu_em((void *)x.reply), 1, __ATOMIC_SEQ_CST);
 }

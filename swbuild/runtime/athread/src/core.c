@@ -107,6 +107,9 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         swemu_die(c, "LDM overflow: stack grew past %zu bytes (local arrays too large?): "
                   "heap %zu, static LDM data %zu bytes, capacity %d bytes",
                   (size_t)(c->entry_sp - a), c->heap_used, swemu_static_ldm, SWEMU_LDM_BYTES);
+    if (c && c->copying && !(a >= swemu_ldm_lo && a < swemu_ldm_hi))
+        swemu_die(c, "%s: main memory %#lx is not mapped: the DMA's main-memory side lies "
+                  "outside every array", c->copying, (unsigned long)a);
     /* LDM pages protected on purpose: DMA in flight, above the heap, guard, other CPEs */
     if (c && sig == SIGSEGV && swemu_fault(c, a, wr)) return;
     if (c && sig == SIGSEGV && si->si_code == SI_KERNEL)   /* #GP: no address reported */

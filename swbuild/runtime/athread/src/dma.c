@@ -106,6 +106,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
         swemu_issue(c, &x);
         return 0;
     }
+    c->copying = op;
     for (long k = 0; k < n; k++) {
         char *m = (char *)mem + k * (chunk + gap), *l = swemu_em((char *)ldm + k * chunk);
         if (put) {
@@ -116,6 +117,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
             if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + chunk);
         }
     }
+    c->copying = NULL;
     if (reply) __atomic_fetch_add((int *)swemu_em((void *)reply), 1, __ATOMIC_SEQ_CST);
     c->in_emu = 0;
     return 0;
@@ -181,12 +183,14 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     }
     /* main memory is read once, into the first receiver; the others copy LDM to LDM.
      * A broadcast lands inside the call in every SWEMU_DMA mode. */
+    c->copying = op;
     for (long k = 0; k < n; k++) {
         char *m = (char *)src + k * (chunk + gap);
         memcpy((char *)swemu_em(to[0]) + k * chunk, m, chunk);
         if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + chunk);
     }
     for (long i = 1; i < nt; i++) memcpy(swemu_em(to[i]), swemu_em(to[0]), len);
+    c->copying = NULL;
     dma_count(c, 0, len);
     if (reply) __atomic_fetch_add((int *)swemu_em(reply), 1, __ATOMIC_SEQ_CST);
     c->in_emu = 0;

@@ -76,6 +76,7 @@ typedef struct swemu_cpe {
     swemu_xfer q[SWEMU_QMAX]; int nq;
     unsigned seq, rng;
     volatile int in_emu;          /* inside the emulator: the spin timer must not land */
+    const char *volatile copying; /* the DMA op whose data is being copied (fault reports) */
     void *timer; int has_timer, timer_on;
     /* arena page protection: in-flight gets/puts per page, pages above the heap top */
     unsigned short pg_get[SWEMU_LDM_PAGES], pg_put[SWEMU_LDM_PAGES];

@@ -194,6 +194,13 @@ inline bool operand(const char* fn, const char* what, const void* p, long long e
       return violation(fn, fmt("%s must be device memory (inside a cnrtMalloc block)", what),
                        fmt("%s=%p is in no cnrtMalloc block: a host pointer?", what, p));
     uintptr_t off = (uintptr_t)p - b.first;
+#if defined(BANGEMU_GDRAM_ALIGN_BYTES) && BANGEMU_GDRAM_ALIGN_BYTES > 1
+    /* a toolchain file that states gdram_align_bytes gets it enforced (offsets from the
+     * block, which cnrtMalloc aligns to 64 B) */
+    if (off % BANGEMU_GDRAM_ALIGN_BYTES != 0)
+      ok = violation(fn, fmt("GDRAM operands must be %d-B aligned", (int)BANGEMU_GDRAM_ALIGN_BYTES),
+                     fmt("%s=%s", what, gdram_where(p).c_str()));
+#endif
     if (off + (uintptr_t)extent > b.second)
       ok = violation(fn, fmt("%s must stay inside its cnrtMalloc block", what),
                      fmt("offset=%zu, bytes=%lld, block=%zu", (size_t)off, extent, b.second));

@@ -78,6 +78,12 @@ inline void do_memcpy(int op, void* dst, const void* src, long long size, int di
   if ((sd == WRAM || ss == WRAM) && size % BANGEMU_WRAM_SIZE_MULTIPLE_BYTES != 0)
     ok = violation(fn, fmt("WRAM copy size must be a multiple of %d B", BANGEMU_WRAM_SIZE_MULTIPLE_BYTES),
                    fmt("%s, size=%lld", dn, size)) && ok;
+#if defined(BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES) && BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES > 1
+  /* stated by the toolchain file (gdram_size_multiple_bytes): copies to or from GDRAM */
+  if ((sd == GDRAM || ss == GDRAM) && size % BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES != 0)
+    ok = violation(fn, fmt("GDRAM copy size must be a multiple of %d B", (int)BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES),
+                   fmt("%s, size=%lld", dn, size)) && ok;
+#endif
   if (dir == NRAM2NRAM && size % BANGEMU_NRAM2NRAM_SIZE_MULTIPLE_BYTES != 0)
     ok = violation(fn, fmt("NRAM2NRAM size must be a multiple of %d B", BANGEMU_NRAM2NRAM_SIZE_MULTIPLE_BYTES),
                    fmt("size=%lld", size)) && ok;
