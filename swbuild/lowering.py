@@ -7,7 +7,7 @@ from .errors import UnsupportedError
 from .ir.graph import Tensor
 from .ir.program import Program
 from .names import c_ident, c_prefix
-from .ops import LOWERINGS, _load_all, supported_ops
+from .ops import LOWERINGS, supported_ops
 
 DTYPES = ("float32",)   # data types kernels compute in
 INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices
@@ -55,7 +55,6 @@ class LowerCtx:
 def lower(graph, model_name, supported=None):
     """Lower every node; unsupported ops and dtypes are one clear error each."""
     from .optimizer.graph import simplify
-    _load_all()
     graph = simplify(graph)
     prefix = c_prefix(model_name)
     ctx = LowerCtx(graph, prefix)

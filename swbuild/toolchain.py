@@ -205,7 +205,7 @@ class Toolchain:
 
     def runtime_slave_flags(self):
         """Extra flags for slave objects of an emulated Sunway target (SWEMU_INSTRUMENT=1)."""
-        if self.emulated and self.family == "sunway" and os.environ.get("SWEMU_INSTRUMENT") == "1":
+        if self.emulation.get("runtime") == "athread" and os.environ.get("SWEMU_INSTRUMENT") == "1":
             return list(SWEMU_INSTRUMENT_FLAGS)
         return []
 
@@ -215,11 +215,16 @@ class Toolchain:
             return []
         api = {"athread": "SWEMU_API_V1", "crts": "SWEMU_API_CRTS"}.get(self.api)
         out = [api] if api else []
-        if self.family == "sunway":
-            out += swemu_defines(self.hardware)
-        elif self.family == "diannao":
-            out += bangemu_defines(self.hardware)
+        rt = RUNTIME_DEFINES.get(self.emulation.get("runtime"))
+        out += rt(self) if rt else []
         return out + list(self.emulation.get("defines", []))
+
+
+# The hardware numbers each emulation runtime is compiled with, by runtime name.
+RUNTIME_DEFINES = {
+    "athread": lambda tc: swemu_defines(tc.hardware),
+    "bang": lambda tc: bangemu_defines(tc.hardware),
+}
 
 
 def load(name, project_dir=None) -> Toolchain:

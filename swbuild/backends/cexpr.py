@@ -29,12 +29,30 @@ UNARY = {
     "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
     "atanh": "atanhf({a})", "sign": "(float)(({a} > 0.0f) - ({a} < 0.0f))",
 }
+# the reduction step of each combine, over the accumulator {a} and the value {v}
+COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});",
+           "min": "{a} = fminf({a}, {v});", "prod": "{a} *= {v};"}
+# The C helper macros of generated files, one set: name -> (parameters, body).
+C_MACROS = {
+    "min": ("a, b", "((a) < (b) ? (a) : (b))"),
+    "max": ("a, b", "((a) > (b) ? (a) : (b))"),
+    "floordiv": ("a, b", "(((a) - (((a) % (b) + (b)) % (b))) / (b))"),
+    "mod": ("a, b", "((((a) % (b)) + (b)) % (b))"),
+    "floord": ("n, d", "(((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))"),   # isl's floord: d > 0
+}
+
+
+def c_macros(prefix, names, upper=False):
+    """#define lines of the named helpers, spelled prefix + name (upper-cased if asked)."""
+    out = []
+    for n in names:
+        params, body = C_MACROS[n]
+        out.append(f"#define {prefix}{n.upper() if upper else n}({params}) {body}\n")
+    return "".join(out)
+
+
 # helpers every generated file that uses the rules above carries
-PRELUDE = """#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define SW_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define SW_FLOORDIV(a, b) (((a) - (((a) % (b) + (b)) % (b))) / (b))
-#define SW_MOD(a, b) ((((a) % (b)) + (b)) % (b))
-"""
+PRELUDE = c_macros("SW_", ["min", "max", "floordiv", "mod"], upper=True)
 
 
 class Writer:

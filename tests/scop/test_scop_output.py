@@ -8,6 +8,7 @@ import textwrap
 from scop_helpers import KERNELS_DIR, ROOT, check_results
 from swbuild import build, toolchain
 from swbuild.backends.sunway import scop_printer
+from swbuild.backends.sunway.cpe_api import api_of
 from swbuild.frontends import scop_cli
 
 EMU = toolchain.load("sunway-emu")
@@ -44,7 +45,8 @@ def test_host_file_is_the_original_outside_regions(tmp_path):
 def test_api_spellings(tmp_path):
     v1 = _gen(tmp_path / "v1", "gemm")["paths"]["slave"].read_text()
     crts = _gen(tmp_path / "crts", "gemm", toolchain.load("sunway-pro-emu"))["paths"]["slave"].read_text()
-    assert "athread_get(PE_MODE" in v1 and "while (swk_rp2 != swk_n);" in v1 and "CRTS_" not in v1
+    assert "athread_get(PE_MODE" in v1 and "SW_REPLY_WAIT(swk_rp2, swk_n);" in v1 and "CRTS_" not in v1
+    assert "#define SW_REPLY_WAIT(r, n) while ((r) != (n))" in v1     # the chip's spelling of the wait
     assert "CRTS_dma_iget_stride(l, m, len, run, gap, rp)" in crts and "crts_rply_t" in crts
     assert "CRTS_dma_wait_value(&swk_rp2, swk_n);" in crts and "athread_get(" not in crts
 
@@ -53,12 +55,11 @@ def test_dma_helper_issues_one_strided_transfer_per_2d_box(tmp_path, runtime_lib
     """swk_dma on a 4x5x6 array: boxes that are contiguous, one strided transfer, or one
     strided transfer per outer index; data round-trips exactly."""
     for tc in (EMU, toolchain.load("sunway-pro-emu")):
-        api = scop_printer._API["crts" if tc.api == "crts" else "athread"]
+        api = api_of(tc)
         d = tmp_path / tc.name
         d.mkdir()
         (d / "t.h").write_text("struct targ { double *a, *b; int *n; };\n")
-        (d / "slave.c").write_text(api["include"] + '\n#include "t.h"\n' + scop_printer._DMA.format(
-            reply=api["reply"], **{k: api[k] for k in ("get", "get0", "put", "put0")}) + textwrap.dedent("""
+        (d / "slave.c").write_text(api.include + "\n" + api.wait_macro + '\n#include "t.h"\n' + scop_printer.dma_helper(api) + textwrap.dedent("""
             void kern(void *p) {
                 struct targ *t = p;   /* direct main-memory reads of the argument: fine in a test */
                 static const long E[3] = {0, 5, 6};
@@ -71,13 +72,14 @@ def test_dma_helper_issues_one_strided_transfer_per_2d_box(tmp_path, runtime_lib
                     int n = 0;
                     rp = 0;
                     n += swk_dma(0, (char *)t->a, (char *)buf, 8, 3, E, boxes[b], boxes[b] + 3, &rp);
+                    WAIT;   /* the gets land before buf is put back (asynchronous DMA) */
                     n += swk_dma(1, (char *)(t->b + 120 * b), (char *)buf, 8, 3, E, boxes[b], boxes[b] + 3, &rp);
                     WAIT;
                     t->n[b] = n / 2;
                 }
                 ldm_free(buf, 120 * sizeof(double));
             }
-            """).replace("CRTS_ID", api["tid"]).replace("WAIT", api["wait"].format(r="rp", n="n")))
+            """).replace("CRTS_ID", api.tid).replace("WAIT", api.wait.format(r="rp", n="n") + ";"))
         (d / "host.c").write_text(textwrap.dedent("""
             #include <athread.h>
             #include <stdio.h>

@@ -18,13 +18,11 @@ from ...ir.graph import is_splat
 from ...ir.loopnest import Bin, Const, index_range
 from ...names import c_comment
 from .. import cexpr
-from ..cexpr import Writer as W
+from ..cexpr import COMBINE, Writer as W
 from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
 CTYPE = {"float32": "float", "int64": "long long", "int32": "int"}
-COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});",
-           "min": "{a} = fminf({a}, {v});", "prod": "{a} *= {v};"}
 INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
 
 
