@@ -28,7 +28,7 @@ def generated_files(prefix, family_name="sunway"):
 
 
 def _cflags(tc, side, gen_dir):
-    flags = list(tc.flags.get(side, []))
+    flags = list(tc.flags.get(side, [])) + (tc.runtime_slave_flags() if side == "slave" else [])
     for inc in tc.runtime_include_dirs():
         flags += ["-I", str(inc)]
     flags += [f"-D{d}" for d in tc.runtime_defines()]

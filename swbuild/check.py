@@ -174,6 +174,8 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
         reasons.append("outputs differ from the reference beyond rtol/atol")
     if findings.get("write_conflicts"):
         reasons.append(f"{findings['write_conflicts']} write conflicts between CPEs")
+    if findings.get("races"):
+        reasons.append(f"{findings['races']} bytes raced on between CPEs (read by one, written by another, no barrier between)")
     if findings.get("ldm_over_budget"):
         reasons.append(f"LDM peak over the budget in {len(findings['ldm_over_budget'])} kernels")
     if findings.get("dma_mismatches"):
