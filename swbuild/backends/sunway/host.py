@@ -11,10 +11,16 @@ import numpy as np
 
 from ...ir.graph import is_splat
 from ...ir.sizes import round_up
-from ...names import UniqueNames, c_comment
+from ...names import UniqueNames, c_comment, c_string
 from .. import cexpr, common
 
 ALIGN = 64
+
+# Emulated targets only: the host names every buffer it passes to a kernel, so the emulator's
+# race and conflict warnings print `addr (tensor+offset)`; real-chip host code is not changed.
+_NAMES = ["#if defined(SWEMU_API_V1) || defined(SWEMU_API_CRTS)",
+          "#define SW_NAME(p, bytes, name) swemu_register((p), (bytes), (name))",
+          "#else", "#define SW_NAME(p, bytes, name) ((void)0)", "#endif"]
 
 
 def buffer_order(k):
@@ -98,6 +104,8 @@ def host_c(program, storage, tc, version):
         out.append(f"static float {P}_splat[{max(storage.splat_elems, 1)}] __attribute__((aligned(64)));")
     for k in program.kernels:
         out.append(f"extern void SLAVE_FUN({k.name})(void *);")
+    if tc.emulated:
+        out += [""] + _NAMES
     out += ["", f"static int {P}_ready;", "", f"int {P}_init(void)", "{",
             f"    if ({P}_ready) return 0;", "    athread_init();"]
     for off, n, v in storage.splats:
@@ -110,11 +118,19 @@ def host_c(program, storage, tc, version):
         order = buffer_order(k)
         fields = ", ".join(f".{b.name} = {storage.pointer(b.tensor, P, cexpr.CTYPE[b.dtype])}" for b in order)
         out += [f"    {{   /* {c_comment(k.op)} {c_comment(k.node)} */",
-                f"        struct {k.name}_para sw_para = {{ {fields} }};",
-                f"        athread_spawn({k.name}, &sw_para);", "        athread_join();", "    }"]
+                f"        struct {k.name}_para sw_para = {{ {fields} }};"]
+        if tc.emulated:
+            out += [_name_line(program, b) for b in order]
+        out += [f"        athread_spawn({k.name}, &sw_para);", "        athread_join();", "    }"]
     out += ["    return 0;", "}", "", f"void {P}_teardown(void)", "{",
             f"    if ({P}_ready) athread_halt();", f"    {P}_ready = 0;", "}", ""]
     return "\n".join(out)
+
+
+def _name_line(program, b):
+    t = program.graph.tensors[program.root(b.tensor)]
+    nbytes = t.size * np.dtype(t.dtype).itemsize
+    return f"        SW_NAME(sw_para.{b.name}, {nbytes}, {c_string(b.tensor)});"
 
 
 def weights_asm(program, storage):
