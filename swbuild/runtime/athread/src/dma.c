@@ -99,7 +99,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
     swemu_cpe *c = swemu_need_cpe(op);
     long chunk, gap, n;
     c->in_emu = 1;          /* cleared by swemu_issue / below */
-    swemu_redzones(c, op, SWEMU_ALIGN);
+    swemu_redzones(c, op, 8);   /* the first word: where an off-by-one store lands */
     n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
     dma_count(c, put, len);
     if (swemu_dma_mode) {

@@ -3,8 +3,8 @@
  * A block of n bytes (granule rounded) at heap offset o sits at arena offset 2 o (ldm.c),
  * so the n bytes after it are outside every block and outside the modelled LDM's
  * accounting.  They are filled with RZ at ldm_malloc and checked at ldm_free, at barriers,
- * when the kernel returns (whole redzones) and at every DMA call (the first granule: an
- * off-by-a-few store lands there).  A store that stays within the block's granule
+ * when the kernel returns (whole redzones) and at every DMA call (the first 8 bytes: an
+ * off-by-one store lands there; more would cost every DMA call).  A store that stays within the block's granule
  * rounding, or jumps a whole redzone, is not seen (SWEMU_INSTRUMENT=1 sees those).
  */
 #include "swemu_int.h"
