@@ -1,0 +1,123 @@
+"""Data-parallel builds over MPI ranks (swbuild/mpi.py): batch split, generated entry point,
+`swbuild check` under mpirun against onnxruntime, per-rank counters, the cost model."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from swbuild import cli, mpi, toolchain
+from swbuild.errors import SwbuildError
+
+ITEM_IN, ITEM_OUT = 3 * 6 * 6 * 4, 10 * 4      # bytes of one batch item of the tiny model
+
+
+def tiny_model(path):
+    rng = np.random.default_rng(1)
+    w = nh.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    g = nh.from_array(rng.standard_normal((10, 4 * 6 * 6)).astype(np.float32), "g")
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c"], ["r"]),
+             h.make_node("Flatten", ["r"], ["f"]), h.make_node("Gemm", ["f", "g"], ["y"], transB=1)]
+    graph = h.make_graph(nodes, "tiny", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 6, 6])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 10])], [w, g])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def test_layout_splits_uneven_batches():
+    lay = mpi.Layout(2, 1, 3)
+    assert (lay.ranks, lay.rank_batch, lay.counts) == (2, 2, [2, 1])
+    lay = mpi.Layout(4, 2, 10)
+    assert (lay.ranks, lay.rank_batch, lay.counts) == (8, 2, [2, 2, 1, 1, 1, 1, 1, 1])
+    assert mpi.Layout(4, 1, 3).counts == [1, 1, 1, 0]
+
+
+def test_layout_refusals():
+    tc = toolchain.load("sunway-emu")
+    assert mpi.layout_of({"core_groups": 1}, 8, "m", tc) is None
+    with pytest.raises(SwbuildError, match="parallel=pipeline is not implemented"):
+        mpi.layout_of({"core_groups": 4, "parallel": "pipeline"}, 8, "m", tc)
+    with pytest.raises(SwbuildError, match="has 4 core groups; use nodes="):
+        mpi.layout_of({"core_groups": 6}, 8, "m", tc)
+    assert mpi.layout_of({"core_groups": 6}, 8, "m", toolchain.load("sunway-pro-emu")).ranks == 6
+    with pytest.raises(SwbuildError, match="not built for the diannao family"):
+        mpi.layout_of({"core_groups": 2}, 8, "m", toolchain.load("diannao-emu"))
+
+
+def test_cost_model_counts_communication():
+    hw = {"noc_bandwidth_bytes_per_s": 1e9, "noc_latency_s": 1e-6, "net_bandwidth_bytes_per_s": 1e8, "net_latency_s": 1e-5}
+    lay = mpi.Layout(2, 2, 4)        # 4 ranks, one item each; ranks 2, 3 on the second node
+    rank_plan = {"kernels": [{"modeled_seconds": 0.5}], "inputs": [{"shape": [1, 1000], "dtype": "float32"}],
+                 "outputs": [{"shape": [1, 10], "dtype": "float32"}]}
+    doc = mpi.model(hw, lay, rank_plan, {"kernels": [{"modeled_seconds": 2.0}]})
+    scatter = (1e-6 + 4000 / 1e9) + 2 * (1e-5 + 4000 / 1e8)
+    gather = (1e-6 + 40 / 1e9) + 2 * (1e-5 + 40 / 1e8)
+    assert doc["scatter_seconds"] == pytest.approx(scatter)
+    assert doc["gather_seconds"] == pytest.approx(gather)
+    assert doc["speedup_over_one_core_group"] == pytest.approx(2.0 / (scatter + 0.5 + gather))
+    assert [r["items"] for r in doc["ranks"]] == [1, 1, 1, 1]
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
+@pytest.mark.parametrize("ranks,counts", [(2, [2, 1]), (4, [1, 1, 1, 0])])
+def test_check_tiny_model_over_ranks(tmp_path, capsys, ranks, counts):
+    model = tiny_model(tmp_path / "tiny.onnx")
+    out = tmp_path / "build"
+    code = cli.main(["check", str(model), "--target", "sunway-emu", "--set", "batch=3", "--set",
+                     f"core_groups={ranks}", "-o", str(out)])
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and doc["status"] == "pass", doc
+    rows = doc["emulator"]["ranks"]
+    assert [r["items"] for r in rows] == counts
+    # Rank 0 sends every other rank its slice and receives its outputs; every rank ran the kernels.
+    assert rows[0]["mpi_sent_bytes"] == (3 - counts[0]) * ITEM_IN
+    assert rows[0]["mpi_recv_bytes"] == (3 - counts[0]) * ITEM_OUT
+    for r in rows[1:]:
+        assert (r["mpi_recv_bytes"], r["mpi_sent_bytes"]) == (r["items"] * ITEM_IN, r["items"] * ITEM_OUT)
+        assert r["dma_get_bytes"] == rows[0]["dma_get_bytes"] > 0
+    assert doc["emulator"]["sum"]["mpi_sent_bytes"] == doc["emulator"]["sum"]["mpi_recv_bytes"] == 3 * (ITEM_IN + ITEM_OUT) - counts[0] * (ITEM_IN + ITEM_OUT)
+    plan = json.loads((out / "tiny.plan.json").read_text())
+    assert plan["inputs"][0]["shape"] == [3, 3, 6, 6] and plan["mpi"]["counts"] == counts
+    header = (out / "tiny.h").read_text()
+    assert "#include <mpi.h>" in header and "int tiny_run_mpi(MPI_Comm comm," in header
+    assert f"#define TINY_MPI_RANKS {ranks}" in header
+
+
+def test_single_core_group_build_is_unchanged(tmp_path):
+    model = tiny_model(tmp_path / "tiny.onnx")
+    for sets, out in (([], "a"), (["--set", "core_groups=1"], "b")):
+        assert cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "batch=3", *sets,
+                         "-o", str(tmp_path / out)]) == 0
+    for f in ("tiny.h", "tiny_host.c", "tiny_runner.c"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert "mpi" not in (tmp_path / "a" / "tiny.h").read_text()
+    assert not (tmp_path / "a" / "tiny_mpi.c").exists()
+
+
+def test_pipeline_and_missing_batch_are_refused(tmp_path, capsys):
+    model = tiny_model(tmp_path / "tiny.onnx")
+    code = cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "core_groups=2", "--set",
+                     "parallel=pipeline", "-o", str(tmp_path / "x")])
+    assert code != 0
+    assert "parallel=pipeline is not implemented" in capsys.readouterr().err
+    code = cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "core_groups=2", "-o", str(tmp_path / "y")])
+    assert code != 0
+    assert "give the batch" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,ranks", [("sunway-emu", 4), ("sunway-pro-emu", 6)])
+def test_resnet18_batch8_over_core_groups(tmp_path, capsys, target, ranks):
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "resnet18.yaml"
+    code = cli.main(["check", "--recipe", str(recipe), "--target", target, "--set", "batch=8", "--set",
+                     f"core_groups={ranks}", "-o", str(tmp_path / "r18")])
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and doc["status"] == "pass", doc
+    plan = json.loads((tmp_path / "r18" / "resnet18.plan.json").read_text())
+    if ranks == 4:
+        assert plan["mpi"]["model"]["speedup_over_one_core_group"] >= 3.2
