@@ -10,6 +10,7 @@ by `<model>_init`, as the single-core-group build does.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,8 +25,9 @@ class Layout:
     """How a batch is spread over ranks."""
     core_groups: int          # ranks per node (one per core group)
     nodes: int
-    batch: int                # B, the batch the user gives rank 0
+    batch: int                # B, the batch the user gives rank 0 (pipeline: the stream's length)
     parallel: str = "data"
+    stages: tuple = ()        # pipeline: (first, last) kernel range of each rank
 
     @property
     def ranks(self):
@@ -33,18 +35,22 @@ class Layout:
 
     @property
     def rank_batch(self):
-        """m = ceil(B/R): the batch each rank's code is compiled for."""
-        return -(-self.batch // self.ranks)
+        """m = ceil(B/R): the batch each rank's code is compiled for (pipeline: one item)."""
+        return 1 if self.parallel == "pipeline" else -(-self.batch // self.ranks)
 
     @property
     def counts(self):
-        """Items per rank: B split as evenly as it goes, the first B mod R ranks one more."""
+        """Items per rank: B split as evenly as it goes, the first B mod R ranks one more
+        (pipeline: every item passes every rank)."""
+        if self.parallel == "pipeline":
+            return [self.batch] * self.ranks
         q, r = divmod(self.batch, self.ranks)
         return [q + (1 if i < r else 0) for i in range(self.ranks)]
 
     def doc(self):
         return {"core_groups": self.core_groups, "nodes": self.nodes, "ranks": self.ranks, "parallel": self.parallel,
-                "batch": self.batch, "rank_batch": self.rank_batch, "counts": self.counts}
+                "batch": self.batch, "rank_batch": self.rank_batch, "counts": self.counts,
+                **({"stages": [list(x) for x in self.stages]} if self.stages else {})}
 
 
 def layout_of(options, batch, model_name, tc=None):
@@ -53,9 +59,6 @@ def layout_of(options, batch, model_name, tc=None):
     parallel = str(options.get("parallel", "data"))
     if cgs * nodes == 1:
         return None
-    if parallel != "data":
-        raise SwbuildError(f"model {model_name}: parallel={parallel} is not implemented yet; "
-                           "use parallel=data (the batch split over the ranks)")
     if tc is not None:
         from .backends import family_of
         if family_of(tc).mpi_render is None:
@@ -124,7 +127,9 @@ def findings(fam, plan, per_rank):
     merged = {"dma_mismatches": [], "write_conflicts": 0, "ldm_peak_bytes": 0, "ldm_over_budget": []}
     ranks, tot = [], {"dma_get_bytes": 0, "dma_put_bytes": 0, "mpi_sent_bytes": 0, "mpi_recv_bytes": 0, "mpi_messages": 0}
     for r, (st, mp) in enumerate(per_rank):
-        f = fam.findings(plan, st)
+        # A pipeline rank ran its stage's kernels only, once per item.
+        a, b = plan["mpi"]["stages"][r] if plan["mpi"].get("stages") else (0, len(plan["kernels"]))
+        f = fam.findings(dict(plan, kernels=plan["kernels"][a:b]), st)
         if f.get("stats") == "missing" or mp is None:
             merged["stats"] = "missing"
             ranks.append({"rank": r, "stats": "missing"})
@@ -147,10 +152,10 @@ def findings(fam, plan, per_rank):
 
 # -- the cost model ------------------------------------------------------------------------
 
-def _link(hw, lay, r):
-    """(bandwidth, latency) between rank 0 and rank r: the chip's network between core groups
+def _link(hw, lay, r, peer=0):
+    """(bandwidth, latency) between ranks r and peer: the chip's network between core groups
     when both sit on one node, the inter-node network otherwise."""
-    if r // lay.core_groups == 0:
+    if r // lay.core_groups == peer // lay.core_groups:
         return float(hw["noc_bandwidth_bytes_per_s"]), float(hw["noc_latency_s"])
     return float(hw["net_bandwidth_bytes_per_s"]), float(hw["net_latency_s"])
 
@@ -188,6 +193,30 @@ def model(hw, lay, rank_plan, one_plan):
                    "linear scatter + rank compute (batch m) + linear gather over the toolchain's network numbers"}
 
 
+def pipeline_model(hw, lay, times, sends):
+    """Modelled times of a pipelined stream of B items. Stage s takes t_s (its kernels' modelled
+    seconds at batch 1) plus c_s (latency + bytes / bandwidth of what it sends on: the live
+    tensors to rank s+1, the outputs to rank 0 for the last). An item leaves after sum(t+c);
+    the stream then advances by the slowest stage: modeled = sum(t+c) + (B-1) max(t+c).
+    one_core_group = B x sum(t): the same items one after the other on one CG."""
+    rows, start = [], 0.0
+    for r, (a, b) in enumerate(lay.stages):
+        bw, lat = _link(hw, lay, r, (r + 1) % lay.ranks)
+        t = sum(times[a:b])
+        c = lat + sends[r] / bw
+        rows.append({"rank": r, "items": lay.batch, "kernels": [a, b], "compute_seconds": t, "send_seconds": c,
+                     "start_seconds": start, "end_seconds": start + t})
+        start += t + c
+    step = max(x["compute_seconds"] + x["send_seconds"] for x in rows)
+    total = start + (lay.batch - 1) * step
+    one = lay.batch * sum(times)
+    return {"one_core_group_seconds": one, "stage_step_seconds": step, "modeled_seconds": total,
+            "communication_seconds": sum(x["send_seconds"] for x in rows) * lay.batch,
+            "speedup_over_one_core_group": one / total if total > 0 else None, "ranks": rows,
+            "how": "stages balanced over the kernels' modelled seconds plus the cut's send time; modeled = "
+                   "fill (sum of stage+send) + (B-1) x slowest stage; one_core_group = B x all kernels"}
+
+
 def _bytes(spec):
     import numpy as np
     n = 1
@@ -216,10 +245,27 @@ def compile_hook(job, tc):
     from .compiler import build_program
 
     def post(program, files, plan):
+        if lay.parallel == "pipeline":
+            return _pipeline_post(program, files, plan)
         files = dict(files, **family_of(tc).mpi_render(program, tc, lay, __version__))
         one = build_program(job.model, tc, job.name, job.input_shapes, lay.batch, job.options)
         doc = model(tc.hardware, lay, plan, family_of(tc).plan(one, tc))
         return files, global_plan(plan, lay, doc)
+
+    def _pipeline_post(program, files, plan):
+        from .optimizer.stages import balance, cut_bytes
+        times = [float(k["modeled_seconds"]) for k in plan["kernels"]]
+        if lay.ranks > len(times):
+            raise SwbuildError(f"model {job.name}: parallel=pipeline over {lay.ranks} ranks needs as many kernels; "
+                               f"it has {len(times)}")
+        bw, lat = _link(tc.hardware, lay, 0)
+        cuts = {b: cut_bytes(program, b) for b in range(1, len(times))}
+        stages = balance(times, lay.ranks, lambda b: lat + cuts[b] / bw)
+        staged = dataclasses.replace(lay, stages=tuple(stages))
+        files = dict(files, **family_of(tc).mpi_render(program, tc, staged, __version__))
+        out_bytes = sum(_bytes(s) for s in plan["outputs"])
+        doc = pipeline_model(tc.hardware, staged, times, [cuts[a] for a, _ in stages[1:]] + [out_bytes])
+        return files, global_plan(plan, staged, doc)
     return rank_shapes(job.input_shapes, lay), lay.rank_batch, post
 
 
@@ -233,7 +279,8 @@ def report(fam, plan, per_rank):
 
 
 def plot(doc, path):
-    """The ranks' modelled timelines (waiting for the scatter, computing, the gather) as a PNG."""
+    """The ranks' modelled timelines (data: scatter wait, compute, gather; pipeline: each item's
+    stage and send) as a PNG."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -242,15 +289,21 @@ def plot(doc, path):
         raise SwbuildError("--plot needs matplotlib (pip install matplotlib)") from None
     m = doc["model"]
     fig, ax = plt.subplots(figsize=(8, 1 + 0.4 * len(m["ranks"])))
-    end = m["scatter_seconds"] + m["rank_compute_seconds"]
     for row in m["ranks"]:
         y = row["rank"]
+        if doc["parallel"] == "pipeline":    # one bar per item, the stream advancing by the slowest stage
+            for i in range(doc["batch"]):
+                t0 = row["start_seconds"] + i * m["stage_step_seconds"]
+                ax.barh(y, row["compute_seconds"] * 1e3, left=t0 * 1e3, color="#4477aa")
+                ax.barh(y, row["send_seconds"] * 1e3, left=(t0 + row["compute_seconds"]) * 1e3, color="#ee6677")
+            continue
+        end = m["scatter_seconds"] + m["rank_compute_seconds"]
         ax.barh(y, row["start_seconds"] * 1e3, color="#bbbbbb")
         ax.barh(y, (row["end_seconds"] - row["start_seconds"]) * 1e3, left=row["start_seconds"] * 1e3, color="#4477aa")
         ax.barh(y, m["gather_seconds"] * 1e3, left=end * 1e3, color="#ee6677")
     ax.set_yticks([r["rank"] for r in m["ranks"]], [f"rank {r['rank']} ({r['items']})" for r in m["ranks"]])
     ax.invert_yaxis()
-    ax.set_xlabel("modelled ms (grey: scatter, blue: compute, red: gather)")
+    ax.set_xlabel("modelled ms (grey: waiting for the scatter, blue: compute, red: gather / send)")
     ax.set_title(f"{doc['ranks']} ranks, batch {doc['batch']}: modelled speed-up "
                  f"{m['speedup_over_one_core_group']:.2f}x over one core group")
     fig.tight_layout()

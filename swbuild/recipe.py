@@ -112,7 +112,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
            "<= this many times the compulsory bytes (Sunway; e.g. 1.5)", "options.traffic_target", 1),
     Option("core_groups", "int", 1, "MPI ranks per node, one per core group (Sunway; docs/mpi.md)", "options.core_groups", 1),
     Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
-    Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch); pipeline is not built yet",
+    Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
            "options.parallel"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
 )}

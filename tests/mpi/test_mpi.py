@@ -13,6 +13,7 @@ from onnx import numpy_helper as nh
 
 from swbuild import cli, mpi, toolchain
 from swbuild.errors import SwbuildError
+from swbuild.optimizer.stages import balance
 
 ITEM_IN, ITEM_OUT = 3 * 6 * 6 * 4, 10 * 4      # bytes of one batch item of the tiny model
 
@@ -29,6 +30,34 @@ def tiny_model(path):
     return path
 
 
+def deep_model(path):
+    """Four kernels; the graph input x is read again by the third (it must cross two cuts)."""
+    rng = np.random.default_rng(2)
+
+    def init(n, s):
+        return nh.from_array((0.3 * rng.standard_normal(s)).astype(np.float32), n)
+    inits = [init("w1", (4, 3, 3, 3)), init("w2", (4, 4, 3, 3)), init("w3", (3, 4, 3, 3)), init("g", (10, 3 * 6 * 6))]
+    nodes = [h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c1"], ["a"]),
+             h.make_node("Conv", ["a", "w2"], ["b"], pads=[1, 1, 1, 1]), h.make_node("Add", ["a", "b"], ["c"]),
+             h.make_node("Conv", ["c", "w3"], ["d"], pads=[1, 1, 1, 1]), h.make_node("Sigmoid", ["d"], ["s"]),
+             h.make_node("Mul", ["s", "x"], ["e"]), h.make_node("Flatten", ["e"], ["f"]),
+             h.make_node("Gemm", ["f", "g"], ["y"], transB=1)]
+    graph = h.make_graph(nodes, "deep", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 6, 6])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 10])], inits)
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def test_balance_cuts_consecutive_ranges():
+    assert balance([1, 1, 1, 1], 2) == [(0, 2), (2, 4)]
+    assert balance([5, 1, 1, 1, 1, 1], 2) == [(0, 1), (1, 6)]
+    assert balance([1, 2, 3, 4, 5], 3) == [(0, 3), (3, 4), (4, 5)]
+    # A costly cut moves: sending before kernel 2 costs 10, before kernel 1 nothing.
+    assert balance([1, 1, 1, 1], 2, lambda b: 10.0 if b == 2 else 0.0) == [(0, 1), (1, 4)]
+    with pytest.raises(ValueError):
+        balance([1, 1], 3)
+
+
 def test_layout_splits_uneven_batches():
     lay = mpi.Layout(2, 1, 3)
     assert (lay.ranks, lay.rank_batch, lay.counts) == (2, 2, [2, 1])
@@ -40,8 +69,8 @@ def test_layout_splits_uneven_batches():
 def test_layout_refusals():
     tc = toolchain.load("sunway-emu")
     assert mpi.layout_of({"core_groups": 1}, 8, "m", tc) is None
-    with pytest.raises(SwbuildError, match="parallel=pipeline is not implemented"):
-        mpi.layout_of({"core_groups": 4, "parallel": "pipeline"}, 8, "m", tc)
+    lay = mpi.layout_of({"core_groups": 4, "parallel": "pipeline"}, 8, "m", tc)
+    assert (lay.rank_batch, lay.counts) == (1, [8, 8, 8, 8])
     with pytest.raises(SwbuildError, match="has 4 core groups; use nodes="):
         mpi.layout_of({"core_groups": 6}, 8, "m", tc)
     assert mpi.layout_of({"core_groups": 6}, 8, "m", toolchain.load("sunway-pro-emu")).ranks == 6
@@ -99,15 +128,58 @@ def test_single_core_group_build_is_unchanged(tmp_path):
     assert not (tmp_path / "a" / "tiny_mpi.c").exists()
 
 
-def test_pipeline_and_missing_batch_are_refused(tmp_path, capsys):
+def test_missing_batch_and_too_many_stages_are_refused(tmp_path, capsys):
     model = tiny_model(tmp_path / "tiny.onnx")
-    code = cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "core_groups=2", "--set",
-                     "parallel=pipeline", "-o", str(tmp_path / "x")])
-    assert code != 0
-    assert "parallel=pipeline is not implemented" in capsys.readouterr().err
     code = cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "core_groups=2", "-o", str(tmp_path / "y")])
     assert code != 0
     assert "give the batch" in capsys.readouterr().err
+    code = cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "batch=4", "--set", "core_groups=4",
+                     "--set", "parallel=pipeline", "-o", str(tmp_path / "z")])
+    assert code != 0
+    assert "needs as many kernels; it has 2" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_pipeline_streams_items_through_stages(tmp_path, capsys, ranks):
+    model = deep_model(tmp_path / "deep.onnx")
+    out = tmp_path / "build"
+    code = cli.main(["check", str(model), "--target", "sunway-emu", "--set", "batch=5", "--set", f"core_groups={ranks}",
+                     "--set", "parallel=pipeline", "-o", str(out)])
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and doc["status"] == "pass", doc
+    plan = json.loads((out / "deep.plan.json").read_text())
+    stages = plan["mpi"]["stages"]
+    assert len(stages) == ranks and stages[0][0] == 0 and stages[-1][1] == len(plan["kernels"])
+    assert all(a < b for a, b in stages) and all(stages[i][1] == stages[i + 1][0] for i in range(ranks - 1))
+    rows = doc["emulator"]["ranks"]
+    # Each rank spawned only its stage's kernels, once per item of the stream.
+    assert all(r["items"] == 5 and r["dma_get_bytes"] > 0 for r in rows)
+    # The last rank sends each item's 10 floats to rank 0; x (432 bytes) crosses every cut before its last reader.
+    assert rows[-1]["mpi_sent_bytes"] == 5 * ITEM_OUT and rows[0]["mpi_recv_bytes"] == 5 * ITEM_OUT
+    assert rows[0]["mpi_sent_bytes"] >= 5 * ITEM_IN
+    m = plan["mpi"]["model"]
+    assert m["one_core_group_seconds"] == pytest.approx(5 * sum(k["modeled_seconds"] for k in plan["kernels"]))
+    assert "int deep_run_range(int sw_first, int sw_last," in (out / "deep.h").read_text()
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
+def test_report_has_ranks_and_plot(tmp_path, capsys):
+    model = tiny_model(tmp_path / "tiny.onnx")
+    png = tmp_path / "ranks.png"
+    try:
+        import matplotlib  # noqa: F401  (the optional `plot` extra)
+        plot = ["--plot", str(png)]
+    except ImportError:
+        plot = []
+    code = cli.main(["report", str(model), "--target", "sunway-emu", "--set", "batch=3", "--set", "core_groups=2",
+                     "-o", str(tmp_path / "b"), "--json", *plot])
+    rep = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0
+    assert rep["mpi"]["counts"] == [2, 1] and len(rep["mpi"]["measured"]["ranks"]) == 2
+    assert rep["mpi"]["model"]["speedup_over_one_core_group"] > 0
+    if plot:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow
@@ -121,3 +193,13 @@ def test_resnet18_batch8_over_core_groups(tmp_path, capsys, target, ranks):
     plan = json.loads((tmp_path / "r18" / "resnet18.plan.json").read_text())
     if ranks == 4:
         assert plan["mpi"]["model"]["speedup_over_one_core_group"] >= 3.2
+
+
+@pytest.mark.slow
+def test_resnet18_pipeline_stream_of_8_over_4_ranks(tmp_path, capsys):
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "resnet18.yaml"
+    code = cli.main(["check", "--recipe", str(recipe), "--target", "sunway-emu", "--set", "batch=8", "--set",
+                     "core_groups=4", "--set", "parallel=pipeline", "-o", str(tmp_path / "r18")])
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and doc["status"] == "pass", doc
+    assert [r["items"] for r in doc["emulator"]["ranks"]] == [8, 8, 8, 8]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ...errors import SwbuildError
 from ...names import c_comment
-from .host import Storage, model_header
+from .host import Storage, host_c, model_header
+from .mpi_pipeline import pipeline_c
 
 MPI_TYPE = {"float32": ("float", "MPI_FLOAT"), "int64": ("long long", "MPI_LONG_LONG"), "int32": ("int", "MPI_INT")}
 INT_MAX = 2**31 - 1
@@ -32,21 +33,26 @@ def _check_batched(program, lay):
                                    f"{lay.batch}; MPI_Scatterv counts are int")
 
 
-def header_decls(program, lay):
+def header_decls(program, lay, storage):
     """Lines the public header gains in an MPI build (it then includes <mpi.h>)."""
     P, U = program.prefix, program.prefix.upper()
     ins, outs = _io(program)
     args = ([f"const {MPI_TYPE[t.dtype][0]} *in{i}" for i, (_, t) in enumerate(ins)]
             + [f"{MPI_TYPE[t.dtype][0]} *out{i}" for i, (_, t) in enumerate(outs)] + ["void *workspace"])
-    return [f"/* Data-parallel build: {lay.ranks} MPI ranks ({lay.core_groups} core groups x {lay.nodes} nodes); "
-            f"the batch of {lay.batch} is split {lay.counts}. */",
+    how = (f"the batch of {lay.batch} is split {lay.counts}" if lay.parallel == "data" else
+           f"a stream of {lay.batch} items through kernel stages {[list(s) for s in lay.stages]}")
+    return [f"/* {lay.parallel.capitalize()}-parallel build: {lay.ranks} MPI ranks ({lay.core_groups} core groups x "
+            f"{lay.nodes} nodes); {how}. */",
             f"#define {U}_MPI_RANKS {lay.ranks}", f"#define {U}_MPI_BATCH {lay.batch}",
             f"#define {U}_RANK_BATCH {lay.rank_batch}",
             "/* Bytes and messages this rank sent and received in the last run_mpi. */",
             f"extern unsigned long long {P}_mpi_sent_bytes, {P}_mpi_recv_bytes, {P}_mpi_messages;",
             "/* Collective over comm (size MPI_RANKS): in/out hold the whole batch on rank 0 and are",
             " * not read elsewhere; workspace is this rank's, WORKSPACE_SIZE bytes. */",
-            f"int {P}_run_mpi(MPI_Comm comm, {', '.join(args)});"]
+            f"int {P}_run_mpi(MPI_Comm comm, {', '.join(args)});"] + (
+            ["/* The kernels first <= k < last only (one pipeline stage). */",
+             f"int {P}_run_range(int sw_first, int sw_last, {', '.join(storage.signature())});"]
+            if lay.parallel == "pipeline" else [])
 
 
 def mpi_c(program, lay, version):
@@ -150,7 +156,12 @@ def runner_c(program, lay, version):
 def render(program, tc, lay, version):
     """{file name: bytes} an MPI build adds or replaces (mpi.c, the public header, the runner)."""
     _check_batched(program, lay)
-    P = program.prefix
-    return {f"{P}_mpi.c": mpi_c(program, lay, version).encode(),
-            f"{P}.h": model_header(program, Storage(program), version, mpi=header_decls(program, lay)).encode(),
-            f"{P}_runner.c": runner_c(program, lay, version).encode()}
+    P, st = program.prefix, Storage(program)
+    files = {f"{P}.h": model_header(program, st, version, mpi=header_decls(program, lay, st)).encode(),
+             f"{P}_runner.c": runner_c(program, lay, version).encode()}
+    if lay.parallel == "pipeline":
+        files[f"{P}_mpi.c"] = pipeline_c(program, lay, version, MPI_TYPE).encode()
+        files[f"{P}_host.c"] = host_c(program, st, tc, version, ranged=True).encode()
+    else:
+        files[f"{P}_mpi.c"] = mpi_c(program, lay, version).encode()
+    return files
