@@ -18,7 +18,7 @@ LAYERS = [
     ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe", "swbuild.lockfile"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
     ("frontends and ops", ["swbuild.frontends", "swbuild.frontends.onnx", "swbuild.frontends.scop",
-                           "swbuild.ops", "swbuild.ops.*"]),
+                           "swbuild.frontends.scop.*", "swbuild.ops", "swbuild.ops.*"]),
     ("target-neutral passes", ["swbuild.optimizer", "swbuild.optimizer.*"]),
     ("lowering", ["swbuild.lowering"]),
     ("backends: shared", ["swbuild.backends.common", "swbuild.backends.cexpr"]),
@@ -38,7 +38,7 @@ LAYERS = [
 ]
 
 # Over the limit and owned by another issue: each entry must still be over (remove it when not).
-KNOWN_OVER = {"swbuild/frontends/scop.py": "issue 13 splits the SCoP frontend"}
+KNOWN_OVER = {}
 
 
 def module_name(path, root):
