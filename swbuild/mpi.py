@@ -7,6 +7,10 @@ group's memory, and a rank with a shorter slice runs zero-filled items whose out
 dropped. `<model>_run_mpi` scatters the inputs from rank 0 and gathers the outputs back with
 MPI_Scatterv/MPI_Gatherv. The weights are linked into every rank's binary and set up once
 by `<model>_init`, as the single-core-group build does.
+
+`parallel: pipeline` instead streams the batch one item at a time through consecutive kernel
+stages, one per rank, cut where the cost model balances them (optimizer/stages.py; the C is
+backends/sunway/mpi_pipeline.py). docs/mpi.md says what each number of the model means.
 """
 from __future__ import annotations
 

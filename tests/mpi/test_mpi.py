@@ -203,3 +203,25 @@ def test_resnet18_pipeline_stream_of_8_over_4_ranks(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and doc["status"] == "pass", doc
     assert [r["items"] for r in doc["emulator"]["ranks"]] == [8, 8, 8, 8]
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
+def test_scons_variables_build_and_check_over_ranks(tmp_path):
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "models").mkdir()
+    sha = hashlib.sha256(tiny_model(tmp_path / "models" / "tiny.onnx").read_bytes()).hexdigest()
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "tiny.yaml").write_text(f"model: tiny\nsource:\n  onnx: ../models/tiny.onnx\n  sha256: {sha}\n"
+                                                    "batch: 3\ntargets: [sunway-emu]\n")
+    shutil.copy(repo / "SConstruct", tmp_path / "SConstruct")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWBUILD_")}
+    p = subprocess.run([sys.executable, "-m", "SCons", "-Q", "target=sunway-emu", "model=tiny", "core_groups=2", "check"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    doc = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+    assert doc["status"] == "pass" and [r["items"] for r in doc["emulator"]["ranks"]] == [2, 1]
+    assert (tmp_path / "build" / "sunway-emu" / "tiny" / "tiny_mpi.c").is_file()
