@@ -36,7 +36,7 @@ def swgen_emitter(target, source, env):
         out = out.dir  # called with a file in the output directory
     files = list(build.generated_files(env.subst("$SWBUILD_PREFIX"), env.subst("$SWBUILD_FAMILY")).values())
     if env.subst("$SWBUILD_MPI") == "1":    # a data-parallel build adds its MPI entry (swbuild/mpi.py)
-        files.append(env.subst("${SWBUILD_PREFIX}_mpi.c"))
+        files += [env.subst("${SWBUILD_PREFIX}_mpi.c"), env.subst("${SWBUILD_PREFIX}_job.sh")]
     return [out.File(name) for name in files], source
 
 

@@ -225,3 +225,15 @@ def test_scons_variables_build_and_check_over_ranks(tmp_path):
     doc = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
     assert doc["status"] == "pass" and [r["items"] for r in doc["emulator"]["ranks"]] == [2, 1]
     assert (tmp_path / "build" / "sunway-emu" / "tiny" / "tiny_mpi.c").is_file()
+
+
+def test_real_target_sources_and_job_script(tmp_path):
+    """target=sunway generates the same MPI sources, and a job script queued as the toolchain says."""
+    model = deep_model(tmp_path / "deep.onnx")
+    assert cli.main(["compile", str(model), "--target", "sunway", "--set", "batch=8", "--set", "core_groups=4",
+                     "-o", str(tmp_path / "real")]) == 0
+    job = (tmp_path / "real" / "deep_job.sh").read_text()
+    assert 'exec bsub -I -b -q q_sw_expr -n 4 -cgsp 64' in job and '/deep_runner" "$@"' in job
+    assert "MPI_Scatterv" in (tmp_path / "real" / "deep_mpi.c").read_text()
+    lock = json.loads((tmp_path / "real" / "deep.lock.json").read_text())
+    assert "deep_job.sh" in json.dumps(lock) and "deep_mpi.c" in json.dumps(lock)
