@@ -93,12 +93,13 @@ def test_cost_model_counts_communication():
 
 
 @pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
-@pytest.mark.parametrize("ranks,counts", [(2, [2, 1]), (4, [1, 1, 1, 0])])
-def test_check_tiny_model_over_ranks(tmp_path, capsys, ranks, counts):
+@pytest.mark.parametrize("cgs,nodes,counts", [(2, 1, [2, 1]), (4, 1, [1, 1, 1, 0]), (2, 2, [1, 1, 1, 0])])
+def test_check_tiny_model_over_ranks(tmp_path, capsys, cgs, nodes, counts):
     model = tiny_model(tmp_path / "tiny.onnx")
     out = tmp_path / "build"
+    ranks = cgs * nodes
     code = cli.main(["check", str(model), "--target", "sunway-emu", "--set", "batch=3", "--set",
-                     f"core_groups={ranks}", "-o", str(out)])
+                     f"core_groups={cgs}", "--set", f"nodes={nodes}", "-o", str(out)])
     doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and doc["status"] == "pass", doc
     rows = doc["emulator"]["ranks"]
@@ -115,6 +116,12 @@ def test_check_tiny_model_over_ranks(tmp_path, capsys, ranks, counts):
     header = (out / "tiny.h").read_text()
     assert "#include <mpi.h>" in header and "int tiny_run_mpi(MPI_Comm comm," in header
     assert f"#define TINY_MPI_RANKS {ranks}" in header
+    # Ranks on a second node are reached over the inter-node network, the others over the chip's.
+    hw = toolchain.load("sunway-emu").hardware
+    m = plan["mpi"]["model"]
+    links = [(hw["noc_bandwidth_bytes_per_s"], hw["noc_latency_s"]) if r < cgs else
+             (hw["net_bandwidth_bytes_per_s"], hw["net_latency_s"]) for r in range(1, ranks)]
+    assert m["scatter_seconds"] == pytest.approx(sum(lat + n * ITEM_IN / bw for (bw, lat), n in zip(links, counts[1:])))
 
 
 def test_single_core_group_build_is_unchanged(tmp_path):
