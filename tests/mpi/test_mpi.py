@@ -244,3 +244,60 @@ def test_real_target_sources_and_job_script(tmp_path):
     assert "MPI_Scatterv" in (tmp_path / "real" / "deep_mpi.c").read_text()
     lock = json.loads((tmp_path / "real" / "deep.lock.json").read_text())
     assert "deep_job.sh" in json.dumps(lock) and "deep_mpi.c" in json.dumps(lock)
+
+
+PER_RANK_IO = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "tiny.h"
+/* Per-rank I/O: every rank reads its own items of IN and writes its outputs into OUT. */
+int main(int argc, char **argv)
+{
+    int rank, first, items;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (tiny_mpi_slice(rank, &first, &items) != 0 || tiny_init() != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+    size_t in_item = TINY_INPUT0_ELEMS / TINY_RANK_BATCH, out_item = TINY_OUTPUT0_ELEMS / TINY_RANK_BATCH;
+    float *in = calloc(TINY_INPUT0_ELEMS, sizeof(float)), *out = calloc(TINY_OUTPUT0_ELEMS, sizeof(float));
+    void *ws = aligned_alloc(64, ((TINY_WORKSPACE_SIZE + 63) / 64) * 64 + 64);
+    FILE *f = fopen(argv[1], "rb");
+    fseek(f, (long)(first * in_item * sizeof(float)), SEEK_SET);
+    if (fread(in, sizeof(float), items * in_item, f) != items * in_item) MPI_Abort(MPI_COMM_WORLD, 2);
+    fclose(f);
+    if (tiny_run(in, out, ws) != 0) MPI_Abort(MPI_COMM_WORLD, 3);
+    tiny_teardown();
+    MPI_Barrier(MPI_COMM_WORLD);   /* rank 0 created OUT before anyone writes into it */
+    f = fopen(argv[2], "r+b");
+    fseek(f, (long)(first * out_item * sizeof(float)), SEEK_SET);
+    fwrite(out, sizeof(float), items * out_item, f);
+    fclose(f);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
+def test_per_rank_io_with_mpi_slice(tmp_path, capsys):
+    import os
+    import subprocess
+    from swbuild.check import onnxruntime_reference
+    model = tiny_model(tmp_path / "tiny.onnx")
+    out = tmp_path / "b"
+    assert cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "batch=5", "--set", "core_groups=3",
+                     "--exe", "-o", str(out)]) == 0
+    (tmp_path / "main.c").write_text(PER_RANK_IO)
+    exe = tmp_path / "per_rank"
+    subprocess.run(["mpicc", "-std=gnu11", "-I", str(out), str(tmp_path / "main.c"), str(out / "libtiny.a"),
+                    str(out / "_runtime" / "libswemu.a"), "-lpthread", "-lm", "-o", str(exe)], check=True)
+    x = np.random.default_rng(3).standard_normal((5, 3, 6, 6)).astype(np.float32)
+    x.tofile(tmp_path / "x.bin")
+    (tmp_path / "y.bin").write_bytes(bytes(5 * ITEM_OUT))
+    launch = mpi.launch_argv({"mpi": {"ranks": 3}})
+    p = subprocess.run(launch + [str(exe), str(tmp_path / "x.bin"), str(tmp_path / "y.bin")], capture_output=True,
+                       text=True, env={k: v for k, v in os.environ.items() if k != "SWEMU_STATS"}, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = np.fromfile(tmp_path / "y.bin", dtype=np.float32).reshape(5, 10)
+    ref = onnxruntime_reference(str(model), {"x": x})[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)

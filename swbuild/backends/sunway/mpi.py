@@ -50,6 +50,9 @@ def header_decls(program, lay, storage):
             "/* Collective over comm (size MPI_RANKS): in/out hold the whole batch on rank 0 and are",
             " * not read elsewhere; workspace is this rank's, WORKSPACE_SIZE bytes. */",
             f"int {P}_run_mpi(MPI_Comm comm, {', '.join(args)});"] + (
+            ["/* Per-rank I/O instead: rank r reads items [first, first + items) of the batch itself, zero-pads",
+             f" * them to RANK_BATCH and calls {P}_run. Returns -1 for a rank outside the build. */",
+             f"int {P}_mpi_slice(int rank, int *first, int *items);"] if lay.parallel == "data" else []) + (
             ["/* The kernels first <= k < last only (one pipeline stage). */",
              f"int {P}_run_range(int sw_first, int sw_last, {', '.join(storage.signature())});"]
             if lay.parallel == "pipeline" else [])
@@ -102,7 +105,10 @@ def mpi_c(program, lay, version):
     o += ["    MPI_Allreduce(&rc, &all_rc, 1, MPI_INT, MPI_MIN, comm);", "    if (all_rc != 0) { rc = all_rc; goto done; }"]
     for i, (_, t) in enumerate(outs):
         o += move(f"out{i}", f"lout{i}", t, False)
-    o += ["done:"] + [f"    free({loc});" for _, loc, _ in bufs] + ["    return rc ? rc : all_rc;", "}", ""]
+    o += ["done:"] + [f"    free({loc});" for _, loc, _ in bufs] + ["    return rc ? rc : all_rc;", "}", "",
+          f"int {P}_mpi_slice(int rank, int *first, int *items)", "{",
+          f"    if (rank < 0 || rank >= {R}) return -1;",
+          f"    *first = {P}_first[rank];", f"    *items = {P}_items[rank];", "    return 0;", "}", ""]
     return "\n".join(o)
 
 
