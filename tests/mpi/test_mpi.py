@@ -1,5 +1,8 @@
-"""Data-parallel builds over MPI ranks (swbuild/mpi.py): batch split, generated entry point,
-`swbuild check` under mpirun against onnxruntime, per-rank counters, the cost model."""
+"""Builds over MPI ranks (swbuild/mpi.py): batch split, pipeline stages, generated entry points,
+`swbuild check` under mpirun against onnxruntime, per-rank counters, the cost model.
+
+These need OpenMPI (mpicc, mpirun) and do not skip without it: .ci/run and ci/Dockerfile
+install it; elsewhere `apt-get install openmpi-bin libopenmpi-dev`."""
 import json
 import shutil
 from pathlib import Path
@@ -92,7 +95,6 @@ def test_cost_model_counts_communication():
     assert [r["items"] for r in doc["ranks"]] == [1, 1, 1, 1]
 
 
-@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
 @pytest.mark.parametrize("cgs,nodes,counts", [(2, 1, [2, 1]), (4, 1, [1, 1, 1, 0]), (2, 2, [1, 1, 1, 0])])
 def test_check_tiny_model_over_ranks(tmp_path, capsys, cgs, nodes, counts):
     model = tiny_model(tmp_path / "tiny.onnx")
@@ -146,7 +148,6 @@ def test_missing_batch_and_too_many_stages_are_refused(tmp_path, capsys):
     assert "needs as many kernels; it has 2" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_pipeline_streams_items_through_stages(tmp_path, capsys, ranks):
     model = deep_model(tmp_path / "deep.onnx")
@@ -170,7 +171,6 @@ def test_pipeline_streams_items_through_stages(tmp_path, capsys, ranks):
     assert "int deep_run_range(int sw_first, int sw_last," in (out / "deep.h").read_text()
 
 
-@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
 def test_report_has_ranks_and_plot(tmp_path, capsys):
     model = tiny_model(tmp_path / "tiny.onnx")
     png = tmp_path / "ranks.png"
@@ -212,7 +212,6 @@ def test_resnet18_pipeline_stream_of_8_over_4_ranks(tmp_path, capsys):
     assert [r["items"] for r in doc["emulator"]["ranks"]] == [8, 8, 8, 8]
 
 
-@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
 def test_scons_variables_build_and_check_over_ranks(tmp_path):
     import hashlib
     import os
@@ -278,7 +277,6 @@ int main(int argc, char **argv)
 """
 
 
-@pytest.mark.skipif(not shutil.which("mpirun"), reason="OpenMPI not installed (.ci/run installs it)")
 def test_per_rank_io_with_mpi_slice(tmp_path, capsys):
     import os
     import subprocess
