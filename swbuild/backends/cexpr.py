@@ -29,6 +29,7 @@ UNARY = {
     "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
     "atanh": "atanhf({a})", "sign": "(float)(({a} > 0.0f) - ({a} < 0.0f))",
 }
+CTYPE = {"float32": "float", "int64": "long long", "int32": "int"}   # tensor dtype -> C type
 # the reduction step of each combine, over the accumulator {a} and the value {v}
 COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});",
            "min": "{a} = fminf({a}, {v});", "prod": "{a} *= {v};"}
