@@ -29,8 +29,8 @@ from bangemu_build import compile_mlu, hardware  # noqa: E402
 from test_faults import build_faults  # noqa: E402
 
 WARN = {"k_race", "k_direct_same_word", "k_direct_race"}   # rules that warn (swbuild check fails)
-PLAIN = {"k_plain_other", "k_plain_other_stack", "k_plain_past", "k_direct_same_word", "k_direct_race"}
-CLEAN = {"k_clean", "k_race_ok"}
+PLAIN = {"k_plain_other", "k_plain_other_stack", "k_direct_same_word", "k_direct_race"}
+CLEAN = {"k_clean", "k_race_ok", "k_rz_exact"}
 BANG_WARN = {"task_conflict"}
 BANG_GDRAM = {"gdram_misaligned", "gdram_odd_size"}   # rules only a toolchain stating them has
 

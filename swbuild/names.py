@@ -50,3 +50,13 @@ def c_comment(text: str) -> str:
     terminators (no model string ever puts a quote or a line break into the C text)."""
     s = "".join(ch if 32 <= ord(ch) < 127 and ch not in "\"'\\" else "?" for ch in str(text))
     return s.replace("*/", "* /").replace("/*", "/ *")[:120]
+
+
+def c_string(text: str) -> str:
+    """A C string literal holding `text` as UTF-8: printable ASCII as is, every other byte
+    (and quote, backslash, '?' against trigraphs) as a three-digit octal escape."""
+    out = []
+    for b in str(text).encode("utf-8"):
+        ch = chr(b)
+        out.append(ch if 32 <= b < 127 and ch not in "\"\\?" else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'

@@ -1,6 +1,8 @@
 import re
 
-from swbuild.names import UniqueNames, c_comment, c_ident, c_prefix
+import subprocess
+
+from swbuild.names import UniqueNames, c_comment, c_ident, c_prefix, c_string
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -31,3 +33,15 @@ def test_unique_names_are_distinct_and_stable():
 def test_comment_text_cannot_close_a_comment():
     s = c_comment("a */ b /* c \x00\n")
     assert "*/" not in s and "/*" not in s and "\n" not in s
+
+
+def test_c_strings_hold_any_name_byte_for_byte(tmp_path):
+    names = ['conv*/ "evil" \n#define x', "a\\b??=c%d", "é€\x00z", "gpu_0/data_0"]
+    src = tmp_path / "s.c"
+    src.write_text("#include <stdio.h>\nint main(void) {\n"
+                   + "".join(f"    fwrite({c_string(n)}, 1, sizeof {c_string(n)} - 1, stdout); putchar(10);\n" for n in names)
+                   + "    return 0;\n}\n")
+    assert all("\n" not in c_string(n) and "??" not in c_string(n) for n in names)
+    subprocess.run(["gcc", "-Wall", "-Werror", "-trigraphs", str(src), "-o", str(tmp_path / "s")], check=True)
+    out = subprocess.run([str(tmp_path / "s")], capture_output=True, check=True).stdout
+    assert out == b"".join(n.encode() + b"\n" for n in names)

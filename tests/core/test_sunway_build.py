@@ -180,3 +180,26 @@ def test_help_is_useful(swbuild_cli):
     assert r.returncode == 0 and "check" in r.stdout and "examples" in r.stdout
     r = swbuild_cli("check", "--help")
     assert "--expected" in r.stdout and "exit 0 only on pass" in r.stdout
+
+
+def test_emulated_host_names_every_kernel_buffer_and_the_real_one_does_not(swbuild_cli, cnn_file, tmp_path):
+    # under the emulator, race/conflict warnings print `addr (tensor+offset)` for model tensors
+    for target in ("sunway-emu", "sunway"):
+        r = swbuild_cli("compile", cnn_file, "--target", target, "-o", tmp_path / target)
+        assert r.returncode == 0, r.stderr
+    emu = (tmp_path / "sunway-emu" / "cnn_host.c").read_text()
+    real = (tmp_path / "sunway" / "cnn_host.c").read_text()
+    assert "SW_NAME" not in real and "swemu" not in real
+    assert "#if defined(SWEMU_API_V1) || defined(SWEMU_API_CRTS)" in emu
+    plan = json.loads((tmp_path / "sunway-emu" / "cnn.plan.json").read_text())
+    para = (tmp_path / "sunway-emu" / "cnn_para.h").read_text()
+    fields = re.findall(r"^struct (\w+)_para \{\n((?:    .*\n)*?)\};", para, re.M)
+    assert len(fields) == len(plan["kernels"]) > 0
+    for kernel, body in fields:
+        block = emu[emu.index(f"struct {kernel}_para sw_para"):emu.index(f"athread_spawn({kernel},")]
+        names = re.findall(r"SW_NAME\(sw_para\.(\w+), (\d+), \"([^\"]*)\"\);", block)
+        assert [n for n, _, _ in names] == re.findall(r"\*(\w+);", body)
+        for (_, nbytes, _), dims in zip(names, re.findall(r"\[([\d, ]+)\] \*/", body)):
+            assert int(nbytes) >= 4 * int(np.prod([int(d) for d in dims.split(",")]))
+    inputs = re.findall(r'SW_NAME\(sw_para\.\w+, (\d+), "gpu_0/data_0"\);', emu)
+    assert inputs and {int(n) for n in inputs} == {4 * int(np.prod(plan["inputs"][0]["shape"]))}

@@ -162,8 +162,9 @@ def test_store_past_an_ldm_malloc_block(fp):
 
 
 def test_store_past_the_ldm(fp):
-    assert re.fullmatch(rf"swemu: error: kernel k_past_ldm CPE \d+: store to {HEX}: 0 bytes past the "
-                        rf"end of the {fp.cap}-byte LDM", report(fp, "k_past_ldm"))
+    # the arena is twice the modelled LDM (redzones): the store lands past the block's redzone
+    assert re.fullmatch(rf"swemu: error: kernel k_past_ldm CPE \d+: store to LDM {HEX}: {fp.cap // 2} bytes "
+                        rf"past the end of ldm_malloc block {HEX} of {fp.cap // 2} bytes", report(fp, "k_past_ldm"))
 
 
 def test_store_into_another_cpes_ldm(fp):
@@ -249,3 +250,43 @@ def test_direct_read_of_a_word_another_cpe_writes(fpi):
     assert re.fullmatch(rf"swemu: warning: kernel k_direct_race: race: 256 bytes read by one CPE and written by "
                         rf"another with no barrier between, first at {HEX} \(out\+0\) read by CPE 63, written "
                         r"by CPE 0\n", p.stderr), p.stderr
+
+
+# ---- redzones after ldm_malloc blocks (every build) -------------------------------------------
+
+def redzone(kernel, size, heap_off, past, value, when):
+    return (rf"swemu: error: kernel {kernel} CPE \d+: store past the end of ldm_malloc block {HEX} of "
+            rf"{size} bytes \(heap offset {heap_off}\): LDM {HEX}, {past} bytes past its end, holds "
+            rf"{value}, not the redzone's 0xfd \(found at {when}\)")
+
+
+def test_redzone_store_found_at_ldm_free(fp):
+    line = report(fp, "k_rz_free")
+    if fp.instrumented:   # seen at the store itself
+        assert re.fullmatch(rf"swemu: error: kernel k_rz_free CPE \d+: store to LDM {HEX}: 4 bytes past the end "
+                            rf"of ldm_malloc block {HEX} of 128 bytes", line)
+    else:
+        assert re.fullmatch(redzone("k_rz_free", 128, 0, 4, "0x07", "ldm_free"), line)
+
+
+def test_redzone_store_found_at_dma(fp):
+    line = report(fp, "k_rz_dma")
+    if not fp.instrumented:
+        assert re.fullmatch(redzone("k_rz_dma", 64, 0, 0, "0x00", fp.get), line)
+
+
+def test_redzone_store_found_at_barrier(fp):
+    line = report(fp, "k_rz_sync")
+    sync = "athread_syn" if fp.get == "athread_get" else "CRTS_ssync_array"
+    if not fp.instrumented:
+        assert re.fullmatch(redzone("k_rz_sync", 64, 0, 4, "0x(00|80|3f)", sync), line)
+
+
+def test_redzone_store_found_at_kernel_end(fp):
+    if not fp.instrumented:
+        assert re.fullmatch(redzone("k_plain_past", 64, 0, 16, "0x00", "kernel end"), report(fp, "k_plain_past"))
+
+
+def test_blocks_filling_the_ldm_stay_silent(fp):
+    p = run(fp, "k_clean", "k_rz_exact")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")

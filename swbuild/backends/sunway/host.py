@@ -11,10 +11,16 @@ import numpy as np
 
 from ...ir.graph import is_splat
 from ...ir.sizes import round_up
-from ...names import UniqueNames, c_comment
+from ...names import UniqueNames, c_comment, c_string
 from .. import cexpr, common
 
 ALIGN = 64
+
+# Emulated targets only: the host names every buffer it passes to a kernel, so the emulator's
+# race and conflict warnings print `addr (tensor+offset)`; real-chip host code is not changed.
+_NAMES = ["#if defined(SWEMU_API_V1) || defined(SWEMU_API_CRTS)",
+          "#define SW_NAME(p, bytes, name) swemu_register((p), (bytes), (name))",
+          "#else", "#define SW_NAME(p, bytes, name) ((void)0)", "#endif"]
 
 
 def buffer_order(k):
@@ -100,23 +106,25 @@ def host_c(program, storage, tc, version, ranged=False):
         out.append(f"static float {P}_splat[{max(storage.splat_elems, 1)}] __attribute__((aligned(64)));")
     for k in program.kernels:
         out.append(f"extern void SLAVE_FUN({k.name})(void *);")
+    if tc.emulated:
+        out += [""] + _NAMES
     out += ["", f"static int {P}_ready;", "", f"int {P}_init(void)", "{",
             f"    if ({P}_ready) return 0;", "    athread_init();"]
     for off, n, v in storage.splats:
         out.append(f"    for (size_t i = 0; i < {n}; i++) {P}_splat[{off} + i] = {cexpr.float_literal(v)};")
     out += [f"    {P}_ready = 1;", "    return 0;", "}", ""]
-    out += _run_function(program, storage, f"{P}_run", storage.signature(), ranged=False)
+    out += _run_function(program, storage, f"{P}_run", storage.signature(), ranged=False, names=tc.emulated)
     if ranged:
         out += _run_function(program, storage, f"{P}_run_range", ["int sw_first", "int sw_last"] + storage.signature(),
-                             ranged=True)
+                             ranged=True, names=tc.emulated)
     out += [f"void {P}_teardown(void)", "{",
             f"    if ({P}_ready) athread_halt();", f"    {P}_ready = 0;", "}", ""]
     return "\n".join(out)
 
 
-def _run_function(program, storage, name, args, ranged):
+def _run_function(program, storage, name, args, ranged, names):
     """run(): every kernel in order; run_range(): those with first <= index < last (a pipeline
-    stage, swbuild/mpi.py)."""
+    stage, swbuild/mpi.py).  names: emulated targets name each kernel's buffers (SW_NAME)."""
     P = program.prefix
     out = [f"int {name}({', '.join(args)})", "{", "    char *sw_ws = (char *)workspace;", "    (void)sw_ws;",
            f"    if (!{P}_ready) return -1;"]
@@ -125,9 +133,17 @@ def _run_function(program, storage, name, args, ranged):
         fields = ", ".join(f".{b.name} = {storage.pointer(b.tensor, P, cexpr.CTYPE[b.dtype])}" for b in order)
         guard = f"if (sw_first <= {i} && {i} < sw_last) " if ranged else ""
         out += [f"    {guard}{{   /* {c_comment(k.op)} {c_comment(k.node)} */",
-                f"        struct {k.name}_para sw_para = {{ {fields} }};",
-                f"        athread_spawn({k.name}, &sw_para);", "        athread_join();", "    }"]
+                f"        struct {k.name}_para sw_para = {{ {fields} }};"]
+        if names:
+            out += [_name_line(program, b) for b in order]
+        out += [f"        athread_spawn({k.name}, &sw_para);", "        athread_join();", "    }"]
     return out + ["    return 0;", "}", ""]
+
+
+def _name_line(program, b):
+    t = program.graph.tensors[program.root(b.tensor)]
+    nbytes = t.size * np.dtype(t.dtype).itemsize
+    return f"        SW_NAME(sw_para.{b.name}, {nbytes}, {c_string(b.tensor)});"
 
 
 def weights_asm(program, storage):

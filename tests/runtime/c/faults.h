@@ -5,7 +5,8 @@
     X(k_heap_stack) X(k_past_block) X(k_past_ldm) X(k_other_ldm) X(k_len3) X(k_mem_off1) \
     X(k_ldm_off1) X(k_stack_overrun) X(k_vec_misalign) X(k_wait_past) X(k_free_in_flight) \
     X(k_put_then_get) X(k_race) X(k_race_ok) X(k_plain_other) X(k_plain_other_stack) \
-    X(k_plain_past) X(k_direct_same_word) X(k_direct_race) X(k_wild_mem)
+    X(k_plain_past) X(k_direct_same_word) X(k_direct_race) X(k_wild_mem) X(k_rz_free) X(k_rz_dma) \
+    X(k_rz_sync) X(k_rz_exact)
 
 typedef struct {
     float *in, *out;            /* 4096 floats each */

@@ -283,3 +283,53 @@ void k_direct_race(void *arg)            /* direct store, then the neighbour's w
     x = o[(MYID + 1) % 64];
     SINK(x);
 }
+
+/* Redzones (default builds): stores past a block on the same page, found at ldm_free, at a
+ * DMA call, at a barrier; a kernel using exactly the whole LDM heap stays silent. */
+void k_rz_free(void *arg)                /* 4 bytes past a 128-byte block */
+{
+    char *b = ldm_malloc(128), *d = ldm_malloc(64);
+    (void)arg;
+    ((volatile char *)b)[132] = 7;
+    ldm_free(d, 64);
+    ldm_free(b, 128);
+}
+
+void k_rz_dma(void *arg)                 /* the first byte past a block, then a DMA */
+{
+    fpara_t *p = arg;
+    float *b = ldm_malloc(64);
+    reply_t r = 0;
+    ((volatile char *)b)[64] = 0;
+    GET(b, p->in, 64, &r);
+    WAIT(&r, 1);
+    ldm_free(b, 64);
+}
+
+void k_rz_sync(void *arg)                /* 8 bytes past a block, then a barrier */
+{
+    float *b = ldm_malloc(64);
+    (void)arg;
+    ((volatile float *)b)[17] = 1;
+    SYNC();
+    ldm_free(b, 64);
+}
+
+int CRTS_pldm_get_free_size(void);
+void k_rz_exact(void *arg)               /* clean: two blocks filling all but 6 KB (emulator frames) of free LDM */
+{
+    fpara_t *p = arg;
+    long f = CRTS_pldm_get_free_size() - 6144, q[2] = {f / 2 / 64 * 64, 0};
+    char *b[2];
+    reply_t r = 0;
+    q[1] = (f - q[0]) / 64 * 64;
+    for (int i = 0; i < 2; i++) b[i] = ldm_malloc(q[i]);
+    for (int i = 0; i < 2; i++) {
+        for (long k = 0; k < q[i]; k++) b[i][k] = (char)k;
+        GET(b[i] + q[i] - 256, p->in + 64 * (MYID % 8), 256, &r);
+        WAIT(&r, i + 1);
+        SINK(b[i][q[i] - 1]);
+    }
+    SYNC();
+    for (int i = 1; i >= 0; i--) ldm_free(b[i], q[i]);
+}

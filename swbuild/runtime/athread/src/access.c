@@ -33,7 +33,7 @@ static void access_fault(swemu_cpe *c, uintptr_t a, size_t n, int w)
         swemu_die(c, "%s %#lx in the LDM of CPE %d: another CPE's LDM is not addressable "
                   "(SW26010: register communication; SW26010-Pro: RMA)", acc, (unsigned long)a,
                   (int)((a - swemu_ldm_lo) / SWEMU_STRIDE));
-    if ((a - swemu_ldm_lo) % SWEMU_STRIDE >= SWEMU_LDM_BYTES)
+    if ((a - swemu_ldm_lo) % SWEMU_STRIDE >= SWEMU_ARENA)
         swemu_die(c, "%s %#lx: %lu bytes past the end of the %d-byte LDM", acc, (unsigned long)a,
                   (unsigned long)((a - swemu_ldm_lo) % SWEMU_STRIDE - SWEMU_LDM_BYTES), SWEMU_LDM_BYTES);
     (void)n;
@@ -46,8 +46,8 @@ static inline void check(uintptr_t a, size_t n, int w)
     swemu_cpe *c = swemu_self;
     if (!c || c->in_emu) return;
     if (a - c->stk_lo < c->stk_hi - c->stk_lo) return;          /* own stack / TLS */
-    if (a - (uintptr_t)c->ldm < SWEMU_LDM_BYTES) {               /* own heap */
-        if (a + n > (uintptr_t)c->ldm + SWEMU_LDM_BYTES || !live(c, a - (uintptr_t)c->ldm, n))
+    if (a - (uintptr_t)c->ldm < SWEMU_ARENA) {               /* own heap */
+        if (a + n > (uintptr_t)c->ldm + SWEMU_ARENA || !live(c, a - (uintptr_t)c->ldm, n))
             access_fault(c, a, n, w);
         if (c->nq) swemu_check_access(c, a, n, w);
         return;

@@ -35,7 +35,7 @@ static long spin_ns = 2000000;
 /* ---- describing addresses and transfers ---- */
 static int in_arena(swemu_cpe *c, uintptr_t a)
 {
-    return a >= (uintptr_t)c->ldm && a < (uintptr_t)c->ldm + SWEMU_LDM_BYTES;
+    return a >= (uintptr_t)c->ldm && a < (uintptr_t)c->ldm + SWEMU_ARENA;
 }
 
 void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n)
@@ -398,7 +398,7 @@ int swemu_fault(swemu_cpe *c, uintptr_t a, int write)
     if ((int)i != c->id)
         swemu_die(c, "%s %#lx in the LDM of CPE %zu: another CPE's LDM is not addressable "
                   "(SW26010: register communication; SW26010-Pro: RMA)", acc, (unsigned long)a, i);
-    if (off >= SWEMU_LDM_BYTES)
+    if (off >= SWEMU_ARENA)
         swemu_die(c, "%s %#lx: %zu bytes past the end of the %d-byte LDM", acc, (unsigned long)a,
                   off - SWEMU_LDM_BYTES, SWEMU_LDM_BYTES);
     c->in_emu = 1;

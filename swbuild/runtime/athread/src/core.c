@@ -135,6 +135,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 static void kernel_done(swemu_cpe *c)
 {
     swemu_kernel_end(c);   /* DMA never waited for */
+    swemu_redzones(c, "kernel end", SIZE_MAX);
     swemu_heap_reset(c);   /* LDM does not survive the kernel; leaks are counted */
     swemu_bar_leave(c);
 }
@@ -208,7 +209,7 @@ int athread_init(void)
      * inaccessible page after each, pages protected while DMA is in flight or above the
      * heap) and the emulator's view (swemu_alias, always writable) that DMA lands through. */
     {
-        size_t bytes = (size_t)SWEMU_CPES * SWEMU_LDM_BYTES;
+        size_t bytes = (size_t)SWEMU_CPES * SWEMU_ARENA;
         int fd = memfd_create("swemu-ldm", MFD_CLOEXEC);
         if (fd < 0 || ftruncate(fd, bytes))
             swemu_die(NULL, "cannot allocate %d LDM arenas: %s", SWEMU_CPES, strerror(errno));
@@ -218,8 +219,8 @@ int athread_init(void)
         if (swemu_alias == MAP_FAILED || base == MAP_FAILED)
             swemu_die(NULL, "cannot map LDM arenas: %s", strerror(errno));
         for (int i = 0; i < SWEMU_CPES; i++)
-            if (mmap(base + i * SWEMU_STRIDE, SWEMU_LDM_BYTES, PROT_NONE, MAP_SHARED | MAP_FIXED,
-                     fd, (off_t)i * SWEMU_LDM_BYTES) == MAP_FAILED)
+            if (mmap(base + i * SWEMU_STRIDE, SWEMU_ARENA, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                     fd, (off_t)i * SWEMU_ARENA) == MAP_FAILED)
                 swemu_die(NULL, "cannot map LDM arenas: %s", strerror(errno));
         close(fd);
         memset(swemu_alias, 0xA5, bytes);   /* LDM starts as garbage */

@@ -29,7 +29,7 @@ static void check_ldm(swemu_cpe *c, const char *op, const char *what, uintptr_t 
         swemu_die(c, "%s: %s %#lx..%#lx is below the stack pointer: not a live local array",
                   op, what, (unsigned long)lo, (unsigned long)hi);
     if (swemu_in_ldm(c, lo, hi)) return;
-    if (lo >= (uintptr_t)c->ldm && hi <= (uintptr_t)c->ldm + SWEMU_LDM_BYTES)
+    if (lo >= (uintptr_t)c->ldm && hi <= (uintptr_t)c->ldm + SWEMU_ARENA)
         snprintf(where, sizeof where, "in this CPE's LDM heap but not inside one live ldm_malloc block");
     else
         swemu_where(lo, where, sizeof where);
@@ -99,6 +99,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
     swemu_cpe *c = swemu_need_cpe(op);
     long chunk, gap, n;
     c->in_emu = 1;          /* cleared by swemu_issue / below */
+    swemu_redzones(c, op, 8);   /* the first word: where an off-by-one store lands */
     n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
     dma_count(c, put, len);
     if (swemu_dma_mode) {

@@ -23,7 +23,14 @@ size_t swemu_stack_depth(swemu_cpe *c)
     return c->entry_sp > sp ? c->entry_sp - sp : 0;
 }
 
+/* heap top in the modelled LDM (what capacity counts) */
 static size_t heap_top(swemu_cpe *c)
+{
+    return c->nblk ? c->blk[c->nblk - 1].off / 2 + c->blk[c->nblk - 1].size : 0;
+}
+
+/* end of the last block in the arena (pages above it are inaccessible) */
+static size_t arena_top(swemu_cpe *c)
 {
     return c->nblk ? c->blk[c->nblk - 1].off + c->blk[c->nblk - 1].size : 0;
 }
@@ -40,7 +47,7 @@ static void mark(swemu_cpe *c, size_t off, size_t size, int on)
  * exceed the LDM (page granular: the stack may use up to 4 KB more than is left). */
 static void heap_changed(swemu_cpe *c)
 {
-    size_t top = heap_top(c), pages = (top + SWEMU_PAGE - 1) / SWEMU_PAGE, old = c->top_pages;
+    size_t top = heap_top(c), pages = (arena_top(c) + SWEMU_PAGE - 1) / SWEMU_PAGE, old = c->top_pages;
     uintptr_t lim = c->entry_sp - (SWEMU_LDM_BYTES - swemu_static_ldm - top);
     lim &= ~(uintptr_t)(SWEMU_PAGE - 1);
     if (lim < c->stk_floor) lim = c->stk_floor;
@@ -61,10 +68,10 @@ void *ldm_malloc(size_t size)
     c->in_emu = 1;          /* no DMA lands (spin timer) while the block list is changed */
     if (size > SWEMU_LDM_BYTES) r = size;   /* fails below without wrapping */
     else r = granule(size);
-    /* first fit between live blocks (kept sorted by offset) */
+    /* first fit between live blocks (kept sorted by offset), in heap offsets */
     for (i = 0; i < c->nblk; i++) {
-        if (c->blk[i].off - off >= r) break;
-        off = c->blk[i].off + c->blk[i].size;
+        if (c->blk[i].off / 2 - off >= r) break;
+        off = c->blk[i].off / 2 + c->blk[i].size;
     }
     top = off + r > heap_top(c) ? off + r : heap_top(c);
     if (top + swemu_static_ldm + stack > SWEMU_LDM_BYTES)
@@ -78,14 +85,15 @@ void *ldm_malloc(size_t size)
         if (!c->blk) swemu_die(c, "out of memory");
     }
     memmove(&c->blk[i + 1], &c->blk[i], (c->nblk - i) * sizeof *c->blk);
-    c->blk[i] = (swemu_blk){off, r, size};
-    mark(c, off, r, 1);
+    c->blk[i] = (swemu_blk){2 * off, r, size};
+    mark(c, 2 * off, r, 1);
+    swemu_redzone_fill(c, &c->blk[i]);
     c->nblk++;
     c->heap_used += r;
     if (top > c->heap_peak) c->heap_peak = top;
     heap_changed(c);
     c->in_emu = 0;
-    return c->ldm + off;
+    return c->ldm + 2 * off;
 }
 
 void ldm_free(void *p, size_t size)
@@ -102,6 +110,7 @@ void ldm_free(void *p, size_t size)
         swemu_die(c, "ldm_free(%p, %zu): the block was allocated with %zu bytes", p, size,
                   c->blk[i].req);
     swemu_check_free(c, (uintptr_t)p, (uintptr_t)p + c->blk[i].size);
+    swemu_redzone_check(c, &c->blk[i], "ldm_free", SIZE_MAX);
     mark(c, c->blk[i].off, c->blk[i].size, 0);
     c->heap_used -= c->blk[i].size;
     memmove(&c->blk[i], &c->blk[i + 1], (c->nblk - i - 1) * sizeof *c->blk);
@@ -138,7 +147,7 @@ int swemu_in_ldm(swemu_cpe *t, uintptr_t lo, uintptr_t hi)
     int nblk = __atomic_load_n(&t->nblk, __ATOMIC_ACQUIRE);
     swemu_blk *blk = __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE);
     if (lo >= t->stk_lo && hi <= t->stk_hi) return 1;
-    if (lo < base || hi > base + SWEMU_LDM_BYTES || !blk) return 0;
+    if (lo < base || hi > base + SWEMU_ARENA || !blk) return 0;
     for (int i = 0; i < nblk; i++)
         if (lo >= base + blk[i].off && hi <= base + blk[i].off + blk[i].size) return 1;
     return 0;

@@ -21,6 +21,15 @@ static int nnames, names_cap;
 
 void swemu_register(const void *p, size_t bytes, const char *name)
 {
+    /* generated host code names a kernel's buffers before every spawn: the same name again
+     * moves to the end (it wins) instead of growing the list */
+    for (int i = nnames - 1; i >= 0; i--)
+        if (names[i].lo == (uintptr_t)p && names[i].hi == (uintptr_t)p + bytes && !strcmp(names[i].name, name)) {
+            named keep = names[i];
+            memmove(&names[i], &names[i + 1], (nnames - i - 1) * sizeof *names);
+            names[nnames - 1] = keep;
+            return;
+        }
     if (nnames == names_cap) {
         names_cap = names_cap ? 2 * names_cap : 32;
         names = realloc(names, names_cap * sizeof *names);

@@ -22,14 +22,18 @@
 #define SWEMU_DMA_ALIGN 1        /* toolchain dma_align_bytes: addresses and sizes of DMA */
 #endif
 #define SWEMU_PAGE 4096          /* LDM protection granule (x86 page) */
-#define SWEMU_LDM_PAGES (SWEMU_LDM_BYTES / SWEMU_PAGE)
+/* Each CPE's arena is twice the modelled LDM: a block at heap offset o (accounting, first
+ * fit within SWEMU_LDM_BYTES) sits at arena offset 2 o, so every block of n bytes is
+ * followed by n bytes of redzone (redzone.c) that no capacity check counts. */
+#define SWEMU_ARENA (2 * SWEMU_LDM_BYTES)
+#define SWEMU_ARENA_PAGES (SWEMU_ARENA / SWEMU_PAGE)
 #define SWEMU_GUARD SWEMU_PAGE   /* inaccessible gap after each CPE's arena */
-#define SWEMU_STRIDE ((uintptr_t)SWEMU_LDM_BYTES + SWEMU_GUARD)
+#define SWEMU_STRIDE ((uintptr_t)SWEMU_ARENA + SWEMU_GUARD)
 #define SWEMU_SPIN_SIG (SIGRTMIN + 5)   /* spin timer: lands DMA a `while (reply != n);` waits for */
 #define SWEMU_QMAX 256           /* DMA transfers in flight per CPE */
 
 typedef struct { uintptr_t lo, hi; unsigned short ea, er, ec; } swemu_range;   /* + barrier epochs */
-typedef struct { size_t off, size, req; } swemu_blk;
+typedef struct { size_t off, size, req; } swemu_blk;   /* off: arena offset (2 x heap offset) */
 
 /* One DMA transfer in flight (asynchronous modes): it lands - data copied, reply += 1 -
  * at a point the emulator chooses between issue and the matching wait. */
@@ -79,11 +83,11 @@ typedef struct swemu_cpe {
     const char *volatile copying; /* the DMA op whose data is being copied (fault reports) */
     void *timer; int has_timer, timer_on;
     /* arena page protection: in-flight gets/puts per page, pages above the heap top */
-    unsigned short pg_get[SWEMU_LDM_PAGES], pg_put[SWEMU_LDM_PAGES];
-    unsigned char pg_prot[SWEMU_LDM_PAGES];
-    unsigned char pg_shared[SWEMU_LDM_PAGES];   /* false sharing seen this spawn: fill, not protect */
+    unsigned short pg_get[SWEMU_ARENA_PAGES], pg_put[SWEMU_ARENA_PAGES];
+    unsigned char pg_prot[SWEMU_ARENA_PAGES];
+    unsigned char pg_shared[SWEMU_ARENA_PAGES];   /* false sharing seen this spawn: fill, not protect */
     size_t top_pages;             /* pages [top_pages, end) are above every live block */
-    unsigned char live[SWEMU_LDM_BYTES / SWEMU_ALIGN / 8];   /* granules in live blocks (access.c) */
+    unsigned char live[SWEMU_ARENA / SWEMU_ALIGN / 8];   /* granules in live blocks (access.c) */
 } swemu_cpe;
 
 extern swemu_cpe swemu_cpes[SWEMU_CPES];
@@ -130,13 +134,17 @@ void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n);
 void swemu_wait_reply(const char *op, volatile int *reply, int value, int exact);
 void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
 void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write);
+/* redzone.c */
+void swemu_redzone_fill(swemu_cpe *c, const swemu_blk *b);
+void swemu_redzone_check(swemu_cpe *c, const swemu_blk *b, const char *when, size_t bytes);
+void swemu_redzones(swemu_cpe *c, const char *when, size_t bytes);
 /* the emulator's own (unprotected) address of LDM byte p of any CPE's arena */
 static inline void *swemu_em(void *p)
 {
     uintptr_t a = (uintptr_t)p;
     if (a >= swemu_ldm_lo && a < swemu_ldm_hi && swemu_alias) {
         uintptr_t i = (a - swemu_ldm_lo) / SWEMU_STRIDE, o = (a - swemu_ldm_lo) % SWEMU_STRIDE;
-        return swemu_alias + i * SWEMU_LDM_BYTES + o;
+        return swemu_alias + i * SWEMU_ARENA + o;
     }
     return p;
 }

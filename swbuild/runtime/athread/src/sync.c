@@ -44,6 +44,7 @@ static void bar_leave(bar_t *b, swemu_cpe *c)
 void swemu_sync(int scope, int mask, const char *op)
 {
     swemu_cpe *c = swemu_need_cpe(op);
+    swemu_redzones(c, op, SIZE_MAX);
     switch (scope) {
     case 0: /* ROW_SCOPE */
         if ((mask & 0xff) != 0xff) break;
