@@ -19,6 +19,26 @@ def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
     return family_of(tc).optimize(program, tc, options or {})
 
 
+def main_memory_bytes(program):
+    """Main memory one core group holds for the program: weights, the arena, inputs and outputs."""
+    g = program.graph
+    read = {t for n in g.nodes for t in n.inputs if t}
+    weights = sum(g.tensors[t].nbytes for t in sorted(read) if t in g.tensors and g.tensors[t].data is not None)
+    io = sum(g.tensors[t].nbytes for t in program.inputs + program.outputs)
+    arena = program.memory.arena_bytes if program.memory is not None else 0
+    return weights, arena, io
+
+
+def check_main_memory(program, tc):
+    """The toolchain's `mem_bytes_per_cg` is a rule: a program that cannot fit is refused."""
+    cap = tc.hardware.get("mem_bytes_per_cg")
+    weights, arena, io = main_memory_bytes(program)
+    if cap and weights + arena + io > int(cap):
+        raise SwbuildError(f"model {program.name}: needs {weights + arena + io} bytes of main memory per core group "
+                           f"(weights {weights}, arena {arena}, inputs/outputs {io}); target {tc.name} has "
+                           f"mem_bytes_per_cg = {int(cap)}")
+
+
 def write_outputs(out_dir, files: dict):
     """Write all files or none: stage in a temp dir beside the target, then rename each."""
     out_dir = Path(out_dir)
@@ -39,6 +59,7 @@ def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=
     (the MPI build adds its entry point and rewrites the plan's I/O)."""
     try:
         program = build_program(model, tc, name, input_shapes, batch, options)
+        check_main_memory(program, tc)
         fam = family_of(tc)
         files = fam.render(program, tc)
         plan = fam.plan(program, tc)

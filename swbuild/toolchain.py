@@ -74,6 +74,13 @@ SWEMU_MODEL_KEYS = {
     "dual_issue", "simd_unaligned_load_cost", "loop_overhead_cycles", "div_cycles",
     "transcendental_cycles", "vector_registers", "dma_overlap", "roofline_bytes_per_s",
     "row_broadcast", "row_sync_cycles",
+    # MPI cost model (swbuild/mpi.py): network between core groups and between nodes
+    "net_bandwidth_bytes_per_s", "net_latency_s", "noc_bandwidth_bytes_per_s", "noc_latency_s",
+}
+# Rules the compiler enforces before any code runs: key -> the module (under swbuild/) that reads it.
+COMPILER_RULES = {
+    "core_groups_per_chip": "mpi.py",        # core_groups > this is refused (use nodes=)
+    "mem_bytes_per_cg": "compiler.py",       # weights + arena + I/O of one rank must fit
 }
 
 
@@ -89,6 +96,10 @@ def unenforced_keys(family, hw, runtime_text):
     for k in sorted(hw):
         if family == "sunway":
             if k in SWEMU_MODEL_KEYS:
+                continue
+            if k in COMPILER_RULES:
+                if f'"{k}"' not in (Path(__file__).parent / COMPILER_RULES[k]).read_text():
+                    bad.append(k)
                 continue
             if k not in SWEMU_RULES or not re.search(rf"\b{SWEMU_RULES[k]}\b", runtime_text):
                 bad.append(k)

@@ -35,19 +35,28 @@ def build_faults(name, out, instrument=False):
                            wait="reply wait" if tc.api == "athread" else "CRTS_dma_wait_value")
 
 
+_BUILDS = {}
+
+
+def _faults(name, instrument, tmp_path_factory):
+    """One program per (target, instrumented), shared by the fixtures below."""
+    key = (name, instrument)
+    if key not in _BUILDS:
+        _BUILDS[key] = build_faults(name, tmp_path_factory.mktemp(name), instrument)
+    return _BUILDS[key]
+
+
 @pytest.fixture(scope="module", params=[("sunway-emu", False), ("sunway-pro-emu", False),
                                         ("sunway-emu", True), ("sunway-pro-emu", True)],
                 ids=["v1", "crts", "v1-instrumented", "crts-instrumented"])
 def fp(request, tmp_path_factory):
-    name, instrument = request.param
-    return build_faults(name, tmp_path_factory.mktemp(name), instrument)
+    return _faults(*request.param, tmp_path_factory)
 
 
-@pytest.fixture
-def fpi(fp):
-    if not fp.instrumented:
-        pytest.skip("plain loads and stores are checked in instrumented builds (SWEMU_INSTRUMENT=1)")
-    return fp
+@pytest.fixture(scope="module", params=["sunway-emu", "sunway-pro-emu"], ids=["v1", "crts"])
+def fpi(request, tmp_path_factory):
+    """Instrumented builds only: plain loads and stores are checked there (SWEMU_INSTRUMENT=1)."""
+    return _faults(request.param, True, tmp_path_factory)
 
 
 def run(fp, *kernels, mode="wait"):

@@ -50,3 +50,39 @@ def test_emulator_defines_come_from_the_file(name, want):
     assert {k: got[k] for k in want} == want
     assert toolchain.swemu_defines({"dma_align_bytes": 8, "ldm_bytes": 131072}) == \
         ["SWEMU_LDM_BYTES=131072", "SWEMU_DMA_ALIGN=8"]
+
+
+def test_compiler_rules_are_read_where_the_table_says():
+    hw = dict(toolchain.load("sunway").hardware)
+    assert {"core_groups_per_chip", "mem_bytes_per_cg"} <= set(hw)
+    assert toolchain.unenforced_keys("sunway", hw, runtime_text("athread")) == []
+    saved = dict(toolchain.COMPILER_RULES)
+    try:   # pointing a rule at a module that never reads it is caught
+        toolchain.COMPILER_RULES["mem_bytes_per_cg"] = "names.py"
+        assert toolchain.unenforced_keys("sunway", hw, runtime_text("athread")) == ["mem_bytes_per_cg"]
+    finally:
+        toolchain.COMPILER_RULES.update(saved)
+
+
+def test_main_memory_per_core_group_is_a_rule(tmp_path):
+    """A program whose weights + arena + I/O exceed mem_bytes_per_cg is refused before any C."""
+    import dataclasses
+
+    from onnx import helper
+    from onnx_builders import make, rand
+
+    from swbuild import compiler
+    from swbuild.errors import SwbuildError
+
+    w = rand(64, 64)
+    m = make([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [4, 64])], [("y", [4, 64])], inits=[("w", w)])
+    path = tmp_path / "mm.onnx"
+    path.write_bytes(m.SerializeToString())
+    tc = toolchain.load("sunway-emu")
+    program, _ = compiler.compile_to(path, tc, tmp_path / "ok", "mm")
+    weights, arena, io = compiler.main_memory_bytes(program)
+    assert weights == w.nbytes and io == 2 * 4 * 64 * 4
+    small = dataclasses.replace(tc, hardware=dict(tc.hardware, mem_bytes_per_cg=weights + io - 1))
+    with pytest.raises(SwbuildError, match=r"model mm: needs \d+ bytes of main memory per core group .*mem_bytes_per_cg"):
+        compiler.compile_to(path, small, tmp_path / "no", "mm")
+    assert not (tmp_path / "no").exists() or not any((tmp_path / "no").iterdir())
