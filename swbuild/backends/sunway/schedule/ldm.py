@@ -34,7 +34,7 @@ import math
 from ....errors import LdmError
 from ....recipe import option_on
 from ..cost import model
-from . import reorder, simd
+from . import cache, reorder, simd
 from .dma import blockable, box_plans
 from .grid import ROW, spatial_tiles
 from .kernel_schedule import ldm_align
@@ -67,8 +67,9 @@ def candidates(extent):
 class Search:
     """The modelled time of a kernel for tile sizes, and its LDM use (cached)."""
 
-    def __init__(self, kernel, hw, budget, options, graph=None):
+    def __init__(self, kernel, hw, budget, options, graph=None, toolchain_hash=""):
         self.k, self.hw, self.budget = kernel, hw, budget
+        self.toolchain_hash = toolchain_hash     # keys the persistent schedule cache
         self.cores = int(hw["cpes"])
         self.boxes = box_plans(kernel)
         self.graph = graph
@@ -401,21 +402,34 @@ _MEMO = {}
 
 
 def _signature(s):
-    """Kernels that differ only in names (repeated layers) get the same tiles."""
+    """The canonical form of a search: kernels that differ only in names (repeated layers)
+    get the same tiles, in this process (_MEMO) and across builds (cache.py)."""
     k = s.k
-    bufs = tuple(sorted((n, tuple(b.shape), b.tensor in s.graph.tensors and s.graph.tensors[b.tensor].data is not None
-                         if s.graph is not None else False) for n, b in k.buffers.items()))
+    g = s.graph
+
+    def buf(n, b):
+        t = g.tensors.get(b.tensor) if g is not None else None
+        return (n, tuple(b.shape), t is not None and t.data is not None, getattr(t, "dtype", None))
+    bufs = tuple(sorted(buf(n, b) for n, b in k.buffers.items()))
     return (tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
             str(k.body), str(k.epilogue), k.combine, k.init, tuple(k.out_offset), k.out, bufs,
             repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.share_ok, s.traffic_weight, s.quick)
 
 
 def search_tiles(s):
-    key = _signature(s)
-    if key in _MEMO:
-        return dict(_MEMO[key])
-    tiles = _search_tiles(s)
-    _MEMO[key] = dict(tiles)
+    """The chosen tiles of `s`'s kernel: from this process's memo, the persistent cache, or
+    the search (then remembered in both)."""
+    sig = _signature(s)
+    if sig in _MEMO:
+        return dict(_MEMO[sig])
+    key = cache.entry_key(sig, s.toolchain_hash)
+    stored = cache.load(key)
+    if stored is not None and sorted(a for a, _ in stored) == sorted(s.ext):
+        tiles = dict(stored)
+    else:
+        tiles = _search_tiles(s)
+        cache.store(key, list(tiles.items()))
+    _MEMO[sig] = dict(tiles)
     return tiles
 
 

@@ -58,7 +58,7 @@ def schedule_special_kernels(program, target, options):
     return program
 
 
-def traffic_weight_for(program, hw, budget, options, target):
+def traffic_weight_for(program, hw, budget, options, target, toolchain_hash=""):
     """The smallest price of main-memory traffic (seconds per byte, from TRAFFIC_WEIGHTS) at
     which the modelled traffic of the whole program is at most `target` times its compulsory
     traffic (a Lagrangian relaxation of that global constraint: every kernel then minimises
@@ -67,7 +67,7 @@ def traffic_weight_for(program, hw, budget, options, target):
     for w in TRAFFIC_WEIGHTS:
         est = 0
         for k in _compute(program):
-            s = Search(k, hw, budget, dict(options, traffic_weight=w), program.graph)
+            s = Search(k, hw, budget, dict(options, traffic_weight=w), program.graph, toolchain_hash)
             est += s.evaluate(search_tiles(s))[3]
         if est <= target * comp:
             return w
@@ -79,7 +79,7 @@ def price_traffic(program, target, options):
     if options.get("traffic_target") in (None, "", "off"):
         return program
     w = traffic_weight_for(program, target.hardware, ldm_budget(target, options), options,
-                           float(options["traffic_target"]))
+                           float(options["traffic_target"]), target.sha256)
     program.target_state.traffic_weight = w
     program.notes.append(f"traffic weight {w:g} s/B for traffic <= {options['traffic_target']} x compulsory")
     return program
@@ -101,7 +101,7 @@ def choose_tiles(program, target, options):
         options = dict(options, traffic_weight=state.traffic_weight)
     budget = ldm_budget(target, options)
     for k in _compute(program):
-        s = Search(k, target.hardware, budget, options, program.graph)
+        s = Search(k, target.hardware, budget, options, program.graph, target.sha256)
         state.drafts[k.name] = Draft(s, tiles=search_tiles(s))
     return program
 
