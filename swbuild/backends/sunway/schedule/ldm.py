@@ -185,9 +185,10 @@ class Search:
         if single > self.budget:
             return None
         vkey = tuple(tiles[a.name] for a in k.axes)
-        if vkey not in self._vp:
-            self._vp[vkey] = simd.plan(k, tiles, hw, self.simd_ok)
-        vp = self._vp[vkey]
+        sp = self._vp.get(vkey)
+        if sp is None:
+            sp = self._vp[vkey] = self._spatial(tiles)
+        vp, base_cyc, step_full, step_zero, oby, put = sp
         tiled_r = reorder.tiled_reduce_axes(k, tiles)
         order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
         rcounts = reorder.reduce_counts(k, tiles)
@@ -229,18 +230,12 @@ class Search:
                 dma_once += secs
                 bytes_once += by
                 syncs_once += shared
-        ob = self.boxes[-1]
-        ext = [tiles[a.name] for a in k.axes]
-        _, _, oby, ochunk = self._out_static(ob, tiles, ext)
-        put = model.dma_seconds_per_cpe(hw, oby, ochunk)
         dma_tile += put
         bytes_tile += oby
-        pext = {a.name: tiles[a.name] for a in k.axes}
-        points = math.prod(ext)
-        cyc = simd.init_cycles(k, hw, points) + simd.epilogue_cycles(k, hw, points) + expand
+        cyc = base_cyc + expand
         if k.combine is not None:
-            cyc += simd.step_cycles(k, vp, hw, pext, self.red_points)
-            cyc += (nsteps - 1) * simd.step_cycles(k, vp, hw, pext, 0)
+            cyc += step_full
+            cyc += (nsteps - 1) * step_zero
         comp_tile = cyc / model.clock(hw)
         D, C = waves * dma_tile + dma_once, waves * comp_tile
         sync = (waves * syncs_tile + syncs_once) * float(model.hwget(hw, "row_sync_cycles")) / model.clock(hw)
@@ -252,6 +247,24 @@ class Search:
             if over < serial:
                 best = (over, True, vp, traffic, lane)
         return best
+
+    def _spatial(self, tiles):
+        """What depends on the spatial tiles alone (many reduce tilings share it): the vector
+        plan, init + epilogue cycles, the cycles of a reduce step (the first, with all reduce
+        points, and a later one), the output's bytes and put seconds."""
+        k, hw = self.k, self.hw
+        vp = simd.plan(k, tiles, hw, self.simd_ok)
+        ext = [tiles[a.name] for a in k.axes]
+        _, _, oby, ochunk = self._out_static(self.boxes[-1], tiles, ext)
+        put = model.dma_seconds_per_cpe(hw, oby, ochunk)
+        pext = {a.name: tiles[a.name] for a in k.axes}
+        points = math.prod(ext)
+        base = simd.init_cycles(k, hw, points) + simd.epilogue_cycles(k, hw, points)
+        full = zero = 0.0
+        if k.combine is not None:
+            full = simd.step_cycles(k, vp, hw, pext, self.red_points)
+            zero = simd.step_cycles(k, vp, hw, pext, 0)
+        return vp, base, full, zero, oby, put
 
     def _out_static(self, ob, tiles, ext):
         m = ob.merge_dim(tiles)
