@@ -91,7 +91,8 @@ class Search:
         self.cache = {}
         self.red_points = math.prod(a.extent for a in kernel.reduce_axes)
         self._bs, self._vp, self._ldm = {}, {}, {}
-        self._bvars = {id(b): sorted(b.vars) for b in self.boxes}
+        self._vset = {id(b): b.vars for b in self.boxes}      # BoxPlan.vars rebuilds the set
+        self._bvars = {id(b): sorted(v) for b, v in zip(self.boxes, self._vset.values())}
 
     def box_static(self, b, tiles):
         """(LDM elements per half, DMA calls, bytes, contiguous chunk bytes) of one fetch."""
@@ -164,7 +165,7 @@ class Search:
         out = []
         for a in self.k.axes:
             n = math.ceil(a.extent / tiles[a.name])
-            if n % ROW == 0 and any(b.context != "out" and a.name not in b.vars for b in self.boxes):
+            if n % ROW == 0 and any(b.context != "out" and a.name not in self._vset[id(b)] for b in self.boxes):
                 out.append(a.name)
         return out
 
@@ -207,12 +208,12 @@ class Search:
             cap, calls, by, chunk = self.box_static(b, tiles)
             secs = model.dma_seconds_per_cpe(hw, by, chunk)
             first += secs
-            shared = lane is not None and lane not in b.vars
+            shared = lane is not None and lane not in self._vset[id(b)]
             if shared:
                 # one broadcast feeds the row: 1/8 of the bytes per CPE at the core group's
                 # bandwidth, and row barriers around each fetch
                 secs, by = secs / ROW, by / ROW
-            if b.context == "body" and k.combine is not None and (b.vars & tiled):
+            if b.context == "body" and k.combine is not None and (self._vset[id(b)] & tiled):
                 lv = reorder.box_level(b, order)
                 n = math.prod(rcounts[x] for x in order[:lv + 1])
                 dma_tile += n * secs
@@ -220,7 +221,7 @@ class Search:
                 syncs_tile += n * shared
                 if b.pad_dims:
                     expand += n * simd.expand_cycles(hw, cap)
-            elif b.vars & split:
+            elif self._vset[id(b)] & split:
                 dma_tile += secs
                 bytes_tile += by
                 syncs_tile += shared
