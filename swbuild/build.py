@@ -28,7 +28,7 @@ def generated_files(prefix, family_name="sunway"):
 
 
 def _cflags(tc, side, gen_dir):
-    flags = list(tc.flags.get(side, []))
+    flags = list(tc.flags.get(side, [])) + (tc.runtime_slave_flags() if side == "slave" else [])
     for inc in tc.runtime_include_dirs():
         flags += ["-I", str(inc)]
     flags += [f"-D{d}" for d in tc.runtime_defines()]
@@ -52,20 +52,30 @@ def runtime_steps(tc, out_dir):
     return steps, lib
 
 
-def model_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None):
+def model_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None, mpi=False):
     """Steps that compile a generated model into lib<prefix>.a and link <prefix>_runner: the
     family's compile units (CompileUnit), the weights, the archive (host object first), the
-    runner and the link."""
+    runner and the link. `mpi`: a data-parallel build (swbuild/mpi.py): <prefix>_mpi.c joins the
+    archive and the runner is compiled and linked with the toolchain's MPI wrappers."""
     gen_dir, out_dir = Path(gen_dir), Path(out_dir)
     fam = family_of(tc)
     f = fam.generated_files(prefix)
     cc = lambda tool: tc.argv(tool, overrides)  # noqa: E731
     src = {k: gen_dir / v for k, v in f.items()}
     steps, objs = [], {}
+    run_cc, run_link = cc("host_cc"), cc("link")
+    if mpi:     # the public header includes <mpi.h>: the whole host side goes through the wrapper
+        from .mpi import mpi_tools
+        run_cc, run_link = mpi_tools(tc)
     for u in fam.units:
         objs[u.role] = out_dir / f"{prefix}_{u.role}.o"
-        steps.append(Step(f"CC-{u.side.upper()} {f[u.role]}", cc(u.tool) + _cflags(tc, u.side, gen_dir)
+        tool = run_cc if u.tool == "host_cc" else cc(u.tool)
+        steps.append(Step(f"CC-{u.side.upper()} {f[u.role]}", tool + _cflags(tc, u.side, gen_dir)
                           + ["-c", str(src[u.role]), "-o", str(objs[u.role])], [src[r] for r in u.deps], [objs[u.role]]))
+    if mpi:
+        mpi_c, objs["mpi"] = gen_dir / f"{prefix}_mpi.c", out_dir / f"{prefix}_mpi.o"
+        steps.append(Step(f"CC-MPI {mpi_c.name}", run_cc + _cflags(tc, "host", gen_dir) + ["-c", str(mpi_c), "-o", str(objs["mpi"])],
+                          [mpi_c, src["header"]], [objs["mpi"]]))
     w_o = out_dir / f"{prefix}_weights.o"
     runner_o = out_dir / f"{prefix}_runner_main.o"
     lib, exe = out_dir / f"lib{prefix}.a", out_dir / f"{prefix}_runner"
@@ -75,11 +85,11 @@ def model_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None):
         Step(f"AS {f['weights_asm']}", cc("asm") + ["-c", str(src["weights_asm"]), f"-Wa,-I,{gen_dir}", "-o", str(w_o)],
              [src["weights_asm"], src["weights"]], [w_o]),
         Step(f"AR lib{prefix}.a", cc("ar") + ["rcsD", str(lib)] + [str(o) for o in members], members, [lib]),
-        Step(f"CC-HOST {f['runner']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["runner"]), "-o", str(runner_o)],
+        Step(f"CC-HOST {f['runner']}", run_cc + _cflags(tc, "host", gen_dir) + ["-c", str(src["runner"]), "-o", str(runner_o)],
              [src["runner"], src["header"]], [runner_o]),
     ]
     link_in = [runner_o, lib] + ([runtime_lib] if runtime_lib else [])
-    steps.append(Step(f"LINK {exe.name}", cc("link") + list(tc.flags.get("link", [])) + [str(p) for p in link_in]
+    steps.append(Step(f"LINK {exe.name}", run_link + list(tc.flags.get("link", [])) + [str(p) for p in link_in]
                       + list(tc.flags.get("libs", [])) + ["-o", str(exe)], link_in, [exe]))
     return steps, lib, exe
 

@@ -107,7 +107,8 @@ def onnxruntime_reference(model, inputs):
 
 
 def run_runner(runner, plan, inputs, workdir):
-    """Run the runner program; returns (outputs list, stats dict, stderr, exit code, seconds)."""
+    """Run the runner program; returns (outputs list, stats dict, stderr, exit code, seconds).
+    An MPI build (plan["mpi"]) runs under mpirun; its stats are then one (emulator, MPI) pair per rank."""
     workdir = Path(workdir)
     ins = []
     for k, spec in enumerate(plan["inputs"]):
@@ -117,17 +118,26 @@ def run_runner(runner, plan, inputs, workdir):
         ins.append(str(f))
     outs = [str(workdir / f"out{k}.bin") for k in range(len(plan["outputs"]))]
     stats = workdir / "emulator_stats.json"
-    if stats.exists():
-        stats.unlink()
+    for old in [stats] + sorted(workdir.glob("emulator_stats.json.rank*")):
+        if old.exists():
+            old.unlink()
     env = dict(os.environ, SWEMU_STATS=str(stats), BANGEMU_STATS=str(stats))
+    launch = []
+    if plan.get("mpi"):
+        from .mpi import launch_argv
+        launch = launch_argv(plan)
     t0 = time.perf_counter()
-    p = subprocess.run([str(runner)] + ins + outs, capture_output=True, text=True, env=env)
+    p = subprocess.run(launch + [str(runner)] + ins + outs, capture_output=True, text=True, env=env)
     secs = time.perf_counter() - t0
     got = []
     if p.returncode == 0:
         for f, spec in zip(outs, plan["outputs"]):
             got.append(np.fromfile(f, dtype=np.dtype(spec.get("dtype", "float32")).newbyteorder("<")).reshape(spec["shape"]))
-    st = json.loads(stats.read_text()) if stats.exists() else None
+    if plan.get("mpi"):
+        from .mpi import rank_stats
+        st = rank_stats(stats, plan["mpi"]["ranks"])
+    else:
+        st = json.loads(stats.read_text()) if stats.exists() else None
     return got, st, p.stderr, p.returncode, secs
 
 
@@ -166,7 +176,11 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
         return doc
     ref = reference(inputs) if callable(reference) else reference
     ok, a, r, per = compare(got, ref, rtol, atol)
-    findings = fam.findings(plan, stats)
+    if plan.get("mpi"):
+        from .mpi import findings as mpi_findings
+        findings = mpi_findings(fam, plan, stats)
+    else:
+        findings = fam.findings(plan, stats)
     doc.update(max_abs_err=a, max_rel_err=r, outputs=[dict(name=o["name"], **e) for o, e in zip(plan["outputs"], per)],
                emulator=findings)
     reasons = []
@@ -174,6 +188,8 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
         reasons.append("outputs differ from the reference beyond rtol/atol")
     if findings.get("write_conflicts"):
         reasons.append(f"{findings['write_conflicts']} write conflicts between CPEs")
+    if findings.get("races"):
+        reasons.append(f"{findings['races']} bytes raced on between CPEs (read by one, written by another, no barrier between)")
     if findings.get("ldm_over_budget"):
         reasons.append(f"LDM peak over the budget in {len(findings['ldm_over_budget'])} kernels")
     if findings.get("dma_mismatches"):

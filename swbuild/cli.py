@@ -69,7 +69,7 @@ def make_job(args) -> Job:
     if not args.model:
         raise SwbuildError("give a MODEL.onnx or --recipe RECIPE")
     path = Path(args.model)
-    opts = {k: o.default for k, o in rc.OPTIONS.items()}
+    opts = {k: o.default for k, o in rc.OPTIONS.items() if k not in rc.WHEN_GIVEN}
     opts.update(sets)
     name = args.name or path.stem
     check = {"seed": opts.pop("seed"), "rtol": opts.pop("rtol"), "atol": opts.pop("atol")}
@@ -91,7 +91,9 @@ def do_compile(job, tc, out_dir):
     from .backends import family_of
     from .compiler import compile_to
     from .lockfile import write_lock
-    program, files = compile_to(job.model, tc, out_dir, job.name, job.input_shapes, job.batch, job.options)
+    from .mpi import compile_hook
+    shapes, batch, post = compile_hook(job, tc)
+    program, files = compile_to(job.model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
     names = family_of(tc).generated_files(program.prefix)
     outputs = {n: Path(out_dir) / n for n in sorted(files)}
     write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
@@ -104,7 +106,9 @@ def do_build(tc, prefix, out_dir, overrides=None, verbose=False):
     from . import build
     tc.check_compilers(overrides)
     rt_steps, rt_lib = build.runtime_steps(tc, Path(out_dir) / "_runtime")
-    steps, _, exe = build.model_steps(tc, prefix, out_dir, out_dir, rt_lib, overrides)
+    plan = Path(out_dir) / f"{prefix}.plan.json"
+    mpi = plan.exists() and "mpi" in json.loads(plan.read_text())
+    steps, _, exe = build.model_steps(tc, prefix, out_dir, out_dir, rt_lib, overrides, mpi=mpi)
     build.run_steps(rt_steps + steps, verbose=verbose, log=lambda s: print(s, file=sys.stderr))
     return exe
 
@@ -253,9 +257,15 @@ def cmd_report(args):
         _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp)
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
-    rep = fam.report(plan, stats, tc)
-    if args.plot and fam.plot is not None:
-        fam.plot(rep, tc, args.plot)
+    if plan.get("mpi"):     # one report of a rank's kernels (rank 0's counters), plus the ranks
+        from . import mpi
+        rep = dict(fam.report(plan, stats[0][0], tc), mpi=mpi.report(fam, plan, stats))
+        if args.plot:
+            mpi.plot(rep["mpi"], args.plot)
+    else:
+        rep = fam.report(plan, stats, tc)
+        if args.plot and fam.plot is not None:
+            fam.plot(rep, tc, args.plot)
     print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
     return 0
 

@@ -33,13 +33,17 @@ def write_outputs(out_dir, files: dict):
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=None, extra=None):
-    """Generate every source of `name` for target `tc` into out_dir; returns (program, files)."""
+def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=None, extra=None, post=None):
+    """Generate every source of `name` for target `tc` into out_dir; returns (program, files).
+    `post(program, files, plan) -> (files, plan)` amends the output before it is written
+    (the MPI build adds its entry point and rewrites the plan's I/O)."""
     try:
         program = build_program(model, tc, name, input_shapes, batch, options)
         fam = family_of(tc)
         files = fam.render(program, tc)
         plan = fam.plan(program, tc)
+        if post is not None:
+            files, plan = post(program, files, plan)
     except SwbuildError:
         raise
     except RecursionError as e:

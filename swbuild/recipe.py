@@ -34,7 +34,7 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 @dataclass(frozen=True)
 class Option:
     key: str
-    kind: str             # "int", "float", "onoff", "int_or_auto" or "float_or_off"
+    kind: str             # "int", "float", "onoff", "int_or_auto", "float_or_off" or "parallel"
     default: object
     help: str
     field: str            # where it lives in a recipe: "batch", "check.seed", "options.simd"
@@ -45,7 +45,8 @@ class Option:
         """Human text of the allowed values (used in errors and `scons -h`)."""
         lo = "" if self.minimum is None else f" >= {self.minimum:g}"
         return {"int": f"an integer{lo}", "float": f"a number{lo}", "onoff": "on, off",
-                "int_or_auto": f"auto or an integer{lo} (bytes)", "float_or_off": f"off or a number{lo}"}[self.kind]
+                "int_or_auto": f"auto or an integer{lo} (bytes)", "float_or_off": f"off or a number{lo}",
+                "parallel": "data, pipeline"}[self.kind]
 
     def parse(self, value):
         """The typed value of `value` (a recipe value or a command-line string); ValueError."""
@@ -53,6 +54,10 @@ class Option:
             if isinstance(value, bool):      # YAML 1.1 reads a bare on/off as a boolean
                 return "on" if value else "off"
             if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+                return value.strip().lower()
+            raise ValueError(f"bad value {value!r}")
+        if self.kind == "parallel":
+            if isinstance(value, str) and value.strip().lower() in ("data", "pipeline"):
                 return value.strip().lower()
             raise ValueError(f"bad value {value!r}")
         if self.kind == "int_or_auto" and isinstance(value, str) and value.strip().lower() == "auto":
@@ -105,10 +110,17 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
            "(where the cost model says it wins)", "options.row_share"),
     Option("traffic_target", "float_or_off", "off", "trade modelled time for main-memory traffic until traffic "
            "<= this many times the compulsory bytes (Sunway; e.g. 1.5)", "options.traffic_target", 1),
+    Option("core_groups", "int", 1, "MPI ranks per node, one per core group (Sunway; docs/mpi.md)", "options.core_groups", 1),
+    Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
+    Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
+           "options.parallel"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
 )}
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
+# Kept in a recipe's options only when given, so a one-core-group build keeps its lock file
+# and SCons signature (swbuild/mpi.py reads them with their defaults).
+WHEN_GIVEN = ("core_groups", "nodes", "parallel")
 
 
 def option_on(options, key):
@@ -406,7 +418,7 @@ def _build(path, data, lines) -> Recipe:
     opts = {} if data.get("options") is None else data["options"]
     if not isinstance(opts, dict):
         raise err("options", "must be a mapping of option: value")
-    options = {k: o.default for k, o in _OPTION_KEYS.items()}
+    options = {k: o.default for k, o in _OPTION_KEYS.items() if k not in WHEN_GIVEN}
     for k, v in opts.items():
         if k not in _OPTION_KEYS:
             hint = f" (`{k}` is set by `{OPTIONS[k].field}`)" if k in OPTIONS else ""

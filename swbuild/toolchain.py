@@ -5,6 +5,7 @@ its hardware numbers and API from it, so the optimizer sees the same chip either
 """
 from __future__ import annotations
 
+import re
 import hashlib
 import os
 import shutil
@@ -54,6 +55,60 @@ def bangemu_defines(hw):
         elif isinstance(v, (int, float)):
             out.append(f"BANGEMU_{k.upper()}={v}")
     return out
+
+
+# The Sunway hardware rules the emulator enforces: toolchain [hardware] key -> the
+# -D define libswemu.a and its headers are built with.  Every other key of a Sunway file is
+# a number for the optimizer or the cost model (SWEMU_MODEL_KEYS); a key in neither set
+# fails tests/runtime/test_rules.py, so a new rule cannot be added without enforcing it.
+SWEMU_RULES = {
+    "ldm_bytes": "SWEMU_LDM_BYTES",      # LDM capacity per CPE (heap + static + stack)
+    "cpes": "SWEMU_CPES",                # CPE threads
+    "dma_align_bytes": "SWEMU_DMA_ALIGN",  # DMA addresses, len, bsize, stride
+    "simd_lanes": "SWEMU_SIMD_LANES",    # lanes of simd_type: vector alignment = lanes * 4 B
+}
+SWEMU_MODEL_KEYS = {
+    "mesh", "ldm_reserve_bytes", "clock_hz", "peak_flops_per_cpe", "simd_type",
+    "mem_bandwidth_bytes_per_s", "dma_curve", "dma_fit_peak_bytes_per_s", "dma_fit_half_bytes",
+    "spawn_seconds", "fma_per_cycle_simd", "fma_per_cycle_scalar", "ldm_loads_per_cycle",
+    "dual_issue", "simd_unaligned_load_cost", "loop_overhead_cycles", "div_cycles",
+    "transcendental_cycles", "vector_registers", "dma_overlap", "roofline_bytes_per_s",
+    "row_broadcast", "row_sync_cycles",
+}
+
+
+# BANG: every numeric key becomes a BANGEMU_<KEY> define (bangemu_defines); these two are
+# documentation of the chip the cycle counts stand for, not rules (runtime/bang/README.md).
+BANGEMU_MODEL_KEYS = {"clock_hz", "mem_bandwidth_bytes_per_s"}
+
+
+def unenforced_keys(family, hw, runtime_text):
+    """Keys of a [hardware] table that neither a model number nor enforced by the emulator
+    (their define must occur in `runtime_text`, the runtime's sources outside the defaults)."""
+    bad = []
+    for k in sorted(hw):
+        if family == "sunway":
+            if k in SWEMU_MODEL_KEYS:
+                continue
+            if k not in SWEMU_RULES or not re.search(rf"\b{SWEMU_RULES[k]}\b", runtime_text):
+                bad.append(k)
+        elif family == "diannao" and k not in BANGEMU_MODEL_KEYS:
+            name = "BANGEMU_ARCH" if k == "arch" else f"BANGEMU_{k.upper()}"
+            if not re.search(rf"\b{name}\b", runtime_text):
+                bad.append(k)
+    return bad
+
+
+# Byte-level checks of every plain load and store of slave code (runtime/athread/src/
+# access.c): gcc calls __asan_{load,store}*_noabort before each access.  Slower (every
+# access is a call), so only when SWEMU_INSTRUMENT=1 at build time.
+SWEMU_INSTRUMENT_FLAGS = ["-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
+                          "--param", "asan-stack=0", "--param", "asan-globals=0"]
+
+
+def swemu_defines(hw):
+    """The toolchain -> Athread emulator contract: one define per rule of SWEMU_RULES."""
+    return [f"{d}={int(hw[k])}" for k, d in SWEMU_RULES.items() if k in hw]
 
 
 def find_file(name, project_dir=None):
@@ -148,6 +203,12 @@ class Toolchain:
         rt = self.emulation.get("runtime")
         return sorted((RUNTIME_DIR / rt / "src").glob("*.c")) if rt else []
 
+    def runtime_slave_flags(self):
+        """Extra flags for slave objects of an emulated Sunway target (SWEMU_INSTRUMENT=1)."""
+        if self.emulation.get("runtime") == "athread" and os.environ.get("SWEMU_INSTRUMENT") == "1":
+            return list(SWEMU_INSTRUMENT_FLAGS)
+        return []
+
     def runtime_defines(self):
         """Preprocessor definitions that select the emulated chip's API and limits."""
         if not self.emulated:
@@ -161,7 +222,7 @@ class Toolchain:
 
 # The hardware numbers each emulation runtime is compiled with, by runtime name.
 RUNTIME_DEFINES = {
-    "athread": lambda tc: [f"SWEMU_LDM_BYTES={int(tc.hardware['ldm_bytes'])}", f"SWEMU_CPES={tc.cores}"],
+    "athread": lambda tc: swemu_defines(tc.hardware),
     "bang": lambda tc: bangemu_defines(tc.hardware),
 }
 

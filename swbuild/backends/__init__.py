@@ -15,6 +15,7 @@ from .common import BANG_EXIT, LDM_EXIT, file_names
 from .diannao import outputs as diannao_outputs
 from .diannao import pipeline as diannao_pipeline
 from .diannao import report as diannao_report
+from .sunway import mpi as sunway_mpi
 from .sunway import outputs as sunway_outputs
 from .sunway import pipeline as sunway_pipeline
 from .sunway import report as sunway_report
@@ -33,6 +34,7 @@ class Family:
     files: dict             # role -> file name pattern ("{prefix}_host.c"), in emitter order
     units: tuple            # CompileUnit per generated source compiled into lib<prefix>.a
     exit_reasons: dict      # runner exit status -> what the emulator rejected
+    mpi_render: Callable = None   # (Program, Target, mpi.Layout, version) -> files of a build over MPI ranks
 
     def generated_files(self, prefix):
         """{role: file name} of every file `swbuild compile` writes for a model."""
@@ -50,7 +52,7 @@ FAMILIES = {
     "sunway": Family("sunway", sunway_pipeline.PIPELINE, sunway_pipeline.STATE, sunway_outputs.render,
                      sunway_outputs.plan, sunway_report.build_report, sunway_report.emulator_findings,
                      sunway_report.plot_report, sunway_outputs.FILES, sunway_outputs.UNITS,
-                     {LDM_EXIT: "emulated hardware limit violated"}),
+                     {LDM_EXIT: "emulated hardware limit violated"}, sunway_mpi.render),
     "diannao": Family("diannao", diannao_pipeline.PIPELINE, diannao_pipeline.STATE, diannao_outputs.render,
                       diannao_outputs.plan, diannao_report.build_report, diannao_report.emulator_findings,
                       None, diannao_outputs.FILES, diannao_outputs.UNITS,

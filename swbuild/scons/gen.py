@@ -34,8 +34,10 @@ def swgen_emitter(target, source, env):
     out = target[0]
     if not isinstance(out, SCons.Node.FS.Dir):
         out = out.dir  # called with a file in the output directory
-    files = build.generated_files(env.subst("$SWBUILD_PREFIX"), env.subst("$SWBUILD_FAMILY"))
-    return [out.File(name) for name in files.values()], source
+    files = list(build.generated_files(env.subst("$SWBUILD_PREFIX"), env.subst("$SWBUILD_FAMILY")).values())
+    if env.subst("$SWBUILD_MPI") == "1":    # a data-parallel build adds its MPI entry (swbuild/mpi.py)
+        files += [env.subst("${SWBUILD_PREFIX}_mpi.c"), env.subst("${SWBUILD_PREFIX}_job.sh")]
+    return [out.File(name) for name in files], source
 
 
 def scan_recipe(node, env, path=()):

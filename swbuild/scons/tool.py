@@ -121,7 +121,8 @@ def _sw_model(env, model, recipe):
     sets = [f"{k}={v}" for k, v in sorted(overrides.items())]
     verbose = env["SWBUILD_VERBOSE"]
     out = env.Dir(f"$SWBUILD_BUILD_DIR/{target}/{model}")
-    meta = dict(SWBUILD_MODEL=model, SWBUILD_PREFIX=prefix, SWBUILD_FAMILY=tc.family,
+    mpi = int(r.options.get("core_groups", 1)) * int(r.options.get("nodes", 1)) > 1
+    meta = dict(SWBUILD_MODEL=model, SWBUILD_PREFIX=prefix, SWBUILD_FAMILY=tc.family, SWBUILD_MPI="1" if mpi else "0",
                 SWBUILD_RECIPE=env.File(str(path)).path, SWBUILD_OUT=out.path,
                 SWGENFLAGS=_set_flags(sets))
 
@@ -138,7 +139,7 @@ def _sw_model(env, model, recipe):
     cpppath = [out] + [env.Dir(str(d)) for d in tc.runtime_include_dirs()]
     runtime_lib = _runtime(env, tc, verbose)
     steps, lib, exe = build.model_steps(tc, prefix, gen_dir, gen_dir, runtime_lib,
-                                        env["SWBUILD_COMPILER_OVERRIDES"])
+                                        env["SWBUILD_COMPILER_OVERRIDES"], mpi=mpi)
     nodes = step_commands(env, steps, verbose=verbose, CPPPATH=cpppath)
     built = [n for ns in nodes.values() for n in ns]
     if env["SWBUILD_COMPILER_ERROR"]:

@@ -32,7 +32,7 @@ LAYERS = [
     ("sunway: printers, outputs, report", ["swbuild.backends.sunway.*"]),
     ("diannao", ["swbuild.backends.diannao", "swbuild.backends.diannao.*"]),
     ("target registry", ["swbuild.backends"]),
-    ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.check", "swbuild.frontends.scop_cli",
+    ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
                  "swbuild.scop_recipe"]),
     ("interfaces", ["swbuild.cli", "swbuild.__main__", "swbuild.scons", "swbuild.scons.*"]),
 ]

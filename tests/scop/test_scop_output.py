@@ -45,7 +45,8 @@ def test_host_file_is_the_original_outside_regions(tmp_path):
 def test_api_spellings(tmp_path):
     v1 = _gen(tmp_path / "v1", "gemm")["paths"]["slave"].read_text()
     crts = _gen(tmp_path / "crts", "gemm", toolchain.load("sunway-pro-emu"))["paths"]["slave"].read_text()
-    assert "athread_get(PE_MODE" in v1 and "while (swk_rp2 != swk_n);" in v1 and "CRTS_" not in v1
+    assert "athread_get(PE_MODE" in v1 and "SW_REPLY_WAIT(swk_rp2, swk_n);" in v1 and "CRTS_" not in v1
+    assert "#define SW_REPLY_WAIT(r, n) while ((r) != (n))" in v1     # the chip's spelling of the wait
     assert "CRTS_dma_iget_stride(l, m, len, run, gap, rp)" in crts and "crts_rply_t" in crts
     assert "CRTS_dma_wait_value(&swk_rp2, swk_n);" in crts and "athread_get(" not in crts
 
@@ -58,7 +59,7 @@ def test_dma_helper_issues_one_strided_transfer_per_2d_box(tmp_path, runtime_lib
         d = tmp_path / tc.name
         d.mkdir()
         (d / "t.h").write_text("struct targ { double *a, *b; int *n; };\n")
-        (d / "slave.c").write_text(api.include + '\n#include "t.h"\n' + scop_printer.dma_helper(api) + textwrap.dedent("""
+        (d / "slave.c").write_text(api.include + "\n" + api.wait_macro + '\n#include "t.h"\n' + scop_printer.dma_helper(api) + textwrap.dedent("""
             void kern(void *p) {
                 struct targ *t = p;   /* direct main-memory reads of the argument: fine in a test */
                 static const long E[3] = {0, 5, 6};
@@ -71,6 +72,7 @@ def test_dma_helper_issues_one_strided_transfer_per_2d_box(tmp_path, runtime_lib
                     int n = 0;
                     rp = 0;
                     n += swk_dma(0, (char *)t->a, (char *)buf, 8, 3, E, boxes[b], boxes[b] + 3, &rp);
+                    WAIT;   /* the gets land before buf is put back (asynchronous DMA) */
                     n += swk_dma(1, (char *)(t->b + 120 * b), (char *)buf, 8, 3, E, boxes[b], boxes[b] + 3, &rp);
                     WAIT;
                     t->n[b] = n / 2;

@@ -12,6 +12,7 @@ def emulator_findings(plan, stats):
         return {"stats": "missing"}
     seen = {k["name"] for k in stats.get("kernels", [])}
     return {"violations": int(stats.get("violations", 0)),
+            "write_conflicts": sum(int(k.get("write_conflicts", 0)) for k in stats.get("kernels", [])),
             "cycles": sum(int(k.get("cycles", 0)) for k in stats.get("kernels", [])),
             "missing_kernels": [k["name"] for k in plan["kernels"] if k["name"] not in seen],
             "nram_declared_bytes": stats.get("nram_declared_bytes", 0),

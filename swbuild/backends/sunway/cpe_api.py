@@ -28,6 +28,16 @@ class CpeApi:
     simd_widths: tuple        # floatvN vector types of the chip
     bcast_get: str = None     # one DMA into the same LDM address of a mesh row's 8 CPEs ({row}), if any
     row_sync: str = None      # barrier of a mesh row, if any
+    wait_macro: str = ""      # C lines defining the macro `wait` calls, printed after the includes
+
+
+# A v1 wait spins on the reply word, which an emulator cannot see: under swbuild's emulator
+# (SWEMU_REPLY_WAIT, runtime/athread) it becomes a call, where asynchronous DMA lands.
+_V1_WAIT = """#ifdef SWEMU_REPLY_WAIT
+#define SW_REPLY_WAIT(r, n) SWEMU_REPLY_WAIT(r, n)
+#else
+#define SW_REPLY_WAIT(r, n) while ((r) != (n))
+#endif"""
 
 
 API = {
@@ -37,9 +47,9 @@ API = {
         get="athread_get(PE_MODE, {mem}, {ldm}, {len}, (void *){rp}, 0, 0, 0)",
         put_stride="athread_put(PE_MODE, {ldm}, {mem}, {len}, (void *){rp}, {gap}, {bsize})",
         put="athread_put(PE_MODE, {ldm}, {mem}, {len}, (void *){rp}, 0, 0)",
-        wait="while ({r} != {n})", stride_takes_zero_gap=True, simd_widths=(4,),
+        wait="SW_REPLY_WAIT({r}, {n})", stride_takes_zero_gap=True, simd_widths=(4,),
         bcast_get="athread_get(BCAST_MODE, {mem}, {ldm}, {len}, (void *){rp}, (char)(1 << {row}), {gap}, {bsize})",
-        row_sync="athread_syn(ROW_SCOPE, 0xff)"),
+        row_sync="athread_syn(ROW_SCOPE, 0xff)", wait_macro=_V1_WAIT),
     "crts": CpeApi(
         "crts", "#include <crts.h>", (), "crts_rply_t", "CRTS_tid",
         get_stride="CRTS_dma_iget_stride({ldm}, {mem}, {len}, {bsize}, {gap}, {rp})",

@@ -25,11 +25,12 @@ def _tot(d):
 def emulator_findings(plan, stats):
     """Per kernel, the emulator's counters against the compiler's plan: kernels whose measured
     DMA operations/bytes (per spawn) differ from the prediction, write conflicts (bytes written
-    by two CPEs), the LDM peak and kernels whose LDM peak exceeds the plan's budget."""
+    by two CPEs), races (bytes read by one CPE and written by another), the LDM peak and
+    kernels whose LDM peak exceeds the plan's budget."""
     if stats is None:
         return {"stats": "missing"}
     meas = {k["name"]: k for k in stats.get("kernels", [])}
-    mismatched, conflicts, peak, over = [], 0, 0, []
+    mismatched, conflicts, races, peak, over = [], 0, 0, 0, []
     for k in plan["kernels"]:
         m = meas.get(k["name"])
         if m is None:
@@ -41,11 +42,12 @@ def emulator_findings(plan, stats):
         if per_spawn != {d: {x: k["dma"][d][x] for x in ("ops", "bytes")} for d in ("get", "put")}:
             mismatched.append({"kernel": k["name"], "measured": per_spawn, "predicted": k["dma"]})
         conflicts += int(m.get("write_conflicts", 0))
+        races += int(m.get("races", 0))
         ldm = int(m.get("ldm_peak_bytes", 0))
         peak = max(peak, ldm)
         if k.get("ldm_budget") and ldm > int(k["ldm_budget"]):
             over.append({"kernel": k["name"], "ldm_peak_bytes": ldm, "ldm_budget": int(k["ldm_budget"])})
-    return {"dma_mismatches": mismatched, "write_conflicts": conflicts, "ldm_peak_bytes": peak,
+    return {"dma_mismatches": mismatched, "write_conflicts": conflicts, "races": races, "ldm_peak_bytes": peak,
             "ldm_over_budget": over}
 
 

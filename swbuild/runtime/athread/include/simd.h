@@ -16,6 +16,20 @@ typedef double doublev8 __attribute__((vector_size(64)));
 typedef int intv16 __attribute__((vector_size(64)));
 #endif
 
+/* toolchain rule simd_lanes: the chip's float vector has that many lanes */
+#ifdef SWEMU_SIMD_LANES
+#ifdef __cplusplus
+#define SWEMU_STATIC_ASSERT static_assert
+#else
+#define SWEMU_STATIC_ASSERT _Static_assert
+#endif
+#ifdef SWEMU_API_CRTS
+SWEMU_STATIC_ASSERT(sizeof(floatv8) / sizeof(float) == SWEMU_SIMD_LANES, "simd_lanes of the toolchain file is not floatv8's");
+#else
+SWEMU_STATIC_ASSERT(sizeof(floatv4) / sizeof(float) == SWEMU_SIMD_LANES, "simd_lanes of the toolchain file is not floatv4's");
+#endif
+#endif
+
 static inline const void *swemu_simd_chk(const void *p, unsigned long align, const char *op)
 {
     if (__builtin_expect(((unsigned long)p & (align - 1)) != 0, 0))

@@ -55,6 +55,14 @@ void swemu_simd_misaligned(const void *p, unsigned long align, const char *op)
 int swemu_dma(const char *op, int put, void *mem, void *ldm, long len,
               long bsize, long stride, volatile int *reply);
 void swemu_sync(int scope, int mask, const char *op);
+/* Waits until *reply == value, landing the DMA in flight on it (SWEMU_DMA=wait lands
+ * transfers here); an error if it can never happen.  Generated v1 code waits with it
+ * under emulation (SWEMU_REPLY_WAIT); `while (reply != value);` works too, see README. */
+void swemu_reply_wait(volatile int *reply, int value);
+#define SWEMU_REPLY_WAIT(rp, value) swemu_reply_wait(&(rp), (value))
+
+/* Host side: names a main-memory array for the emulator's reports ("name+offset"). */
+void swemu_register(const void *p, size_t bytes, const char *name);
 
 void *ldm_malloc(size_t size);
 void ldm_free(void *p, size_t size);

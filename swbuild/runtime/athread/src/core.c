@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 swemu_cpe swemu_cpes[SWEMU_CPES];
@@ -96,11 +97,30 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     swemu_cpe *c = swemu_self;
     uintptr_t a = (uintptr_t)si->si_addr;
+    int wr = 0;
+#if defined(__x86_64__)
+    wr = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
     (void)uc;
+#endif
     if (c && a >= c->region_lo && a < c->stk_lo)
-        swemu_die(c, "LDM overflow: stack grew past %zu bytes (local arrays too large?); "
-                  "static LDM data %zu bytes, capacity %d bytes",
-                  (size_t)SWEMU_LDM_BYTES - swemu_static_ldm, swemu_static_ldm, SWEMU_LDM_BYTES);
+        swemu_die(c, "LDM overflow: stack grew past %zu bytes (local arrays too large?): "
+                  "heap %zu, static LDM data %zu bytes, capacity %d bytes",
+                  (size_t)(c->entry_sp - a), c->heap_used, swemu_static_ldm, SWEMU_LDM_BYTES);
+    if (c && c->copying && !(a >= swemu_ldm_lo && a < swemu_ldm_hi))
+        swemu_die(c, "%s: main memory %#lx is not mapped: the DMA's main-memory side lies "
+                  "outside every array", c->copying, (unsigned long)a);
+    /* LDM pages protected on purpose: DMA in flight, above the heap, guard, other CPEs */
+    if (c && sig == SIGSEGV && swemu_fault(c, a, wr)) return;
+    if (c && sig == SIGSEGV && si->si_code == SI_KERNEL)   /* #GP: no address reported */
+        swemu_die(c, "general-protection fault at pc %#lx: a misaligned vector access (a vector "
+                  "pointer not aligned to the vector's size, e.g. *(floatv4 *)(b + 1))?",
+#if defined(__x86_64__)
+                  (unsigned long)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP]
+#else
+                  0ul
+#endif
+                  );
     if (c) {
         char buf[256];
         int n = snprintf(buf, sizeof buf, "swemu: error: kernel %s CPE %d: %s at address %p\n",
@@ -114,6 +134,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 /* ---- the CPE threads ---- */
 static void kernel_done(swemu_cpe *c)
 {
+    swemu_kernel_end(c);   /* DMA never waited for */
     swemu_heap_reset(c);   /* LDM does not survive the kernel; leaks are counted */
     swemu_bar_leave(c);
 }
@@ -128,6 +149,7 @@ static void *worker(void *p)
     swemu_self = c;
     swemu_tid = c->id;
     sigaltstack(&ss, NULL);
+    swemu_async_thread(c);
     /* Kernels are called from this frame: the LDM's stack share ends (capacity - static
      * data) below it.  Everything lower is made inaccessible. */
     c->entry_sp = (uintptr_t)__builtin_frame_address(0);
@@ -136,6 +158,7 @@ static void *worker(void *p)
         mprotect((void *)c->stk_lo, g - c->stk_lo, PROT_NONE);
         c->stk_lo = g;
     }
+    c->stk_floor = c->stk_lo;
     pthread_mutex_lock(&pm);
     ready++;
     pthread_cond_broadcast(&ready_cv);
@@ -180,11 +203,29 @@ int athread_init(void)
                   "bytes, capacity %d bytes", swemu_static_ldm, SWEMU_LDM_BYTES);
     /* All LDM arenas in one block, all stacks in one mapping: one range test each tells
      * whether a "main-memory" address is really LDM. */
-    if (posix_memalign((void **)&base, 4096, (size_t)SWEMU_CPES * SWEMU_LDM_BYTES))
-        swemu_die(NULL, "cannot allocate %d LDM arenas", SWEMU_CPES);
-    memset(base, 0xA5, (size_t)SWEMU_CPES * SWEMU_LDM_BYTES);   /* LDM starts as garbage */
+    swemu_async_init();
+    /* The arenas live in one memfd mapped twice: the CPEs' view (one arena per CPE, an
+     * inaccessible page after each, pages protected while DMA is in flight or above the
+     * heap) and the emulator's view (swemu_alias, always writable) that DMA lands through. */
+    {
+        size_t bytes = (size_t)SWEMU_CPES * SWEMU_LDM_BYTES;
+        int fd = memfd_create("swemu-ldm", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, bytes))
+            swemu_die(NULL, "cannot allocate %d LDM arenas: %s", SWEMU_CPES, strerror(errno));
+        swemu_alias = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        base = mmap(NULL, SWEMU_CPES * SWEMU_STRIDE, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (swemu_alias == MAP_FAILED || base == MAP_FAILED)
+            swemu_die(NULL, "cannot map LDM arenas: %s", strerror(errno));
+        for (int i = 0; i < SWEMU_CPES; i++)
+            if (mmap(base + i * SWEMU_STRIDE, SWEMU_LDM_BYTES, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                     fd, (off_t)i * SWEMU_LDM_BYTES) == MAP_FAILED)
+                swemu_die(NULL, "cannot map LDM arenas: %s", strerror(errno));
+        close(fd);
+        memset(swemu_alias, 0xA5, bytes);   /* LDM starts as garbage */
+    }
     swemu_ldm_lo = (uintptr_t)base;
-    swemu_ldm_hi = swemu_ldm_lo + (size_t)SWEMU_CPES * SWEMU_LDM_BYTES;
+    swemu_ldm_hi = swemu_ldm_lo + SWEMU_CPES * SWEMU_STRIDE;
     usable = (swemu_static_ldm + SWEMU_LDM_BYTES + (512u << 10) + page - 1) & ~(page - 1);
     swemu_stk_region = guard + usable;
     base = mmap(NULL, SWEMU_CPES * swemu_stk_region, PROT_NONE,
@@ -195,19 +236,21 @@ int athread_init(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaddset(&sa.sa_mask, SWEMU_SPIN_SIG);   /* the spin timer must not land meanwhile */
     sigaction(SIGSEGV, &sa, &old_segv);
     sigaction(SIGBUS, &sa, &old_bus);
     /* CPE threads take no asynchronous signals (SIGINT etc. stay with the host). */
     sigfillset(&all);
     sigdelset(&all, SIGSEGV); sigdelset(&all, SIGBUS);
     sigdelset(&all, SIGFPE); sigdelset(&all, SIGILL); sigdelset(&all, SIGABRT);
+    sigdelset(&all, SWEMU_SPIN_SIG);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     for (int i = 0; i < SWEMU_CPES; i++) {
         swemu_cpe *c = &swemu_cpes[i];
         pthread_attr_t at;
         pthread_t th;
         c->id = i;
-        c->ldm = (char *)swemu_ldm_lo + (size_t)i * SWEMU_LDM_BYTES;
+        c->ldm = (char *)swemu_ldm_lo + i * SWEMU_STRIDE;   /* all pages PROT_NONE: heap empty */
         c->region_lo = swemu_stk_lo + i * swemu_stk_region;
         c->stk_lo = c->region_lo + guard;
         c->stk_hi = c->region_lo + swemu_stk_region;
@@ -245,7 +288,8 @@ int swemu_spawn(void *fn, void *arg, const char *name)
         c->get_ops = c->get_bytes = c->put_ops = c->put_bytes = c->leaked = 0;
         memset(c->hist, 0, sizeof c->hist);
         c->heap_peak = 0;
-        c->nw = 0;
+        c->nw = c->nr = 0;
+        c->ea = c->er = c->ec = 0;
         c->state = 0;
     }
     swemu_bar_reset();
@@ -305,12 +349,23 @@ int athread_join(void)
     if (swemu_conflicts_on) {
         uintptr_t first = 0;
         int a = 0, b = 0;
+        char nm[160];
         uint64_t n = swemu_conflicts(&first, &a, &b);
         k->conflicts += n;
         if (n && !k->warned) {
             k->warned = 1;
-            fprintf(stderr, "swemu: warning: kernel %s: %llu write conflicts, first at %#lx by CPE %d and %d\n",
-                    k->name, (unsigned long long)n, (unsigned long)first, a, b);
+            swemu_name_of(first, nm, sizeof nm);
+            fprintf(stderr, "swemu: warning: kernel %s: %llu write conflicts, first at %#lx%s by CPE %d and %d\n",
+                    k->name, (unsigned long long)n, (unsigned long)first, nm, a, b);
+        }
+        n = swemu_races(&first, &a, &b);
+        k->races += n;
+        if (n && !k->race_warned) {
+            k->race_warned = 1;
+            swemu_name_of(first, nm, sizeof nm);
+            fprintf(stderr, "swemu: warning: kernel %s: race: %llu bytes read by one CPE and written "
+                    "by another with no barrier between, first at %#lx%s read by CPE %d, written by "
+                    "CPE %d\n", k->name, (unsigned long long)n, (unsigned long)first, nm, a, b);
         }
     }
     k->seconds += t_end - t0;

@@ -17,23 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi)
-{
-    if (c->nw && c->w[c->nw - 1].hi == lo) {   /* consecutive chunks: one range */
-        c->w[c->nw - 1].hi = hi;
-        return;
-    }
-    if (c->nw == c->w_cap) {
-        c->w_cap = c->w_cap ? 2 * c->w_cap : 64;
-        c->w = realloc(c->w, c->w_cap * sizeof *c->w);
-        if (!c->w) swemu_die(c, "out of memory recording DMA writes (SWEMU_CONFLICTS=0 turns this off)");
-    }
-    c->w[c->nw++] = (swemu_range){lo, hi};
-}
-
 static void check_ldm(swemu_cpe *c, const char *op, const char *what, uintptr_t lo, uintptr_t hi)
 {
     char where[96];
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (lo >= c->stk_lo && lo < c->entry_sp && hi > c->entry_sp)
+        swemu_die(c, "%s: %s %#lx..%#lx starts in a local array on the LDM stack and runs %lu "
+                  "bytes past the kernel's frames (longer than the array?)", op, what,
+                  (unsigned long)lo, (unsigned long)hi, (unsigned long)(hi - c->entry_sp));
+    if (lo >= c->stk_lo && lo < sp)
+        swemu_die(c, "%s: %s %#lx..%#lx is below the stack pointer: not a live local array",
+                  op, what, (unsigned long)lo, (unsigned long)hi);
     if (swemu_in_ldm(c, lo, hi)) return;
     if (lo >= (uintptr_t)c->ldm && hi <= (uintptr_t)c->ldm + SWEMU_LDM_BYTES)
         snprintf(where, sizeof where, "in this CPE's LDM heap but not inside one live ldm_malloc block");
@@ -64,6 +58,16 @@ static long dma_check(swemu_cpe *c, const char *op, void *mem, void *ldm, long l
     }
     mhi = mlo + n * *chunk + (n - 1) * *gap;
     if (!mem) swemu_die(c, "%s: main-memory address is NULL", op);
+    /* toolchain rule dma_align_bytes: both addresses, the length and strided sizes */
+    if (SWEMU_DMA_ALIGN > 1) {
+        const char *bad = len % SWEMU_DMA_ALIGN ? "len" : mlo % SWEMU_DMA_ALIGN ? "main-memory address"
+                        : llo % SWEMU_DMA_ALIGN ? "LDM address" : n > 1 && *chunk % SWEMU_DMA_ALIGN ? "bsize"
+                        : n > 1 && *gap % SWEMU_DMA_ALIGN ? "stride" : NULL;
+        if (bad)
+            swemu_die(c, "%s: %s is not a multiple of dma_align_bytes = %d (len %ld, main memory "
+                      "%#lx, LDM %#lx, bsize %ld, stride %ld)", op, bad, SWEMU_DMA_ALIGN, len,
+                      (unsigned long)mlo, (unsigned long)llo, bsize, stride);
+    }
     if ((mlo < swemu_ldm_hi && mhi > swemu_ldm_lo) || (mlo < swemu_stk_hi && mhi > swemu_stk_lo)) {
         char where[96];
         uintptr_t at = mlo;
@@ -78,32 +82,44 @@ static long dma_check(swemu_cpe *c, const char *op, void *mem, void *ldm, long l
     return n;
 }
 
-/* One more op of `len` bytes on c's counters, then the reply word grows by 1. */
-static void dma_done(swemu_cpe *c, int put, long len, volatile int *reply)
+/* One more op of `len` bytes on c's counters. */
+static void dma_count(swemu_cpe *c, int put, long len)
 {
     int b;
     if (put) { c->put_ops++; c->put_bytes += len; }
     else { c->get_ops++; c->get_bytes += len; }
     b = 63 - __builtin_clzl((unsigned long)len);
     c->hist[b < SWEMU_HIST ? b : SWEMU_HIST - 1]++;
-    if (reply) __atomic_fetch_add((int *)reply, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Checks, counts, then lands the transfer now (SWEMU_DMA=issue) or queues it (async.c). */
 int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsize, long stride,
               volatile int *reply)
 {
     swemu_cpe *c = swemu_need_cpe(op);
-    long chunk, gap, n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
+    long chunk, gap, n;
+    c->in_emu = 1;          /* cleared by swemu_issue / below */
+    n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
+    dma_count(c, put, len);
+    if (swemu_dma_mode) {
+        swemu_xfer x = {op, put, 0, mem, ldm, len, chunk, gap, n, reply, -1};
+        swemu_issue(c, &x);
+        return 0;
+    }
+    c->copying = op;
     for (long k = 0; k < n; k++) {
-        char *m = (char *)mem + k * (chunk + gap), *l = (char *)ldm + k * chunk;
+        char *m = (char *)mem + k * (chunk + gap), *l = swemu_em((char *)ldm + k * chunk);
         if (put) {
             memcpy(m, l, chunk);
-            if (swemu_conflicts_on) record_write(c, (uintptr_t)m, (uintptr_t)m + chunk);
+            if (swemu_conflicts_on) swemu_record_write(c, (uintptr_t)m, (uintptr_t)m + chunk);
         } else {
             memcpy(l, m, chunk);
+            if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + chunk);
         }
     }
-    dma_done(c, put, len, reply);
+    c->copying = NULL;
+    if (reply) __atomic_fetch_add((int *)swemu_em((void *)reply), 1, __ATOMIC_SEQ_CST);
+    c->in_emu = 0;
     return 0;
 }
 
@@ -131,6 +147,7 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     uintptr_t d = (uintptr_t)dest, off;
     long chunk, gap, n, nt = 0;
     int rows = SWEMU_CPES / 8, stack;
+    c->in_emu = 1;
     n = dma_check(c, op, src, dest, len, bsize, stride, reply, &chunk, &gap);
     if (!(mask & 0xffu))
         swemu_die(c, "%s: BCAST_MODE mask is 0: no row would receive the data", op);
@@ -164,11 +181,19 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
             to[nt++] = (char *)a;
         }
     }
-    /* main memory is read once, into the first receiver; the others copy LDM to LDM */
-    for (long k = 0; k < n; k++)
-        memcpy(to[0] + k * chunk, (char *)src + k * (chunk + gap), chunk);
-    for (long i = 1; i < nt; i++) memcpy(to[i], to[0], len);
-    dma_done(c, 0, len, reply);
+    /* main memory is read once, into the first receiver; the others copy LDM to LDM.
+     * A broadcast lands inside the call in every SWEMU_DMA mode. */
+    c->copying = op;
+    for (long k = 0; k < n; k++) {
+        char *m = (char *)src + k * (chunk + gap);
+        memcpy((char *)swemu_em(to[0]) + k * chunk, m, chunk);
+        if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + chunk);
+    }
+    for (long i = 1; i < nt; i++) memcpy(swemu_em(to[i]), swemu_em(to[0]), len);
+    c->copying = NULL;
+    dma_count(c, 0, len);
+    if (reply) __atomic_fetch_add((int *)swemu_em(reply), 1, __ATOMIC_SEQ_CST);
+    c->in_emu = 0;
     return 0;
 }
 
@@ -221,78 +246,7 @@ int CRTS_dma_wait_value(crts_rply_t *reply, int value)
 {
     swemu_cpe *c = swemu_need_cpe("CRTS_dma_wait_value");
     check_ldm(c, "CRTS_dma_wait_value", "reply word", (uintptr_t)reply, (uintptr_t)reply + sizeof *reply);
-    if (*reply < value)
-        swemu_die(c, "CRTS_dma_wait_value: reply word is %d, waiting for %d, and no DMA is in "
-                  "flight: the chip would wait forever", *reply, value);
+    swemu_wait_reply("CRTS_dma_wait_value", reply, value, 0);
     return 0;
 }
 
-/* ---- write conflicts: bytes that two or more CPEs wrote by DMA in one spawn ---- */
-typedef struct { uintptr_t at; int cpe, delta; } event;
-
-static int event_cmp(const void *x, const void *y)
-{
-    const event *a = x, *b = y;
-    if (a->at != b->at) return a->at < b->at ? -1 : 1;
-    return a->delta - b->delta;   /* ends before starts: touching ranges do not overlap */
-}
-
-static int hull_cmp(const void *x, const void *y)
-{
-    const swemu_range *a = x, *b = y;
-    return a->lo < b->lo ? -1 : a->lo > b->lo;
-}
-
-uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
-{
-    swemu_range hull[SWEMU_CPES];
-    int nh = 0, act[SWEMU_CPES] = {0}, distinct = 0, found = 0;
-    size_t n = 0, k = 0;
-    uint64_t total = 0;
-    event *e;
-    /* fast path: CPEs whose written address hulls are disjoint cannot conflict */
-    for (int i = 0; i < SWEMU_CPES; i++) {
-        swemu_cpe *c = &swemu_cpes[i];
-        if (!c->nw) continue;
-        hull[nh] = c->w[0];
-        for (size_t j = 1; j < c->nw; j++) {
-            if (c->w[j].lo < hull[nh].lo) hull[nh].lo = c->w[j].lo;
-            if (c->w[j].hi > hull[nh].hi) hull[nh].hi = c->w[j].hi;
-        }
-        nh++;
-        n += c->nw;
-    }
-    qsort(hull, nh, sizeof *hull, hull_cmp);
-    for (int i = 1; i < nh; i++)
-        if (hull[i].lo < hull[i - 1].hi) found = 1;
-        else if (hull[i - 1].hi > hull[i].hi) hull[i].hi = hull[i - 1].hi;
-    if (!found) return 0;
-    found = 0;
-    if (!(e = malloc(2 * n * sizeof *e))) return 0;
-    for (int i = 0; i < SWEMU_CPES; i++)
-        for (size_t j = 0; j < swemu_cpes[i].nw; j++) {
-            e[k++] = (event){swemu_cpes[i].w[j].lo, i, +1};
-            e[k++] = (event){swemu_cpes[i].w[j].hi, i, -1};
-        }
-    qsort(e, k, sizeof *e, event_cmp);
-    for (size_t i = 0; i < k;) {
-        uintptr_t at = e[i].at;
-        for (; i < k && e[i].at == at; i++) {
-            int c = e[i].cpe;
-            if (e[i].delta > 0) distinct += act[c]++ == 0;
-            else distinct -= --act[c] == 0;
-        }
-        if (distinct >= 2 && i < k) {
-            total += e[i].at - at;
-            if (!found) {
-                found = 1;
-                *first = at;
-                *ca = *cb = -1;
-                for (int c = 0; c < SWEMU_CPES && *cb < 0; c++)
-                    if (act[c]) { if (*ca < 0) *ca = c; else *cb = c; }
-            }
-        }
-    }
-    free(e);
-    return total;
-}

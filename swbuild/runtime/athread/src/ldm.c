@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static size_t granule(size_t n)
 {
@@ -27,11 +28,37 @@ static size_t heap_top(swemu_cpe *c)
     return c->nblk ? c->blk[c->nblk - 1].off + c->blk[c->nblk - 1].size : 0;
 }
 
+static void mark(swemu_cpe *c, size_t off, size_t size, int on)
+{
+    for (size_t g = off / SWEMU_ALIGN; g < (off + size) / SWEMU_ALIGN; g++)
+        if (on) c->live[g / 8] |= (unsigned char)(1u << (g % 8));
+        else c->live[g / 8] &= (unsigned char)~(1u << (g % 8));
+}
+
+/* After the heap changed: arena pages above its top become inaccessible (stores past the
+ * last block fault), and the stack's guard moves so that heap + static data + stack never
+ * exceed the LDM (page granular: the stack may use up to 4 KB more than is left). */
+static void heap_changed(swemu_cpe *c)
+{
+    size_t top = heap_top(c), pages = (top + SWEMU_PAGE - 1) / SWEMU_PAGE, old = c->top_pages;
+    uintptr_t lim = c->entry_sp - (SWEMU_LDM_BYTES - swemu_static_ldm - top);
+    lim &= ~(uintptr_t)(SWEMU_PAGE - 1);
+    if (lim < c->stk_floor) lim = c->stk_floor;
+    if (pages != old) {
+        c->top_pages = pages;
+        swemu_reprotect(c, pages < old ? pages : old, pages < old ? old : pages);
+    }
+    if (lim > c->stk_lo) mprotect((void *)c->stk_lo, lim - c->stk_lo, PROT_NONE);
+    else if (lim < c->stk_lo) mprotect((void *)lim, c->stk_lo - lim, PROT_READ | PROT_WRITE);
+    c->stk_lo = lim;
+}
+
 void *ldm_malloc(size_t size)
 {
     swemu_cpe *c = swemu_need_cpe("ldm_malloc");
     size_t r, off = 0, top, stack = swemu_stack_depth(c);
     int i;
+    c->in_emu = 1;          /* no DMA lands (spin timer) while the block list is changed */
     if (size > SWEMU_LDM_BYTES) r = size;   /* fails below without wrapping */
     else r = granule(size);
     /* first fit between live blocks (kept sorted by offset) */
@@ -52,9 +79,12 @@ void *ldm_malloc(size_t size)
     }
     memmove(&c->blk[i + 1], &c->blk[i], (c->nblk - i) * sizeof *c->blk);
     c->blk[i] = (swemu_blk){off, r, size};
+    mark(c, off, r, 1);
     c->nblk++;
     c->heap_used += r;
     if (top > c->heap_peak) c->heap_peak = top;
+    heap_changed(c);
+    c->in_emu = 0;
     return c->ldm + off;
 }
 
@@ -63,6 +93,7 @@ void ldm_free(void *p, size_t size)
     swemu_cpe *c = swemu_need_cpe("ldm_free");
     int i;
     if (!p) return;
+    c->in_emu = 1;
     for (i = 0; i < c->nblk; i++)
         if (c->ldm + c->blk[i].off == (char *)p) break;
     if (i == c->nblk)
@@ -70,9 +101,13 @@ void ldm_free(void *p, size_t size)
     if (granule(size) != c->blk[i].size)
         swemu_die(c, "ldm_free(%p, %zu): the block was allocated with %zu bytes", p, size,
                   c->blk[i].req);
+    swemu_check_free(c, (uintptr_t)p, (uintptr_t)p + c->blk[i].size);
+    mark(c, c->blk[i].off, c->blk[i].size, 0);
     c->heap_used -= c->blk[i].size;
     memmove(&c->blk[i], &c->blk[i + 1], (c->nblk - i - 1) * sizeof *c->blk);
     c->nblk--;
+    heap_changed(c);
+    c->in_emu = 0;
 }
 
 int CRTS_pldm_get_free_size(void)
@@ -87,6 +122,8 @@ void swemu_heap_reset(swemu_cpe *c)
     c->leaked += c->heap_used;
     c->heap_used = 0;
     c->nblk = 0;
+    memset(c->live, 0, sizeof c->live);
+    heap_changed(c);
 }
 
 /* [lo, hi) lies in t's LDM: inside one live ldm_malloc block, or in t's stack/TLS.  t is
@@ -111,7 +148,7 @@ int swemu_in_ldm(swemu_cpe *t, uintptr_t lo, uintptr_t hi)
 void swemu_where(uintptr_t a, char *buf, size_t n)
 {
     if (a >= swemu_ldm_lo && a < swemu_ldm_hi)
-        snprintf(buf, n, "in CPE %d's LDM heap", (int)((a - swemu_ldm_lo) / SWEMU_LDM_BYTES));
+        snprintf(buf, n, "in CPE %d's LDM heap", (int)((a - swemu_ldm_lo) / SWEMU_STRIDE));
     else if (a >= swemu_stk_lo && a < swemu_stk_hi)
         snprintf(buf, n, "in CPE %d's LDM stack/static data", (int)((a - swemu_stk_lo) / swemu_stk_region));
     else

@@ -51,13 +51,17 @@ void swemu_write_stats(void)
         free(tmp);
         return;
     }
-    fprintf(f, "{\"api\": \"%s\", \"cpes\": %d, \"ldm_bytes\": %d, \"ldm_static_bytes\": %zu, \"kernels\": [",
+    static const char *modes[] = {"issue", "wait", "random"}, *checks[] = {"fast", "all", "full"};
+    fprintf(f, "{\"api\": \"%s\", \"cpes\": %d, \"ldm_bytes\": %d, \"ldm_static_bytes\": %zu, "
+            "\"dma_mode\": \"%s\", \"checks\": \"%s\", \"checks_dropped\": [%s], \"kernels\": [",
 #ifdef SWEMU_API_CRTS
             "crts",
 #else
             "athread",
 #endif
-            SWEMU_CPES, SWEMU_LDM_BYTES, swemu_static_ldm);
+            SWEMU_CPES, SWEMU_LDM_BYTES, swemu_static_ldm, modes[swemu_dma_mode], checks[swemu_checks],
+            swemu_checks ? "" : "\"page protection of LDM buffers with DMA in flight (early reads give "
+            "0xFF data, early writes are still reported when the DMA lands)\"");
     for (int i = 0; i < nks; i++) {
         swemu_kstat *k = &ks[i];
         int first = 1;
@@ -75,8 +79,8 @@ void swemu_write_stats(void)
                 first = 0;
             }
         fprintf(f, "}, \"ldm_peak_bytes\": %zu, \"ldm_leaked_bytes\": %llu, \"write_conflicts\": %llu, "
-                "\"seconds\": %.6f}", k->peak, (unsigned long long)k->leaked,
-                (unsigned long long)k->conflicts, k->seconds);
+                "\"races\": %llu, \"seconds\": %.6f}", k->peak, (unsigned long long)k->leaked,
+                (unsigned long long)k->conflicts, (unsigned long long)k->races, k->seconds);
     }
     fprintf(f, "%s]}\n", nks ? "\n" : "");
     ok = !ferror(f);

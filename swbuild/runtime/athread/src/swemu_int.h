@@ -4,6 +4,7 @@
 
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <time.h>
@@ -17,17 +18,40 @@
 #define SWEMU_ALIGN 32           /* ldm_malloc granule: one doublev4 */
 #endif
 
-typedef struct { uintptr_t lo, hi; } swemu_range;
+#ifndef SWEMU_DMA_ALIGN
+#define SWEMU_DMA_ALIGN 1        /* toolchain dma_align_bytes: addresses and sizes of DMA */
+#endif
+#define SWEMU_PAGE 4096          /* LDM protection granule (x86 page) */
+#define SWEMU_LDM_PAGES (SWEMU_LDM_BYTES / SWEMU_PAGE)
+#define SWEMU_GUARD SWEMU_PAGE   /* inaccessible gap after each CPE's arena */
+#define SWEMU_STRIDE ((uintptr_t)SWEMU_LDM_BYTES + SWEMU_GUARD)
+#define SWEMU_SPIN_SIG (SIGRTMIN + 5)   /* spin timer: lands DMA a `while (reply != n);` waits for */
+#define SWEMU_QMAX 256           /* DMA transfers in flight per CPE */
+
+typedef struct { uintptr_t lo, hi; unsigned short ea, er, ec; } swemu_range;   /* + barrier epochs */
 typedef struct { size_t off, size, req; } swemu_blk;
+
+/* One DMA transfer in flight (asynchronous modes): it lands - data copied, reply += 1 -
+ * at a point the emulator chooses between issue and the matching wait. */
+typedef struct {
+    const char *op;
+    int put;
+    unsigned seq;                 /* 1 = the CPE's first DMA of this spawn */
+    char *mem, *ldm;              /* main-memory side, LDM side (CPE view) */
+    long len, chunk, gap, n;      /* n chunks of `chunk` bytes, `gap` skipped in memory */
+    volatile int *reply;
+    int after;                    /* random mode: land after this many more events; -1 never */
+    int prot;                     /* its LDM pages are protected (else: 0xFF-filled, checked) */
+} swemu_xfer;
 
 /* Counters aggregated per kernel name, in first-spawn order. */
 typedef struct {
     char *name;
     uint64_t spawns, get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST];
-    uint64_t leaked, conflicts;
+    uint64_t leaked, conflicts, races;
     size_t peak;
     double seconds;
-    int warned;
+    int warned, race_warned;
 } swemu_kstat;
 
 typedef struct swemu_cpe {
@@ -36,6 +60,7 @@ typedef struct swemu_cpe {
     uintptr_t region_lo;          /* start of this thread's stack mapping (guard zone) */
     uintptr_t stk_lo, stk_hi;     /* usable stack + TLS (= stack part of the LDM) */
     uintptr_t entry_sp;           /* stack pointer where kernels are entered */
+    uintptr_t stk_floor;          /* lowest page the stack may ever use (guard below) */
     /* heap, first fit over blocks sorted by offset */
     swemu_blk *blk; int nblk, blk_cap;
     size_t heap_used, heap_peak;
@@ -43,8 +68,22 @@ typedef struct swemu_cpe {
     uint64_t get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST], leaked;
     /* main-memory ranges written by puts in the current spawn (conflict detection) */
     swemu_range *w; size_t nw, w_cap;
+    swemu_range *r; size_t nr, r_cap;   /* ranges read by gets (race detection) */
+    unsigned short ea, er, ec;          /* barriers passed: array, row + array, column + array */
     volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned */
     double t_done;                /* when it returned from the current kernel */
+    /* asynchronous DMA (async.c): transfers in flight, in issue order */
+    swemu_xfer q[SWEMU_QMAX]; int nq;
+    unsigned seq, rng;
+    volatile int in_emu;          /* inside the emulator: the spin timer must not land */
+    const char *volatile copying; /* the DMA op whose data is being copied (fault reports) */
+    void *timer; int has_timer, timer_on;
+    /* arena page protection: in-flight gets/puts per page, pages above the heap top */
+    unsigned short pg_get[SWEMU_LDM_PAGES], pg_put[SWEMU_LDM_PAGES];
+    unsigned char pg_prot[SWEMU_LDM_PAGES];
+    unsigned char pg_shared[SWEMU_LDM_PAGES];   /* false sharing seen this spawn: fill, not protect */
+    size_t top_pages;             /* pages [top_pages, end) are above every live block */
+    unsigned char live[SWEMU_LDM_BYTES / SWEMU_ALIGN / 8];   /* granules in live blocks (access.c) */
 } swemu_cpe;
 
 extern swemu_cpe swemu_cpes[SWEMU_CPES];
@@ -54,6 +93,9 @@ extern uintptr_t swemu_ldm_lo, swemu_ldm_hi;  /* all arenas, one block */
 extern uintptr_t swemu_stk_lo, swemu_stk_hi;  /* all CPE stack mappings, one block */
 extern size_t swemu_stk_region;               /* bytes of one CPE's stack mapping */
 extern int swemu_conflicts_on;
+extern int swemu_dma_mode;        /* SWEMU_DMA: 0 issue, 1 wait, 2 random */
+extern int swemu_checks;          /* SWEMU_CHECKS: 0 fast, 1 default, 2 full */
+extern char *swemu_alias;         /* the arenas again, never protected: the emulator's view */
 
 const char *swemu_kernel(void);
 long swemu_futex(int *addr, int op, int val, const struct timespec *ts);
@@ -69,6 +111,34 @@ size_t swemu_stack_depth(swemu_cpe *c);
 int swemu_in_ldm(swemu_cpe *t, uintptr_t lo, uintptr_t hi);    /* see ldm.c; t may be another CPE */
 void swemu_where(uintptr_t a, char *buf, size_t n);
 void swemu_heap_reset(swemu_cpe *c);
-uint64_t swemu_conflicts(uintptr_t *first, int *a, int *b);   /* see dma.c */
+/* race.c */
+uint64_t swemu_conflicts(uintptr_t *first, int *a, int *b);
+uint64_t swemu_races(uintptr_t *first, int *reader, int *writer);
+void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads);
+void swemu_name_of(uintptr_t a, char *buf, size_t n);
+/* async.c */
+void swemu_async_init(void);
+void swemu_async_thread(swemu_cpe *c);
+void swemu_issue(swemu_cpe *c, const swemu_xfer *x);
+void swemu_land_all(swemu_cpe *c);
+void swemu_kernel_end(swemu_cpe *c);
+int swemu_fault(swemu_cpe *c, uintptr_t a, int write);
+void swemu_reprotect(swemu_cpe *c, size_t p0, size_t p1);
+void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n);
+void swemu_wait_reply(const char *op, volatile int *reply, int value, int exact);
+void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write);
+/* the emulator's own (unprotected) address of LDM byte p of any CPE's arena */
+static inline void *swemu_em(void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (a >= swemu_ldm_lo && a < swemu_ldm_hi && swemu_alias) {
+        uintptr_t i = (a - swemu_ldm_lo) / SWEMU_STRIDE, o = (a - swemu_ldm_lo) % SWEMU_STRIDE;
+        return swemu_alias + i * SWEMU_LDM_BYTES + o;
+    }
+    return p;
+}
 
 #endif

@@ -48,14 +48,17 @@ void swemu_sync(int scope, int mask, const char *op)
     case 0: /* ROW_SCOPE */
         if ((mask & 0xff) != 0xff) break;
         bar_wait(&bar_row[c->id / 8], c, op);
+        c->er++;                           /* epochs for race detection (race.c) */
         return;
     case 1: /* COL_SCOPE */
         if ((mask & 0xff) != 0xff) break;
         bar_wait(&bar_col[c->id % 8], c, op);
+        c->ec++;
         return;
     case 2: /* ARRAY_SCOPE */
         if ((mask & 0xffff) != 0xffff) break;
         bar_wait(&bar_all, c, op);
+        c->ea++; c->er++; c->ec++;
         return;
     default:
         swemu_die(c, "%s: unknown scope %d", op, scope);

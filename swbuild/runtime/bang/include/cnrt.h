@@ -134,8 +134,31 @@ inline void run_launch(const char* name, cnrtDim3_t dim, cnrtFunctionType_t type
     t->core = L->is_union ? i % BANGEMU_CORES_PER_CLUSTER : 0;
     L->tasks.push_back(std::move(t));
   }
-  std::vector<std::thread> threads;
-  for (auto& t : L->tasks) threads.emplace_back(run_task, L.get(), t.get(), &fn);
+  /* task threads on stacks of (NRAM left after the declarations) + slack: sched.h */
+  struct Arg { Launch* L; Task* t; const std::function<void()>* fn; };
+  std::vector<pthread_t> threads;
+  std::vector<Arg> args(L->tasks.size());
+  size_t avail = (size_t)std::max(0LL, capacity(NRAM) - (long long)declared(NRAM));
+  for (size_t i = 0; i < L->tasks.size(); ++i) {
+    Task* t = L->tasks[i].get();
+    t->stack_size = (avail + STACK_SLACK + STACK_GUARD + 4095) & ~(size_t)4095;
+    t->stack = (char*)mmap(nullptr, t->stack_size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t->stack == MAP_FAILED) report(name, t->id, "launch", "cannot map a task stack", "mmap", true);
+    args[i] = Arg{L.get(), t, &fn};
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstack(&at, t->stack, t->stack_size);
+    pthread_t th;
+    if (pthread_create(&th, &at, [](void* p) -> void* {
+          Arg* a = (Arg*)p;
+          run_task(a->L, a->t, a->fn);
+          return nullptr;
+        }, &args[i]) != 0)
+      report(name, t->id, "launch", "cannot start a task thread", "pthread_create", true);
+    pthread_attr_destroy(&at);
+    threads.push_back(th);
+  }
   {
     std::unique_lock<std::mutex> lk(L->m);
     Task* first = L->tasks[0].get();
@@ -146,7 +169,18 @@ inline void run_launch(const char* name, cnrtDim3_t dim, cnrtFunctionType_t type
     first->cv.notify_one();
     L->done_cv.wait(lk, [&] { return L->finished; });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads) pthread_join(th, nullptr);
+  for (auto& t : L->tasks) munmap(t->stack, t->stack_size);
+  uintptr_t first = 0;
+  int ta = 0, tb = 0;
+  long long nc = write_conflicts(&first, &ta, &tb);
+  L->ks->write_conflicts += nc;
+  if (nc && !L->ks->warned) {
+    L->ks->warned = true;
+    fprintf(stderr, "bangemu: warning: kernel %s: %lld bytes of GDRAM written by more than one task "
+            "between the same barriers, first at %s by task %d and %d\n", name, nc,
+            gdram_where((const void*)first).c_str(), ta, tb);
+  }
   /* Tasks beyond the 16 cores queue on them: a core's time is the sum of its tasks. */
   std::vector<long long> core(BANGEMU_CORES, 0);
   for (auto& t : L->tasks) core[t->phys] += t->clock;

@@ -15,7 +15,7 @@
 
 #include <type_traits>
 
-#include "core.h"
+#include "buffers.h"
 
 /* Host helpers: from [Co][kh][kw][Ci] (OHWI) or ONNX's [Co][Ci][kh][kw] (OIHW). */
 inline long long bangemu_conv_weight_offset(int co, int y, int x, int ci, int Co, int kh, int kw, int Ci) {

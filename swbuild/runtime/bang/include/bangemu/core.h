@@ -128,6 +128,8 @@ inline const char* op_name(int op) {
 struct KernelStats {
   long long launches = 0, cycles = 0, violations = 0;
   long long peak[4] = {0, 0, 0, 0};  // highest byte offset+1 used per on-chip space
+  long long write_conflicts = 0;     // GDRAM bytes written by two tasks between barriers
+  bool warned = false;
   long long instr[OP_COUNT] = {};
   long long bytes[BANGEMU_DIRECTIONS] = {};
 };
@@ -140,6 +142,9 @@ struct Task {
   long long io = 0;     // when the queue of __memcpy_async copies drains
   std::condition_variable cv;
   std::vector<char> nram, wram;  // contents while the task is suspended at a barrier
+  char* stack = nullptr;         // this task thread's stack mapping (sched.h: stack in NRAM)
+  size_t stack_size = 0;
+  uintptr_t stack_limit = 0;     // lowest usable stack address; below it: NRAM exhausted
 };
 
 struct Launch {
@@ -221,7 +226,8 @@ inline void write_stats() {
     s2 = "";
     for (auto& e : by) { fprintf(f, "%s\"%s\": %lld", s2, e.first.c_str(), e.second); s2 = ", "; }
     fprintf(f, "}, \"nram_peak_bytes\": %lld, \"wram_peak_bytes\": %lld, \"sram_peak_bytes\": %lld, "
-               "\"violations\": %lld}", k.peak[NRAM], k.peak[WRAM], k.peak[SRAM], k.violations);
+               "\"violations\": %lld, \"write_conflicts\": %lld}", k.peak[NRAM], k.peak[WRAM], k.peak[SRAM],
+            k.violations, k.write_conflicts);
     sep = ",";
   }
   fprintf(f, "\n]}\n");
@@ -293,44 +299,6 @@ inline std::string where(const void* p) {
   int s = space_of(p);
   if (s == GDRAM) return "GDRAM";
   return fmt("%s+%lld", space_name(s), (long long)((const char*)p - region(s).lo));
-}
-
-/* The operand [p, p+extent) must be in space `want`, aligned to `align` (offsets are
- * measured from the start of the space, as on the chip) and inside the declared buffers
- * (on chip) or its cnrtMalloc block (GDRAM). Records the space's peak use. */
-inline bool operand(const char* fn, const char* what, const void* p, long long extent,
-                    int want, int align) {
-  cur();  // intrinsics exist only inside kernels
-  int sp = space_of(p);
-  if (want >= 0 && sp != want)
-    return violation(fn, fmt("%s must be in %s", what, space_name(want)),
-                     fmt("%s is in %s", what, where(p).c_str()));
-  bool ok = true;
-  if (sp == GDRAM) {
-    auto& blocks = S().gdram;
-    auto it = blocks.upper_bound((uintptr_t)p);
-    if (it != blocks.begin()) {
-      --it;
-      uintptr_t off = (uintptr_t)p - it->first;
-      if (off < it->second && off + (uintptr_t)extent > it->second)
-        ok = violation(fn, fmt("%s must stay inside its cnrtMalloc block", what),
-                       fmt("offset=%zu, bytes=%lld, block=%zu", (size_t)off, extent, it->second));
-    }
-    return ok;
-  }
-  long long off = (const char*)p - region(sp).lo;
-  long long size = (long long)declared(sp);
-  if (off + extent > size)
-    ok = violation(fn, fmt("%s must stay inside the declared %s buffers", what, space_name(sp)),
-                   fmt("%s=%s, bytes=%lld, declared=%lld", what, where(p).c_str(), extent, size));
-  if (align > 1 && off % align != 0)
-    ok = violation(fn, fmt("%s operands must be %d-B aligned", space_name(sp), align),
-                   fmt("%s=%s", what, where(p).c_str())) && ok;
-  if (ok) {
-    KernelStats* ks = S().launch->ks;
-    ks->peak[sp] = std::max(ks->peak[sp], off + extent);
-  }
-  return ok;
 }
 
 }  // namespace bangemu

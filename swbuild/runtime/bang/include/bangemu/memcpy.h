@@ -3,7 +3,7 @@
 #ifndef BANGEMU_MEMCPY_H
 #define BANGEMU_MEMCPY_H
 
-#include "core.h"
+#include "buffers.h"
 
 namespace bangemu {
 
@@ -78,12 +78,31 @@ inline void do_memcpy(int op, void* dst, const void* src, long long size, int di
   if ((sd == WRAM || ss == WRAM) && size % BANGEMU_WRAM_SIZE_MULTIPLE_BYTES != 0)
     ok = violation(fn, fmt("WRAM copy size must be a multiple of %d B", BANGEMU_WRAM_SIZE_MULTIPLE_BYTES),
                    fmt("%s, size=%lld", dn, size)) && ok;
+#if defined(BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES) && BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES > 1
+  /* stated by the toolchain file (gdram_size_multiple_bytes): copies to or from GDRAM */
+  if ((sd == GDRAM || ss == GDRAM) && size % BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES != 0)
+    ok = violation(fn, fmt("GDRAM copy size must be a multiple of %d B", (int)BANGEMU_GDRAM_SIZE_MULTIPLE_BYTES),
+                   fmt("%s, size=%lld", dn, size)) && ok;
+#endif
   if (dir == NRAM2NRAM && size % BANGEMU_NRAM2NRAM_SIZE_MULTIPLE_BYTES != 0)
     ok = violation(fn, fmt("NRAM2NRAM size must be a multiple of %d B", BANGEMU_NRAM2NRAM_SIZE_MULTIPLE_BYTES),
                    fmt("size=%lld", size)) && ok;
+  if (dir == NRAM2NRAM && (const char*)dst < (const char*)src + sext && (const char*)src < (const char*)dst + dext)
+    ok = violation(fn, "NRAM2NRAM source and destination must not overlap",
+                   fmt("dst=%s, src=%s, bytes=%lld", where(dst).c_str(), where(src).c_str(), size));
   if (!ok) return;
-  for (long long i = 0; i <= segnum; ++i)
-    memmove((char*)dst + i * dst_stride, (const char*)src + i * src_stride, (size_t)size);
+  Task& t = cur();
+  if (sd == GDRAM)
+    for (long long i = 0; i <= segnum; ++i) record_write(t, (char*)dst + i * dst_stride, size);
+  if (op == OP_MEMCPY_ASYNC) {     /* lands at __sync_io, a barrier or the kernel's end */
+    auto& q = in_flight()[&t];
+    q.push_back(Async{(char*)dst, (const char*)src, size, dst_stride, src_stride, segnum, dir,
+                      (int)q.size() + 1, (uintptr_t)dst, (uintptr_t)dst + dext, (uintptr_t)src,
+                      (uintptr_t)src + sext});
+  } else {
+    for (long long i = 0; i <= segnum; ++i)
+      memmove((char*)dst + i * dst_stride, (const char*)src + i * src_stride, (size_t)size);
+  }
   L.ks->bytes[dir] += size * (segnum + 1);
   long long c = memcpy_cycles(dst, src, size, sd, ss, dst_stride, src_stride, segnum + 1);
   if (op == OP_MEMCPY_ASYNC) charge_async(op, c);
@@ -100,8 +119,9 @@ inline void __memcpy(void* dst, const void* src, int size, mluMemcpyDirection_t 
                      int dst_stride, int src_stride, int segnum) {
   ::bangemu::do_memcpy(::bangemu::OP_MEMCPY, dst, src, size, dir, dst_stride, src_stride, segnum);
 }
-/* Data moves at once; only the cycles overlap (core.h: charge_async). Missing
- * __sync_io calls are not detected. */
+/* The data lands at __sync_io, a barrier or the kernel's end (buffers.h: in_flight); an
+ * operand touching a copy in flight, or a kernel ending with one, is a violation. The
+ * cycles overlap the task's other work (core.h: charge_async). */
 inline void __memcpy_async(void* dst, const void* src, int size, mluMemcpyDirection_t dir) {
   ::bangemu::do_memcpy(::bangemu::OP_MEMCPY_ASYNC, dst, src, size, dir, 0, 0, 0);
 }

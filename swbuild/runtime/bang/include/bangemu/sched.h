@@ -9,9 +9,12 @@
 #define BANGEMU_SCHED_H
 
 #include <functional>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <thread>
 
-#include "core.h"
+#include "buffers.h"
 
 namespace bangemu {
 
@@ -99,6 +102,7 @@ inline void barrier(int kind) {
     return;
   }
   S().launch->ks->instr[kind == 1 ? OP_SYNC_CLUSTER : OP_SYNC_ALL]++;
+  land_async(t);
   join_io(t);
   std::unique_lock<std::mutex> lk(L.m);
   int& count = kind == 1 ? L.arrived[t.cluster] : L.arrived_all;
@@ -112,6 +116,12 @@ inline void barrier(int kind) {
     return;
   }
   count = 0;
+  if (kind == 2) epoch_all()++;   /* orders GDRAM writes for the conflict check */
+  else {
+    auto& ec = epoch_cluster();
+    if ((int)ec.size() <= t.cluster) ec.resize(t.cluster + 1, 0);
+    ec[t.cluster]++;
+  }
   long long top = 0;
   for (auto& p : L.tasks)
     if (kind == 2 || p->cluster == t.cluster) top = std::max(top, p->clock);
@@ -122,12 +132,66 @@ inline void barrier(int kind) {
     }
 }
 
+/* ---- the stack lives in NRAM: a task's local arrays and frames share it with the
+ * __nram__ declarations.  Each task thread runs on its own mapping whose pages below
+ * (capacity - declared NRAM) under the task's entry frame are inaccessible; a fault there
+ * is reported instead of a bare SIGSEGV. */
+constexpr size_t STACK_SLACK = 256 << 10;   // the emulator's own frames, and alignment
+constexpr size_t STACK_GUARD = 64 << 20;    // below: local arrays up to 64 MB fault here
+inline thread_local Task* self_task = nullptr;
+
+inline void on_stack_fault(int sig, siginfo_t* si, void*) {
+  Task* t = self_task;
+  uintptr_t a = (uintptr_t)si->si_addr;
+  if (t && a >= (uintptr_t)t->stack && a < t->stack_limit && S().launch) {
+    long long avail = capacity(NRAM) - (long long)declared(NRAM);
+    fprintf(stderr, "bangemu: error: kernel %s task %d: stack: local arrays live in NRAM and need "
+            "more than the %lld B left by the __nram__ declarations (declared=%zu B, capacity=%lld B)\n",
+            S().launch->name.c_str(), t->id, avail, declared(NRAM), capacity(NRAM));
+    fflush(stderr);
+    _exit(87);
+  }
+  signal(sig, SIG_DFL);   // anything else: die as usual
+}
+
+inline void stack_guard(Task* t) {
+  static bool installed = [] {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_stack_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, nullptr);
+    return true;
+  }();
+  (void)installed;
+  static thread_local std::vector<char> alt(1 << 16);
+  stack_t ss = {};
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  sigaltstack(&ss, nullptr);
+  self_task = t;
+  long long avail = std::max(0LL, capacity(NRAM) - (long long)declared(NRAM));
+  uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+  uintptr_t lim = (sp - (uintptr_t)avail) & ~(uintptr_t)4095;
+  if (lim > (uintptr_t)t->stack) {
+    mprotect(t->stack, lim - (uintptr_t)t->stack, PROT_NONE);
+    t->stack_limit = lim;
+  }
+}
+
 inline void run_task(Launch* L, Task* t, const std::function<void()>* fn) {
+  stack_guard(t);
   {
     std::unique_lock<std::mutex> lk(L->m);
     t->cv.wait(lk, [&] { return t->go; });
   }
   (*fn)();
+  auto fl = in_flight().find(t);
+  if (fl != in_flight().end() && !fl->second.empty())
+    violation("__memcpy_async", "every copy must be completed by __sync_io before the kernel ends",
+              fmt("%zu copies in flight, the first #%d %s", fl->second.size(), fl->second[0].seq,
+                  dir_name(fl->second[0].dir)));
+  land_async(*t);
   join_io(*t);
   std::unique_lock<std::mutex> lk(L->m);
   t->st = Task::DONE;
@@ -154,7 +218,7 @@ inline void run_task(Launch* L, Task* t, const std::function<void()>* fn) {
 inline void __sync_cluster() { ::bangemu::barrier(1); }
 inline void __sync_all() { ::bangemu::barrier(2); }
 /* Queue barriers: compute waits for the async copies, or the copies for compute. */
-inline void __sync_io() { ::bangemu::join_io(::bangemu::cur()); }
+inline void __sync_io() { ::bangemu::land_async(::bangemu::cur()); ::bangemu::join_io(::bangemu::cur()); }
 inline void __sync_compute() { ::bangemu::Task& t = ::bangemu::cur(); t.io = std::max(t.io, t.clock); }
 
 #endif

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "core.h"
+#include "buffers.h"
 
 namespace bangemu {
 

@@ -1,0 +1,113 @@
+"""The emulators' fault suites: how many rules are checked and how many faults are caught.
+
+    python benchmarks/emulator_faults.py [--runner RUNNER ARG ...] [--repeat 3]
+
+Builds the Athread fault program for sunway-emu and sunway-pro-emu, plain and instrumented (tests/runtime/c/
+faults_*.c) and the BANG one (tests/bang/faults.mlu), runs every fault kernel alone and the
+clean kernels in every SWEMU_DMA mode, and prints one JSON document: per suite the faults
+tried, the faults reported (exit 86/87 with one error line, or the warning the rule
+promises), the ones missed, and whether the clean kernels stayed silent.  With --runner, a
+built model runner (e.g. build/sunway-emu/vgg16/vgg16_runner IN OUT) is also timed in each
+SWEMU_DMA / SWEMU_CHECKS setting (best of --repeat wall-clock seconds).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "runtime"), str(ROOT / "tests" / "bang")]
+
+from bangemu_build import compile_mlu, hardware  # noqa: E402
+from test_faults import build_faults  # noqa: E402
+
+WARN = {"k_race", "k_direct_same_word", "k_direct_race"}   # rules that warn (swbuild check fails)
+PLAIN = {"k_plain_other", "k_plain_other_stack", "k_plain_past", "k_direct_same_word", "k_direct_race"}
+CLEAN = {"k_clean", "k_race_ok"}
+BANG_WARN = {"task_conflict"}
+BANG_GDRAM = {"gdram_misaligned", "gdram_odd_size"}   # rules only a toolchain stating them has
+
+
+def env(**kw):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("SWEMU_", "BANGEMU_"))}
+    e.update(kw)
+    return e
+
+
+def run(argv, **kw):
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env(**kw), timeout=120)
+
+
+def caught(p, warn, tool):
+    lines = p.stderr.splitlines()
+    if warn:
+        return p.returncode == 0 and len(lines) == 1 and lines[0].startswith(f"{tool}: warning:")
+    return p.returncode in (86, 87) and len(lines) == 1 and lines[0].startswith(f"{tool}: error:")
+
+
+def athread_suite(name, out, instrument):
+    """Without instrumentation the plain-access faults (PLAIN) are not tried: only
+    SWEMU_INSTRUMENT=1 builds check plain loads and stores byte by byte."""
+    fp = build_faults(name, out, instrument)
+    kernels = re.findall(r"X\((k_\w+)\)", (ROOT / "tests/runtime/c/faults.h").read_text())
+    faults = [k for k in kernels if k not in CLEAN and (instrument or k not in PLAIN)]
+    missed = [k for k in faults if not caught(run([fp.exe, k], SWEMU_DMA="wait"), k in WARN, "swemu")]
+    silent = all(run([fp.exe, k, k], SWEMU_DMA=m).stderr == "" for k in sorted(CLEAN)
+                 for m in ("issue", "wait", "random:1", "random:2"))
+    return {"faults": len(faults), "reported": len(faults) - len(missed), "missed": missed,
+            "clean_silent": silent}
+
+
+def bang_suite(out, gdram_rules):
+    hw = hardware(gdram_align_bytes=64, gdram_size_multiple_bytes=64) if gdram_rules else hardware()
+    exe = compile_mlu(ROOT / "tests/bang/faults.mlu", out / f"bfaults{int(gdram_rules)}", hw)
+    cases = re.findall(r"^CASE\((\w+),", (ROOT / "tests/bang/faults.mlu").read_text(), re.M) + ["host_ptr"]
+    cases = [c for c in cases if gdram_rules or c not in BANG_GDRAM]
+    missed = [c for c in cases if not caught(run([exe, c]), c in BANG_WARN, "bangemu")]
+    clean = run([exe, "clean"])
+    return {"faults": len(cases), "reported": len(cases) - len(missed), "missed": missed,
+            "clean_silent": clean.returncode == 0 and clean.stderr == ""}
+
+
+def time_runner(argv, repeat):
+    out = {}
+    for dma, checks in [("issue", "all"), ("wait", "all"), ("random:1", "all"), ("wait", "fast"), ("wait", "full")]:
+        best = None
+        for _ in range(repeat):
+            t = time.perf_counter()
+            p = run(argv, SWEMU_DMA=dma, SWEMU_CHECKS=checks)
+            dt = time.perf_counter() - t
+            if p.returncode != 0:
+                best = f"exit {p.returncode}: {p.stderr.strip()[-200:]}"
+                break
+            best = dt if best is None else min(best, dt)
+        out[f"{dma}/{checks}"] = round(best, 3) if isinstance(best, float) else best
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runner", nargs="+", help="a built runner and its arguments, to time")
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="swemu-faults-") as tmp:
+        tmp = Path(tmp)
+        doc = {f"{name}{'+instrumented' if i else ''}": athread_suite(name, tmp / f"{name}{i}", i)
+               for name in ("sunway-emu", "sunway-pro-emu") for i in (False, True)}
+        doc["diannao-emu"] = bang_suite(tmp, False)
+        doc["diannao-emu+gdram_rules"] = bang_suite(tmp, True)
+    doc["total"] = {k: sum(d[k] for d in doc.values()) for k in ("faults", "reported")}
+    if a.runner:
+        doc["runner_seconds"] = time_runner(a.runner, a.repeat)
+    print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()

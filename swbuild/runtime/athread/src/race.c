@@ -1,0 +1,201 @@
+/* race.c - what CPEs did to main memory by DMA in one spawn: write conflicts (bytes
+ * written by two or more CPEs) and races (bytes one CPE reads and another writes with no
+ * barrier between them), plus the names the host registered for main-memory arrays.
+ *
+ * Barrier order: every range carries the epochs of its CPE - array barriers passed (ea),
+ * row + array barriers (er), column + array barriers (ec).  Two accesses of different CPEs
+ * are ordered when their ea differ, or, in the same row, their er, or, in the same column,
+ * their ec (order through a chain of row and column barriers is not seen: such a pair is
+ * reported, as a warning).
+ */
+#include "swemu_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- names of main-memory arrays (swemu_register, from host code) ---- */
+typedef struct { uintptr_t lo, hi; char *name; } named;
+static named *names;
+static int nnames, names_cap;
+
+void swemu_register(const void *p, size_t bytes, const char *name)
+{
+    if (nnames == names_cap) {
+        names_cap = names_cap ? 2 * names_cap : 32;
+        names = realloc(names, names_cap * sizeof *names);
+        if (!names) swemu_die(NULL, "out of memory");
+    }
+    names[nnames++] = (named){(uintptr_t)p, (uintptr_t)p + bytes, strdup(name)};
+}
+
+/* " (name+offset)" for a registered address, else "" (the last registration wins) */
+void swemu_name_of(uintptr_t a, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int i = nnames - 1; i >= 0; i--)
+        if (a >= names[i].lo && a < names[i].hi) {
+            snprintf(buf, n, " (%s+%lu)", names[i].name, (unsigned long)(a - names[i].lo));
+            return;
+        }
+}
+
+static void add(swemu_cpe *c, swemu_range **v, size_t *n, size_t *cap, uintptr_t lo, uintptr_t hi)
+{
+    swemu_range *l = *n ? &(*v)[*n - 1] : NULL;
+    if (l && l->hi == lo && l->ea == c->ea && l->er == c->er && l->ec == c->ec) {
+        l->hi = hi;                      /* consecutive chunks of one epoch: one range */
+        return;
+    }
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *v = realloc(*v, *cap * sizeof **v);
+        if (!*v) swemu_die(c, "out of memory recording DMA ranges (SWEMU_CONFLICTS=0 turns this off)");
+    }
+    (*v)[(*n)++] = (swemu_range){lo, hi, c->ea, c->er, c->ec};
+}
+
+void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->w, &c->nw, &c->w_cap, lo, hi); }
+
+/* Room for `more` ranges without realloc: transfers in flight may land in a signal handler
+ * (async.c: the spin timer), where malloc must not be called. */
+static void reserve(swemu_cpe *c, swemu_range **v, size_t n, size_t *cap, size_t more)
+{
+    if (n + more <= *cap) return;
+    *cap = 2 * (n + more) + 64;
+    *v = realloc(*v, *cap * sizeof **v);
+    if (!*v) swemu_die(c, "out of memory recording DMA ranges (SWEMU_CONFLICTS=0 turns this off)");
+}
+void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads)
+{
+    reserve(c, &c->w, c->nw, &c->w_cap, writes);
+    reserve(c, &c->r, c->nr, &c->r_cap, reads);
+}
+void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->r, &c->nr, &c->r_cap, lo, hi); }
+
+
+/* ---- write conflicts: bytes that two or more CPEs wrote by DMA in one spawn ---- */
+typedef struct { uintptr_t at; int cpe, delta; } event;
+
+static int event_cmp(const void *x, const void *y)
+{
+    const event *a = x, *b = y;
+    if (a->at != b->at) return a->at < b->at ? -1 : 1;
+    return a->delta - b->delta;   /* ends before starts: touching ranges do not overlap */
+}
+
+static int hull_cmp(const void *x, const void *y)
+{
+    const swemu_range *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
+{
+    swemu_range hull[SWEMU_CPES];
+    int nh = 0, act[SWEMU_CPES] = {0}, distinct = 0, found = 0;
+    size_t n = 0, k = 0;
+    uint64_t total = 0;
+    event *e;
+    /* fast path: CPEs whose written address hulls are disjoint cannot conflict */
+    for (int i = 0; i < SWEMU_CPES; i++) {
+        swemu_cpe *c = &swemu_cpes[i];
+        if (!c->nw) continue;
+        hull[nh] = c->w[0];
+        for (size_t j = 1; j < c->nw; j++) {
+            if (c->w[j].lo < hull[nh].lo) hull[nh].lo = c->w[j].lo;
+            if (c->w[j].hi > hull[nh].hi) hull[nh].hi = c->w[j].hi;
+        }
+        nh++;
+        n += c->nw;
+    }
+    qsort(hull, nh, sizeof *hull, hull_cmp);
+    for (int i = 1; i < nh; i++)
+        if (hull[i].lo < hull[i - 1].hi) found = 1;
+        else if (hull[i - 1].hi > hull[i].hi) hull[i].hi = hull[i - 1].hi;
+    if (!found) return 0;
+    found = 0;
+    if (!(e = malloc(2 * n * sizeof *e))) return 0;
+    for (int i = 0; i < SWEMU_CPES; i++)
+        for (size_t j = 0; j < swemu_cpes[i].nw; j++) {
+            e[k++] = (event){swemu_cpes[i].w[j].lo, i, +1};
+            e[k++] = (event){swemu_cpes[i].w[j].hi, i, -1};
+        }
+    qsort(e, k, sizeof *e, event_cmp);
+    for (size_t i = 0; i < k;) {
+        uintptr_t at = e[i].at;
+        for (; i < k && e[i].at == at; i++) {
+            int c = e[i].cpe;
+            if (e[i].delta > 0) distinct += act[c]++ == 0;
+            else distinct -= --act[c] == 0;
+        }
+        if (distinct >= 2 && i < k) {
+            total += e[i].at - at;
+            if (!found) {
+                found = 1;
+                *first = at;
+                *ca = *cb = -1;
+                for (int c = 0; c < SWEMU_CPES && *cb < 0; c++)
+                    if (act[c]) { if (*ca < 0) *ca = c; else *cb = c; }
+            }
+        }
+    }
+    free(e);
+    return total;
+}
+
+/* ---- races: bytes read by one CPE and written by another, unordered by barriers ---- */
+typedef struct { swemu_range r; int cpe; } acc;
+
+static int acc_cmp(const void *x, const void *y)
+{
+    const acc *a = x, *b = y;
+    return a->r.lo < b->r.lo ? -1 : a->r.lo > b->r.lo;
+}
+
+static int ordered(const acc *a, const acc *b)
+{
+    if (a->r.ea != b->r.ea) return 1;
+    if (a->cpe / 8 == b->cpe / 8 && a->r.er != b->r.er) return 1;
+    if (a->cpe % 8 == b->cpe % 8 && a->r.ec != b->r.ec) return 1;
+    return 0;
+}
+
+uint64_t swemu_races(uintptr_t *first, int *reader, int *writer)
+{
+    size_t nw = 0, k = 0;
+    uint64_t total = 0;
+    acc *w;
+    uintptr_t *maxhi;
+    for (int i = 0; i < SWEMU_CPES; i++) nw += swemu_cpes[i].nw;
+    if (!nw) return 0;
+    w = malloc(nw * sizeof *w);
+    maxhi = malloc(nw * sizeof *maxhi);
+    if (!w || !maxhi) { free(w); free(maxhi); return 0; }
+    for (int i = 0; i < SWEMU_CPES; i++)
+        for (size_t j = 0; j < swemu_cpes[i].nw; j++) w[k++] = (acc){swemu_cpes[i].w[j], i};
+    qsort(w, nw, sizeof *w, acc_cmp);
+    for (size_t i = 0; i < nw; i++) maxhi[i] = i && maxhi[i - 1] > w[i].r.hi ? maxhi[i - 1] : w[i].r.hi;
+    for (int i = 0; i < SWEMU_CPES; i++) {
+        swemu_cpe *c = &swemu_cpes[i];
+        for (size_t j = 0; j < c->nr; j++) {
+            acc rd = {c->r[j], i};
+            size_t lo = 0, hi = nw;
+            while (lo < hi) {                 /* first write whose prefix max end > rd.lo */
+                size_t m = (lo + hi) / 2;
+                if (maxhi[m] > rd.r.lo) hi = m; else lo = m + 1;
+            }
+            for (size_t t = lo; t < nw && w[t].r.lo < rd.r.hi; t++) {
+                uintptr_t a, b;
+                if (w[t].cpe == i || w[t].r.hi <= rd.r.lo || ordered(&rd, &w[t])) continue;
+                a = w[t].r.lo > rd.r.lo ? w[t].r.lo : rd.r.lo;
+                b = w[t].r.hi < rd.r.hi ? w[t].r.hi : rd.r.hi;
+                if (!total || a < *first) { *first = a; *reader = i; *writer = w[t].cpe; }
+                total += b - a;
+            }
+        }
+    }
+    free(w);
+    free(maxhi);
+    return total;
+}

@@ -1,0 +1,52 @@
+"""Every numeric rule of a toolchain file is enforced by the emulator from the file's value:
+a [hardware] key is either a number of the optimizer / cost model (toolchain.SWEMU_MODEL_KEYS,
+BANGEMU_MODEL_KEYS) or a rule whose define the runtime's code reads.  Adding a rule to a
+toolchain file without enforcing it fails here."""
+import re
+
+import pytest
+
+from swbuild import toolchain
+from swbuild.toolchain import RUNTIME_DIR
+
+DEFAULT = re.compile(r"^\s*#\s*(ifndef|define)\s+(SWEMU|BANGEMU)_\w+(\s+[-\w.()*/ ]+)?\s*$")
+
+
+def runtime_text(rt):
+    """The runtime's sources without the `#ifndef X / #define X default` lines."""
+    files = sorted((RUNTIME_DIR / rt).rglob("*.[ch]"))
+    return "\n".join(ln for f in files for ln in f.read_text().splitlines() if not DEFAULT.match(ln))
+
+
+def real_targets():
+    return [n for n in toolchain.available() if toolchain.load(n).hardware and not toolchain.load(n).emulated]
+
+
+@pytest.mark.parametrize("name", real_targets())
+def test_every_hardware_key_is_enforced_or_a_model_number(name):
+    tc = toolchain.load(name)
+    rt = {"sunway": "athread", "diannao": "bang"}[tc.family]
+    assert toolchain.unenforced_keys(tc.family, tc.hardware, runtime_text(rt)) == []
+
+
+def test_a_new_rule_without_enforcement_is_caught():
+    hw = dict(toolchain.load("sunway").hardware, dma_size_multiple_bytes=8)
+    assert toolchain.unenforced_keys("sunway", hw, runtime_text("athread")) == ["dma_size_multiple_bytes"]
+    hw = dict(toolchain.load("diannao").hardware, sram_align_bytes=64)
+    assert toolchain.unenforced_keys("diannao", hw, runtime_text("bang")) == ["sram_align_bytes"]
+    # GDRAM rules the chip documents nowhere yet are ready: stating them enforces them
+    hw = dict(toolchain.load("diannao").hardware, gdram_align_bytes=64, gdram_size_multiple_bytes=64)
+    assert toolchain.unenforced_keys("diannao", hw, runtime_text("bang")) == []
+    # a rule the table names but the runtime never reads is caught as well
+    assert toolchain.unenforced_keys("sunway", {"dma_align_bytes": 4}, "") == ["dma_align_bytes"]
+
+
+@pytest.mark.parametrize("name, want", [
+    ("sunway-emu", {"SWEMU_LDM_BYTES": "65536", "SWEMU_CPES": "64", "SWEMU_DMA_ALIGN": "4", "SWEMU_SIMD_LANES": "4"}),
+    ("sunway-pro-emu", {"SWEMU_LDM_BYTES": "262144", "SWEMU_CPES": "64", "SWEMU_DMA_ALIGN": "4", "SWEMU_SIMD_LANES": "8"}),
+])
+def test_emulator_defines_come_from_the_file(name, want):
+    got = dict(d.split("=", 1) for d in toolchain.load(name).runtime_defines() if "=" in d)
+    assert {k: got[k] for k in want} == want
+    assert toolchain.swemu_defines({"dma_align_bytes": 8, "ldm_bytes": 131072}) == \
+        ["SWEMU_LDM_BYTES=131072", "SWEMU_DMA_ALIGN=8"]
