@@ -98,6 +98,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("seed", "int", 0, "seed of the check inputs (and of zoo weights)", "check.seed", 0),
     Option("rtol", "float", 1e-3, "relative tolerance of `check` against onnxruntime", "check.rtol", 0),
     Option("atol", "float", 1e-4, "absolute tolerance of `check` against onnxruntime", "check.atol", 0),
+    Option("timeout", "int", 3600, "seconds `check` lets the runner run before it stops it and names the kernel "
+           "that was running", "check.timeout", 1),
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
     Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer"),
     Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd"),
@@ -273,9 +275,15 @@ def sha256_file(path) -> str:
 def load_recipe(path) -> Recipe:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
         raise RecipeError(path, 0, None, f"cannot read recipe: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise RecipeError(path, line, None, f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+                                            "save the recipe as UTF-8") from None
     if path.suffix == ".toml":
         data, lines = _parse_toml(path, text)
     elif path.suffix in (".yaml", ".yml"):
@@ -389,6 +397,9 @@ def _build(path, data, lines) -> Recipe:
     name = data["model"]
     if not isinstance(name, str) or not name.strip():
         raise err("model", "must be a non-empty string")
+    bad = model_name_problem(name.strip())
+    if bad:
+        raise err("model", bad)
 
     source_kind, source, sha, ref, scop = _source(data["source"], path, err)
     batch_given = "batch" in data
@@ -425,6 +436,18 @@ def _build(path, data, lines) -> Recipe:
     return Recipe(name=name.strip(), path=path, source_kind=source_kind, source=source, sha256=sha,
                   inputs=inputs, batch=batch, targets=targets, options=options, check=check,
                   source_ref=ref, scop=scop, lines=dict(lines))
+
+
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+
+
+def model_name_problem(name):
+    """Why `name` cannot name a model, or None. It becomes a directory (build/<target>/<model>)
+    and file names, so it is one plain path component: no separators, no `..`, no absolute path."""
+    if _MODEL_NAME.fullmatch(name) and name not in (".", ".."):
+        return None
+    return (f"{name!r} is not a plain model name (letters, digits and _ . + -, at most 128, "
+            "not starting with . or -); it names the build directory, so it cannot be a path")
 
 
 def _typed(opt, value, fld, err):

@@ -31,3 +31,23 @@ def test_unique_names_are_distinct_and_stable():
 def test_comment_text_cannot_close_a_comment():
     s = c_comment("a */ b /* c \x00\n")
     assert "*/" not in s and "/*" not in s and "\n" not in s
+
+
+def test_keywords_macros_and_runtime_symbols_are_renamed():
+    for name in ["NULL", "EOF", "assert", "errno", "asm", "typeof", "class", "new", "this", "template", "bool",
+                 "operator", "true", "INFINITY", "M_PI", "memcpy", "athread_spawn", "CRTS_dma_get", "swemu_x",
+                 "cnrtMalloc", "sw_ws"]:
+        s = c_ident(name)
+        assert s != name and IDENT.match(s), (name, s)
+    assert c_ident("input_ids") == "input_ids"
+
+
+def test_prefix_never_names_a_runtime_or_standard_header():
+    for name in ["athread", "crts", "math", "stdio", "dma", "simd", "slave", "bang", "cnrt", "assert"]:
+        p = c_prefix(name)
+        assert p.lower() != name and IDENT.match(p), (name, p)
+
+
+def test_unique_names_avoid_the_models_own_globals():
+    u = UniqueNames(avoid_prefix="m_")
+    assert u("in:m_weights", "m_weights") != "m_weights"
