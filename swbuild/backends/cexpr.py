@@ -11,7 +11,7 @@ from ..ir.loopnest import Acc, Bin, Const, Load, Select, Un, Var
 
 FLOAT_BIN = {
     "+": "({a} + {b})", "-": "({a} - {b})", "*": "({a} * {b})", "/": "({a} / {b})",
-    "min": "fminf({a}, {b})", "max": "fmaxf({a}, {b})", "pow": "powf({a}, {b})",
+    "min": "sw_fminf({a}, {b})", "max": "sw_fmaxf({a}, {b})", "pow": "powf({a}, {b})",
     "<": "({a} < {b})", "<=": "({a} <= {b})", ">": "({a} > {b})", ">=": "({a} >= {b})",
     "==": "({a} == {b})", "!=": "({a} != {b})", "and": "({a} && {b})", "or": "({a} || {b})",
 }
@@ -23,17 +23,22 @@ INT_BIN = {
 UNARY = {
     "neg": "(-{a})", "exp": "expf({a})", "log": "logf({a})", "sqrt": "sqrtf({a})",
     "tanh": "tanhf({a})", "erf": "erff({a})", "abs": "fabsf({a})", "floor": "floorf({a})",
-    "ceil": "ceilf({a})", "sigmoid": "(1.0f / (1.0f + expf(-{a})))", "relu": "fmaxf({a}, 0.0f)",
+    "ceil": "ceilf({a})", "sigmoid": "(1.0f / (1.0f + expf(-{a})))", "relu": "sw_fmaxf(0.0f, {a})",
     "not": "(!{a})", "round": "nearbyintf({a})", "sin": "sinf({a})", "cos": "cosf({a})",
     "tan": "tanf({a})", "asin": "asinf({a})", "acos": "acosf({a})", "atan": "atanf({a})",
     "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
-    "atanh": "atanhf({a})", "sign": "(float)(({a} > 0.0f) - ({a} < 0.0f))",
+    "atanh": "atanhf({a})", "sign": "sw_signf({a})",
 }
 # helpers every generated file that uses the rules above carries
+# Float max/min/sign as onnxruntime computes them: NaN in, NaN out (fmaxf would drop it),
+# and on equal operands the second one (max(-0, 0) = 0, max(0, -0) = -0; Relu is max(0, x)).
 PRELUDE = """#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define SW_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define SW_FLOORDIV(a, b) (((a) - (((a) % (b) + (b)) % (b))) / (b))
 #define SW_MOD(a, b) ((((a) % (b)) + (b)) % (b))
+static inline float sw_fmaxf(float a, float b) { return a != a ? a : b != b ? b : a > b ? a : b; }
+static inline float sw_fminf(float a, float b) { return a != a ? a : b != b ? b : a < b ? a : b; }
+static inline float sw_signf(float a) { return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a == a ? 0.0f : a; }
 """
 
 
@@ -92,6 +97,8 @@ def render(e, var, load, acc="acc") -> str:
             table = INT_BIN if is_int(x) else FLOAT_BIN
             if x.op not in table:
                 raise ValueError(f"no C rule for {x.op}")
+            if table is FLOAT_BIN and x.op == "max" and isinstance(x.b, Const) and x.b.value == 0:
+                return UNARY["relu"].format(a=r(x.a))    # Relu keeps x on a tie: Relu(-0) = -0
             return table[x.op].format(a=r(x.a), b=r(x.b))
         if isinstance(x, Un):
             return UNARY[x.op].format(a=r(x.a))

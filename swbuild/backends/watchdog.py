@@ -6,12 +6,10 @@ runner's handler writes it to stderr with async-signal-safe calls and exits 124.
 """
 from __future__ import annotations
 
-_LINKAGE = ["#ifdef __cplusplus", 'extern "C"', "#endif"]
-
-
 def host_definition(prefix):
     """The marker's definition (C and C++ hosts alike give it C linkage)."""
-    return _LINKAGE + [f'const char *volatile {prefix}_running_kernel = "";']
+    return ["#ifdef __cplusplus", 'extern "C" {', "#endif", f'const char *volatile {prefix}_running_kernel = "";',
+            "#ifdef __cplusplus", "}", "#endif"]
 
 
 def host_mark(prefix, kernel, indent="    "):

@@ -29,7 +29,7 @@ def supported_ops():
 
 
 def _load_all():
-    from . import elementwise, movement, nn, norm, reduce, shape  # noqa: F401  (registration side effects)
+    from . import elementwise, logical, movement, nn, norm, reduce, shape  # noqa: F401  (registration side effects)
 
 
 class KernelBuilder:

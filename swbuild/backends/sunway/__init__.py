@@ -9,9 +9,11 @@ from ...optimizer.partition import split_reductions
 from .host import Storage, host_c, model_header, para_header, runner_c, slave_file, weights_asm
 from .slave import kernel_c
 
-try:                                    # special kernels (data-dependent Gather) register themselves
+try:                                    # special kernels (data-dependent Gather, Cast across dtypes) register themselves
+    from . import convert as _convert
     from . import gather as _gather
     _gather.register()
+    _convert.register()
 except ImportError:                     # pragma: no cover
     pass
 

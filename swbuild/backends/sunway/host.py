@@ -20,7 +20,8 @@ def _align(n):
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-CTYPE = {"float32": "float", "int64": "long long", "int32": "int"}
+CTYPE = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
+         "int64": "long long", "uint8": "unsigned char", "bool": "unsigned char"}
 
 
 def ctype(dtype):

@@ -37,7 +37,7 @@ from ..cexpr import Writer, float_literal, render
 
 SPECIAL_PRINTERS = {}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
-COMBINE = {"sum": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});", "min": "{a} = fminf({a}, {v});",
+COMBINE = {"sum": "{a} += {v};", "max": "{a} = sw_fmaxf({a}, {v});", "min": "{a} = sw_fminf({a}, {v});",
            "prod": "{a} *= {v};"}
 
 

@@ -1,0 +1,42 @@
+"""Graph pass before lowering: run-time booleans become float32 0/1 inside the program.
+
+Kernels compute in float32. A boolean is exactly 0.0 or 1.0 in float32, and every op that
+makes one (comparisons, And/Or/Xor/Not, IsNaN, Cast to bool) writes exactly those values,
+so carrying it as float32 loses nothing. Constant booleans that feed run-time nodes become
+float32 0/1 constants the same way. Graph inputs and outputs keep their dtypes in the public
+API: a Cast converts at the boundary (a bool output gets a Cast from its float32 0/1).
+Integer tensors are not rewritten: exactness would need |v| < 2**24, which nothing proves.
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from ..ir.graph import Node, Tensor, is_splat
+
+
+def booleans_as_float(graph):
+    consumed = {i for n in graph.nodes for i in n.inputs if i}
+    # a bool graph output computed at run time: its producer writes a float32 twin, a Cast
+    # converts into the output's own buffer
+    for k, o in enumerate(graph.outputs):
+        t = graph.tensors[o]
+        if t.dtype != "bool" or t.data is not None or o in graph.inputs:
+            continue
+        twin = f"{o}:as_float"
+        for n in graph.nodes:
+            n.outputs = [twin if x == o else x for x in n.outputs]
+            n.inputs = [twin if x == o else x for x in n.inputs]
+        graph.tensors[twin] = Tensor(twin, t.shape, "float32")
+        graph.nodes.append(Node("Cast", f"{o}:to_bool", [twin], [o], {"to": TensorProto.BOOL}))
+    outputs = set(graph.outputs)
+    for name, t in list(graph.tensors.items()):
+        if t.dtype != "bool" or name in graph.inputs or name in outputs:
+            continue
+        if t.data is None:
+            graph.tensors[name] = Tensor(name, t.shape, "float32")
+        elif name in consumed:
+            a = t.data
+            v = np.broadcast_to(np.float32(a.reshape(-1)[0]), a.shape) if is_splat(a) else np.asarray(a, np.float32)
+            graph.tensors[name] = Tensor(name, t.shape, "float32", v)
+    return graph
