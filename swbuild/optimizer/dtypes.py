@@ -16,6 +16,16 @@ from ..ir.graph import Node, Tensor, is_splat
 
 
 def booleans_as_float(graph):
+    # a bool graph input read by a kernel: one Cast at the front reads it into float32 0/1
+    for x in graph.inputs:
+        t = graph.tensors[x]
+        if t.dtype != "bool" or all(n.op in ("Cast", "CastLike") for n in graph.nodes if x in n.inputs):
+            continue
+        twin = f"{x}:as_float"
+        for n in graph.nodes:
+            n.inputs = [twin if i == x else i for i in n.inputs]
+        graph.tensors[twin] = Tensor(twin, t.shape, "float32")
+        graph.nodes.insert(0, Node("Cast", f"{x}:to_float", [x], [twin], {"to": TensorProto.FLOAT}))
     consumed = {i for n in graph.nodes for i in n.inputs if i}
     # a bool graph output computed at run time: its producer writes a float32 twin, a Cast
     # converts into the output's own buffer
