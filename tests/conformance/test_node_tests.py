@@ -25,7 +25,11 @@ def test_node_case(node_suite, name):
     got, stats, err = node_bundle.run_case(case, exe, d)
     assert got is not None, f"{name}: {err}"
     for g, r in zip(got, case.outputs):
-        np.testing.assert_allclose(g, r, rtol=case.rtol, atol=case.atol, equal_nan=True, err_msg=name)
+        assert g.dtype == r.dtype, f"{name}: dtype {g.dtype} != {r.dtype}"
+        if r.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, r, err_msg=name)
+        else:
+            np.testing.assert_allclose(g, r, rtol=case.rtol, atol=case.atol, equal_nan=True, err_msg=name)
     assert stats is not None
     for k, plan in zip(stats["kernels"], case.plan["kernels"]):
         assert k["write_conflicts"] == 0, name
