@@ -7,8 +7,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import onnx
+
 from . import __version__
-from .errors import SwbuildError, ToolchainError
+from .errors import ModelError, SwbuildError, ToolchainError, UnsupportedError
 from .frontends.onnx import import_model, load_model
 from .lowering import lower
 
@@ -24,9 +26,20 @@ def backend_for(tc):
 
 
 def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
-    graph = import_model(load_model(model), input_shapes=input_shapes, batch=batch, name=name)
-    program = lower(graph, name)
+    try:
+        graph = import_model(load_model(model), input_shapes=input_shapes, batch=batch, name=name)
+        program = lower(graph, name)
+    except (ModelError, UnsupportedError) as e:
+        raise _in_file(model, e) from None
     return backend_for(tc).optimize(program, tc, options or {})
+
+
+def _in_file(model, e):
+    """The error with the model file's name in front (a ModelProto has none)."""
+    if isinstance(model, onnx.ModelProto) or str(model) in str(e):
+        return e
+    where = Path(model).name
+    return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")
 
 
 def plan_document(program, tc):
