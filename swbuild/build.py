@@ -10,6 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .backends import family, family_of
 from .errors import ToolchainError
 
 
@@ -21,20 +22,9 @@ class Step:
     outputs: list       # Paths this step writes
 
 
-def generated_files(prefix, family="sunway"):
+def generated_files(prefix, family_name="sunway"):
     """Every file `swbuild compile` writes for a model, by role (the SCons emitter uses it)."""
-    if family == "sunway":
-        return {"host": f"{prefix}_host.c", "slave": f"{prefix}_slave.c",
-                "para": f"{prefix}_para.h", "header": f"{prefix}.h",
-                "weights": f"{prefix}_weights.bin", "weights_asm": f"{prefix}_weights.S",
-                "runner": f"{prefix}_runner.c", "plan": f"{prefix}.plan.json",
-                "lock": f"{prefix}.lock.json"}
-    if family == "diannao":   # BANG C: device .mlu, host and runner in C++ (CNRT)
-        return {"host": f"{prefix}_host.cpp", "device": f"{prefix}_device.mlu",
-                "header": f"{prefix}.h", "weights": f"{prefix}_weights.bin",
-                "weights_asm": f"{prefix}_weights.S", "runner": f"{prefix}_runner.cpp",
-                "plan": f"{prefix}.plan.json", "lock": f"{prefix}.lock.json"}
-    raise ToolchainError(f"no generated-file layout for target family '{family}'")
+    return family(family_name).generated_files(prefix)
 
 
 def _cflags(tc, side, gen_dir):
@@ -63,54 +53,28 @@ def runtime_steps(tc, out_dir):
 
 
 def model_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None):
-    """Steps that compile a generated model into lib<prefix>.a and link <prefix>_runner."""
+    """Steps that compile a generated model into lib<prefix>.a and link <prefix>_runner: the
+    family's compile units (CompileUnit), the weights, the archive (host object first), the
+    runner and the link."""
     gen_dir, out_dir = Path(gen_dir), Path(out_dir)
-    if tc.family == "diannao":
-        return _diannao_steps(tc, prefix, gen_dir, out_dir, runtime_lib, overrides)
-    f = generated_files(prefix, tc.family)
+    fam = family_of(tc)
+    f = fam.generated_files(prefix)
     cc = lambda tool: tc.argv(tool, overrides)  # noqa: E731
-    host_o, slave_o, w_o = (out_dir / f"{prefix}_{s}.o" for s in ("host", "slave", "weights"))
-    runner_o = out_dir / f"{prefix}_runner_main.o"
-    lib = out_dir / f"lib{prefix}.a"
-    exe = out_dir / f"{prefix}_runner"
     src = {k: gen_dir / v for k, v in f.items()}
-    steps = [
-        Step(f"CC-HOST {f['host']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["host"]), "-o", str(host_o)],
-             [src["host"], src["para"], src["header"]], [host_o]),
-        Step(f"CC-SLAVE {f['slave']}", cc("slave_cc") + _cflags(tc, "slave", gen_dir) + ["-c", str(src["slave"]), "-o", str(slave_o)],
-             [src["slave"], src["para"]], [slave_o]),
+    steps, objs = [], {}
+    for u in fam.units:
+        objs[u.role] = out_dir / f"{prefix}_{u.role}.o"
+        steps.append(Step(f"CC-{u.side.upper()} {f[u.role]}", cc(u.tool) + _cflags(tc, u.side, gen_dir)
+                          + ["-c", str(src[u.role]), "-o", str(objs[u.role])], [src[r] for r in u.deps], [objs[u.role]]))
+    w_o = out_dir / f"{prefix}_weights.o"
+    runner_o = out_dir / f"{prefix}_runner_main.o"
+    lib, exe = out_dir / f"lib{prefix}.a", out_dir / f"{prefix}_runner"
+    members = sorted(objs.values(), key=lambda o: o != objs.get("host")) + [w_o]
+    steps += [
         # .incbin is resolved by the assembler, so it gets the generated dir as its -I.
         Step(f"AS {f['weights_asm']}", cc("asm") + ["-c", str(src["weights_asm"]), f"-Wa,-I,{gen_dir}", "-o", str(w_o)],
              [src["weights_asm"], src["weights"]], [w_o]),
-        Step(f"AR lib{prefix}.a", cc("ar") + ["rcsD", str(lib), str(host_o), str(slave_o), str(w_o)],
-             [host_o, slave_o, w_o], [lib]),
-        Step(f"CC-HOST {f['runner']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["runner"]), "-o", str(runner_o)],
-             [src["runner"], src["header"]], [runner_o]),
-    ]
-    link_in = [runner_o, lib] + ([runtime_lib] if runtime_lib else [])
-    steps.append(Step(f"LINK {exe.name}", cc("link") + list(tc.flags.get("link", [])) + [str(p) for p in link_in]
-                      + list(tc.flags.get("libs", [])) + ["-o", str(exe)], link_in, [exe]))
-    return steps, lib, exe
-
-
-def _diannao_steps(tc, prefix, gen_dir, out_dir, runtime_lib=None, overrides=None):
-    """BANG C: the .mlu device file with `device_cc` + flags.device (cncc, or g++ -x c++
-    against the BANG emulation header), host and runner with `host_cc`."""
-    f = generated_files(prefix, "diannao")
-    cc = lambda tool: tc.argv(tool, overrides)  # noqa: E731
-    src = {k: gen_dir / v for k, v in f.items()}
-    host_o, dev_o, w_o = (out_dir / f"{prefix}_{s}.o" for s in ("host", "device", "weights"))
-    runner_o = out_dir / f"{prefix}_runner_main.o"
-    lib, exe = out_dir / f"lib{prefix}.a", out_dir / f"{prefix}_runner"
-    steps = [
-        Step(f"CC-DEVICE {f['device']}", cc("device_cc") + _cflags(tc, "device", gen_dir) + ["-c", str(src["device"]), "-o", str(dev_o)],
-             [src["device"]], [dev_o]),
-        Step(f"CC-HOST {f['host']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["host"]), "-o", str(host_o)],
-             [src["host"], src["header"]], [host_o]),
-        Step(f"AS {f['weights_asm']}", cc("asm") + ["-c", str(src["weights_asm"]), f"-Wa,-I,{gen_dir}", "-o", str(w_o)],
-             [src["weights_asm"], src["weights"]], [w_o]),
-        Step(f"AR lib{prefix}.a", cc("ar") + ["rcsD", str(lib), str(host_o), str(dev_o), str(w_o)],
-             [host_o, dev_o, w_o], [lib]),
+        Step(f"AR lib{prefix}.a", cc("ar") + ["rcsD", str(lib)] + [str(o) for o in members], members, [lib]),
         Step(f"CC-HOST {f['runner']}", cc("host_cc") + _cflags(tc, "host", gen_dir) + ["-c", str(src["runner"]), "-o", str(runner_o)],
              [src["runner"], src["header"]], [runner_o]),
     ]

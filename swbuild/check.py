@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .backends import family_of_plan
+from .backends.common import BANG_EXIT, LDM_EXIT  # noqa: F401  (scop_recipe reads LDM_EXIT here)
 from .errors import SwbuildError
-
-LDM_EXIT = 86       # the emulation runtimes' exit status for a hardware-limit violation
-BANG_EXIT = 87      # the BANG emulator's exit status for a broken rule (runtime/bang/README.md)
 
 
 def seeded_inputs(specs, seed, bounds=None):
@@ -189,35 +188,9 @@ def compare(got, ref, rtol, atol):
     return ok, max_abs, max_rel, per
 
 
-def emulator_findings(plan, stats):
-    """Per kernel, the emulator's counters against the compiler's plan: kernels whose measured
-    DMA operations/bytes (per spawn) differ from the prediction, write conflicts (bytes written
-    by two CPEs), the LDM peak and kernels whose LDM peak exceeds the plan's budget."""
-    if stats is None:
-        return {"stats": "missing"}
-    meas = {k["name"]: k for k in stats.get("kernels", [])}
-    mismatched, conflicts, peak, over = [], 0, 0, []
-    for k in plan["kernels"]:
-        m = meas.get(k["name"])
-        if m is None:
-            mismatched.append({"kernel": k["name"], "measured": None, "predicted": k["dma"]})
-            continue
-        md = {d: {"ops": m["dma"][d]["ops"], "bytes": m["dma"][d]["bytes"]} for d in ("get", "put")}
-        spawns = max(1, int(m.get("spawns", 1)))
-        per_spawn = {d: {x: v // spawns for x, v in md[d].items()} for d in md}
-        if per_spawn != {d: {x: k["dma"][d][x] for x in ("ops", "bytes")} for d in ("get", "put")}:
-            mismatched.append({"kernel": k["name"], "measured": per_spawn, "predicted": k["dma"]})
-        conflicts += int(m.get("write_conflicts", 0))
-        ldm = int(m.get("ldm_peak_bytes", 0))
-        peak = max(peak, ldm)
-        if k.get("ldm_budget") and ldm > int(k["ldm_budget"]):
-            over.append({"kernel": k["name"], "ldm_peak_bytes": ldm, "ldm_budget": int(k["ldm_budget"])})
-    return {"dma_mismatches": mismatched, "write_conflicts": conflicts, "ldm_peak_bytes": peak,
-            "ldm_over_budget": over}
-
-
 def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeout=None):
     """Run and compare; returns the result document (status pass/fail; a timeout is a fail)."""
+    fam = family_of_plan(plan)
     doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol}
     try:
         with tempfile.TemporaryDirectory(prefix="swcheck-") as tmp:
@@ -228,17 +201,12 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     doc["run_seconds"] = round(secs, 3)
     if code != 0:
         doc.update(status="fail", reason=f"runner exited with status {code}" +
-                   (" (emulated hardware limit violated)" if code == LDM_EXIT else
-                    " (emulated BANG rule violated)" if code == BANG_EXIT and plan.get("family") == "diannao" else ""),
+                   (f" ({fam.exit_reasons[code]})" if code in fam.exit_reasons else ""),
                    stderr=err.strip().splitlines()[-5:], max_abs_err=None, max_rel_err=None)
         return doc
     ref = reference(inputs) if callable(reference) else reference
     ok, a, r, per = compare(got, ref, rtol, atol)
-    if plan.get("family") == "diannao":   # BANG emulator statistics: rule violations, cycles
-        from .backends.diannao.report import emulator_findings as bang_findings
-        findings = bang_findings(plan, stats)
-    else:
-        findings = emulator_findings(plan, stats)
+    findings = fam.findings(plan, stats)
     doc.update(max_abs_err=a, max_rel_err=r, outputs=[dict(name=o["name"], **e) for o, e in zip(plan["outputs"], per)],
                emulator=findings)
     reasons = []

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import __version__, toolchain
 from .errors import RecipeError, SwbuildError, UnsupportedError
+from .names import model_name_problem
 from .outlock import locked
 
 EPILOG = """examples:
@@ -83,7 +84,7 @@ def make_job(args) -> Job:
     opts = {k: o.default for k, o in rc.OPTIONS.items()}
     opts.update(sets)
     name = args.name or path.stem
-    bad = rc.model_name_problem(name)
+    bad = model_name_problem(name)
     if bad:
         raise SwbuildError(f"--name: {bad}" if args.name else f"{path}: the file name gives the model name; {bad} "
                            "(choose one with --name)")
@@ -103,11 +104,11 @@ def _normalized(job, tc):
 
 def do_compile(job, tc, out_dir):
     """Generate sources and the lock file into out_dir; returns (program, prefix)."""
-    from .build import generated_files
+    from .backends import family_of
     from .compiler import compile_to
     from .lockfile import write_lock
     program, files = compile_to(job.model, tc, out_dir, job.name, job.input_shapes, job.batch, job.options)
-    names = generated_files(program.prefix, tc.family)
+    names = family_of(tc).generated_files(program.prefix)
     outputs = {n: Path(out_dir) / n for n in sorted(files)}
     write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
                toolchain=tc, outputs=outputs, swbuild_version=__version__)
@@ -263,8 +264,9 @@ def cmd_report(args):
     import tempfile
 
     from . import check
-    from .perf.report import plot_report
+    from .backends import family_of
     tc = _toolchain(args)
+    fam = family_of(tc)
     job = make_job(args)
     with locked(_out_dir(args, job, tc)):
         runner, plan = _prepare_run(args, job, tc)
@@ -273,13 +275,9 @@ def cmd_report(args):
             _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp, timeout=float(job.check["timeout"]))
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
-    if tc.family == "diannao":   # cycles, instructions and tensorized fraction from the BANG emulator
-        from .backends.diannao.report import build_report
-    else:
-        from .perf.report import build_report
-    rep = build_report(plan, stats, tc)
-    if args.plot and tc.family != "diannao":
-        plot_report(rep, tc, args.plot)
+    rep = fam.report(plan, stats, tc)
+    if args.plot and fam.plot is not None:
+        fam.plot(rep, tc, args.plot)
     print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
     return 0
 
@@ -290,6 +288,19 @@ def cmd_ops(args):
         toolchain.load(args.target)
     for op in supported_ops():
         print(op)
+    return 0
+
+
+def cmd_pipeline(args):
+    """The target family's passes, in the order they run, each with its one-line doc."""
+    from .backends import family_of
+    tc = toolchain.load(args.target, Path.cwd())
+    fam = family_of(tc)
+    print(f"{tc.name}: family {fam.name}, {len(fam.pipeline)} passes (Program, Target, Options) -> Program")
+    for i, run in enumerate(fam.pipeline, 1):
+        doc = (run.__doc__ or "").strip().splitlines()
+        where = run.__module__.removeprefix("swbuild.")
+        print(f"{i:3}. {run.__name__:<26} {where:<32} {doc[0] if doc else ''}")
     return 0
 
 
@@ -338,6 +349,10 @@ def parser():
     p = sub.add_parser("ops", help="list the supported ONNX operators")
     p.add_argument("--target", "-t", help="target name")
     p.set_defaults(fn=cmd_ops)
+    p = sub.add_parser("pipeline", help="list a target's optimizer passes in order",
+                       description="Print the passes of the target family's pipeline, in the order they run.")
+    p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
+    p.set_defaults(fn=cmd_pipeline)
     try:
         from .frontends import scop_cli
         scop_cli.add_parser(sub)

@@ -9,20 +9,10 @@ from pathlib import Path
 
 import onnx
 
-from . import __version__
-from .errors import ModelError, SwbuildError, ToolchainError, UnsupportedError
+from .backends import family_of
+from .errors import ModelError, SwbuildError, UnsupportedError
 from .frontends.onnx import import_model, load_model
 from .lowering import lower
-
-
-def backend_for(tc):
-    if tc.family == "sunway":
-        from .backends import sunway
-        return sunway
-    if tc.family == "diannao":
-        from .backends import diannao
-        return diannao
-    raise ToolchainError(f"target {tc.name}: no backend for family '{tc.family}'")
 
 
 def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
@@ -31,7 +21,7 @@ def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
         program = lower(graph, name)
     except (ModelError, UnsupportedError) as e:
         raise _in_file(model, e) from None
-    return backend_for(tc).optimize(program, tc, options or {})
+    return family_of(tc).optimize(program, tc, options or {})
 
 
 def _in_file(model, e):
@@ -40,22 +30,6 @@ def _in_file(model, e):
         return e
     where = Path(model).name
     return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")
-
-
-def plan_document(program, tc):
-    """What the compiler predicts for each kernel: read by check and report."""
-    backend = backend_for(tc)
-    if callable(getattr(backend, "plan", None)):     # a family with its own plan (diannao)
-        return backend.plan(program, tc)
-    from .perf.predict import predict_program
-    g = program.graph
-    return {
-        "model": program.name, "prefix": program.prefix, "target": tc.name, "swbuild_version": __version__,
-        "inputs": [{"name": t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in program.inputs],
-        "outputs": [{"name": t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in program.outputs],
-        "arena_bytes": program.memory.arena_bytes, "arena_lower_bound": program.memory.lower_bound,
-        "kernels": predict_program(program, tc),
-    }
 
 
 def write_outputs(out_dir, files: dict):
@@ -76,8 +50,9 @@ def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=
     """Generate every source of `name` for target `tc` into out_dir; returns (program, files)."""
     try:
         program = build_program(model, tc, name, input_shapes, batch, options)
-        files = backend_for(tc).render(program, tc)
-        plan = plan_document(program, tc)
+        fam = family_of(tc)
+        files = fam.render(program, tc)
+        plan = fam.plan(program, tc)
     except SwbuildError:
         raise
     except RecursionError as e:

@@ -7,7 +7,7 @@ from .errors import UnsupportedError
 from .ir.graph import Tensor
 from .ir.program import Program
 from .names import c_ident, c_prefix
-from .ops import LOWERINGS, _load_all, supported_ops
+from .ops import LOWERINGS, supported_ops
 
 DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py)
 INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices
@@ -59,7 +59,6 @@ def lower(graph, model_name, supported=None):
     """Lower every node; unsupported ops and dtypes are one clear error each."""
     from .optimizer.dtypes import booleans_as_float
     from .optimizer.graph import simplify
-    _load_all()
     graph = booleans_as_float(simplify(graph))
     prefix = c_prefix(model_name)
     ctx = LowerCtx(graph, prefix)

@@ -92,3 +92,15 @@ def c_comment(text: str) -> str:
     terminators (no model string ever puts a quote or a line break into the C text)."""
     s = "".join(ch if 32 <= ord(ch) < 127 and ch not in "\"'\\" else "?" for ch in str(text))
     return s.replace("*/", "* /").replace("/*", "/ *")[:120]
+
+
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+
+
+def model_name_problem(name):
+    """Why `name` cannot name a model, or None. It becomes a directory (build/<target>/<model>)
+    and file names, so it is one plain path component: no separators, no `..`, no absolute path."""
+    if _MODEL_NAME.fullmatch(name) and name not in (".", ".."):
+        return None
+    return (f"{name!r} is not a plain model name (letters, digits and _ . + -, at most 128, "
+            "not starting with . or -); it names the build directory, so it cannot be a path")

@@ -22,6 +22,7 @@ except ModuleNotFoundError:  # Python < 3.11
 import yaml
 
 from .errors import RecipeError
+from .names import model_name_problem
 
 RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
 DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64", "bool")
@@ -436,18 +437,6 @@ def _build(path, data, lines) -> Recipe:
     return Recipe(name=name.strip(), path=path, source_kind=source_kind, source=source, sha256=sha,
                   inputs=inputs, batch=batch, targets=targets, options=options, check=check,
                   source_ref=ref, scop=scop, lines=dict(lines))
-
-
-_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
-
-
-def model_name_problem(name):
-    """Why `name` cannot name a model, or None. It becomes a directory (build/<target>/<model>)
-    and file names, so it is one plain path component: no separators, no `..`, no absolute path."""
-    if _MODEL_NAME.fullmatch(name) and name not in (".", ".."):
-        return None
-    return (f"{name!r} is not a plain model name (letters, digits and _ . + -, at most 128, "
-            "not starting with . or -); it names the build directory, so it cannot be a path")
 
 
 def _typed(opt, value, fld, err):

@@ -154,12 +154,16 @@ class Toolchain:
             return []
         api = {"athread": "SWEMU_API_V1", "crts": "SWEMU_API_CRTS"}.get(self.api)
         out = [api] if api else []
-        if self.family == "sunway":
-            out += [f"SWEMU_LDM_BYTES={int(self.hardware['ldm_bytes'])}",
-                    f"SWEMU_CPES={self.cores}"]
-        elif self.family == "diannao":
-            out += bangemu_defines(self.hardware)
+        rt = RUNTIME_DEFINES.get(self.emulation.get("runtime"))
+        out += rt(self) if rt else []
         return out + list(self.emulation.get("defines", []))
+
+
+# The hardware numbers each emulation runtime is compiled with, by runtime name.
+RUNTIME_DEFINES = {
+    "athread": lambda tc: [f"SWEMU_LDM_BYTES={int(tc.hardware['ldm_bytes'])}", f"SWEMU_CPES={tc.cores}"],
+    "bang": lambda tc: bangemu_defines(tc.hardware),
+}
 
 
 def load(name, project_dir=None) -> Toolchain:

@@ -29,17 +29,36 @@ UNARY = {
     "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
     "atanh": "atanhf({a})", "sign": "sw_signf({a})",
 }
+# the reduction step of each combine, over the accumulator {a} and the value {v}
+COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = sw_fmaxf({a}, {v});",
+           "min": "{a} = sw_fminf({a}, {v});", "prod": "{a} *= {v};"}
+# The C helper macros of generated files, one set: name -> (parameters, body).
+C_MACROS = {
+    "min": ("a, b", "((a) < (b) ? (a) : (b))"),
+    "max": ("a, b", "((a) > (b) ? (a) : (b))"),
+    "floordiv": ("a, b", "(((a) - (((a) % (b) + (b)) % (b))) / (b))"),
+    "mod": ("a, b", "((((a) % (b)) + (b)) % (b))"),
+    "floord": ("n, d", "(((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))"),   # isl's floord: d > 0
+}
+
+
+def c_macros(prefix, names, upper=False):
+    """#define lines of the named helpers, spelled prefix + name (upper-cased if asked)."""
+    out = []
+    for n in names:
+        params, body = C_MACROS[n]
+        out.append(f"#define {prefix}{n.upper() if upper else n}({params}) {body}\n")
+    return "".join(out)
+
+
 # helpers every generated file that uses the rules above carries
 # Float max/min/sign as onnxruntime computes them: NaN in, NaN out (fmaxf would drop it),
-# and on equal operands the second one (max(-0, 0) = 0, max(0, -0) = -0; Relu is max(0, x)).
-PRELUDE = """#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define SW_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define SW_FLOORDIV(a, b) (((a) - (((a) % (b) + (b)) % (b))) / (b))
-#define SW_MOD(a, b) ((((a) % (b)) + (b)) % (b))
-static inline float sw_fmaxf(float a, float b) { return a != a ? a : b != b ? b : a > b ? a : b; }
+# and on equal operands the second one (max(-0, 0) = 0, max(0, -0) = -0; Relu keeps x).
+FLOAT_HELPERS = """static inline float sw_fmaxf(float a, float b) { return a != a ? a : b != b ? b : a > b ? a : b; }
 static inline float sw_fminf(float a, float b) { return a != a ? a : b != b ? b : a < b ? a : b; }
 static inline float sw_signf(float a) { return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a == a ? 0.0f : a; }
 """
+PRELUDE = c_macros("SW_", ["min", "max", "floordiv", "mod"], upper=True) + FLOAT_HELPERS
 
 
 class Writer:

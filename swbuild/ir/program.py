@@ -15,6 +15,8 @@ class Program:
     outputs: list
     memory: object = None     # optimizer.memory.MemoryPlan
     notes: list = field(default_factory=list)
+    slices: dict = field(default_factory=dict)   # tensor -> (container, byte offset): Concat inputs in place
+    target_state: object = None   # the family's pass state (SunwayState, DianNaoState), set by its pipeline
 
     def root(self, t):
         while t in self.aliases:

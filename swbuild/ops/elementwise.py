@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir.loopnest import Bin, Const, Select, Un, iconst
-from . import KernelBuilder, axes_for, broadcast_index, register
+from .base import KernelBuilder, axes_for, broadcast_index, register
 
 _F = lambda v: Const(float(v))  # noqa: E731
 

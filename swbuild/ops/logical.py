@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ..ir.loopnest import Bin, Const, Select
-from . import KernelBuilder, axes_for, broadcast_index, register
+from .base import KernelBuilder, axes_for, broadcast_index, register
 
 COMPARE = {"Equal": "==", "Less": "<", "LessOrEqual": "<=", "Greater": ">", "GreaterOrEqual": ">="}
 LOGICAL = ("And", "Or", "Xor")

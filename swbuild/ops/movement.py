@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir.loopnest import Axis, Bin, iconst
-from . import KernelBuilder, axes_for, broadcast_index, const_input, register
+from .base import KernelBuilder, axes_for, broadcast_index, const_input, register
 
 
 def _affine(v, c):

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, iconst
-from . import KernelBuilder, attr_ints, axes_for, broadcast_index, register
+from .base import KernelBuilder, attr_ints, axes_for, broadcast_index, register
 
 
 def _pads(node, in_sp, k_eff, strides, out_sp):

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, Un
-from . import KernelBuilder, register
+from .base import KernelBuilder, register
 
 
 def _normalize(ctx, node, view, eps, affine, stats=(None, None)):

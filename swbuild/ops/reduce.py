@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..ir.loopnest import Axis, Bin, Const, Un
-from . import KernelBuilder, const_input, register
+from .base import KernelBuilder, const_input, register
 from .nn import _acc
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import UnsupportedError
-from . import KernelBuilder, axes_for, register
+from .base import KernelBuilder, axes_for, register
 
 ALIASES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity")
 

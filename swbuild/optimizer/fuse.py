@@ -19,7 +19,8 @@ def _readers(program):
     return out
 
 
-def fuse_epilogues(program):
+def fuse_epilogues(program, target=None, options=None):
+    """Fuse element-wise consumers into their producer's epilogue (one kernel, one pass)."""
     keep_out = {program.root(t) for t in program.outputs}
     changed = True
     while changed:

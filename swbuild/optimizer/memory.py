@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..ir.loopnest import Acc, Load, Var
+from ..ir.sizes import round_up
 
 ALIGN = 64
 
@@ -39,10 +40,6 @@ class MemoryPlan:
                 f"for {len(self.offsets)} tensors{extra}")
 
 
-def _align(n):
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
 def _copy_of(k):
     """(source buffer, view shape) when kernel k is a plain copy of a whole tensor view."""
     if k.combine is not None or not isinstance(k.epilogue, Acc) or not isinstance(k.body, Load):
@@ -55,11 +52,12 @@ def _copy_of(k):
     return ld.buf
 
 
-def inplace_concat(program):
-    """Place Concat inputs inside the Concat output where the slice is contiguous and drop
-    their copy kernels. Records `program.slices = {tensor: (container, byte offset)}`."""
+def inplace_concat(program, target=None, options=None):
+    """Place contiguous Concat inputs inside the Concat output; their copy kernels vanish.
+
+    Records `program.slices = {tensor: (container, byte offset)}`."""
     g = program.graph
-    slices = dict(getattr(program, "slices", {}) or {})
+    slices = dict(program.slices)
     external = {program.root(t) for t in program.inputs + program.outputs}
     keep = []
     for k in program.kernels:
@@ -131,9 +129,10 @@ def _first_fit(order, sizes, life):
     return arena, offsets
 
 
-def plan_memory(program):
+def plan_memory(program, target=None, options=None):
+    """The static arena: every intermediate tensor's byte offset, by liveness (first fit)."""
     g = program.graph
-    slices = getattr(program, "slices", {}) or {}
+    slices = program.slices
     external = {program.root(t) for t in program.inputs + program.outputs}
     life, members = {}, {}
     for i, k in enumerate(program.kernels):
@@ -145,7 +144,7 @@ def plan_memory(program):
             members[r] = (base, off)
             lo, hi = life.get(base, (i, i))
             life[base] = (min(lo, i), max(hi, i))
-    sizes = {t: _align(g.tensors[t].nbytes) for t in life}
+    sizes = {t: round_up(g.tensors[t].nbytes, ALIGN) for t in life}
     heuristics = {
         "largest first": lambda t: (-sizes[t], life[t][0], t),
         "earliest first": lambda t: (life[t][0], -sizes[t], t),
@@ -179,6 +178,6 @@ def plan_memory(program):
             groups[r] = (base, off)
     all_sizes = dict(sizes)
     for r in groups:
-        all_sizes[r] = _align(g.tensors[r].nbytes)
+        all_sizes[r] = round_up(g.tensors[r].nbytes, ALIGN)
     program.memory = MemoryPlan(all_offsets, all_sizes, lifetimes, arena, bound, groups, name)
     return program

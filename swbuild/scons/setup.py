@@ -14,6 +14,8 @@ from SCons.Variables import BoolVariable, EnumVariable, PathVariable, Variables
 from swbuild import recipe, toolchain
 from swbuild.errors import SwbuildError
 
+from .tool import abort, generate
+
 HELP_TAIL = """
 Aliases:
     check       build the runners and compare their outputs with onnxruntime
@@ -76,8 +78,6 @@ def setup(ARGUMENTS, project_dir=None, default_target=None, **env_kw):
 
     env['SWBUILD_MODELS'] lists the models `model=` selects (all recipes by default).
     """
-    from . import abort, generate
-
     project_dir = str(Path(project_dir or SCons.Script.Dir("#").get_abspath()).absolute())
     v = make_variables(ARGUMENTS, project_dir, default_target)
     try:

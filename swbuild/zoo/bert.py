@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from . import model
+from .registry import model
 from .common import GraphBuilder, const, finish_io, he
 
 SEQ, HIDDEN, HEADS, FFN, LAYERS, VOCAB, MAX_POS, TYPES = 16, 768, 12, 3072, 12, 30522, 512, 2

@@ -4,7 +4,7 @@ Relu four times, then ConvTranspose + Tanh; ~3.6M parameters.
 """
 from __future__ import annotations
 
-from . import model
+from .registry import model
 from .common import GraphBuilder, batchnorm, he
 
 NZ, NGF, NC = 100, 64, 3

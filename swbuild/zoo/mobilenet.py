@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import model
+from .registry import model
 from .common import GraphBuilder, batchnorm, const, conv
 
 # expansion t, output channels c, repeats n, first stride s

@@ -8,7 +8,7 @@ in range through the stack; BN statistics are otherwise non-trivial so folding i
 """
 from __future__ import annotations
 
-from . import model
+from .registry import model
 from .common import GraphBuilder, batchnorm, conv
 
 RESIDUAL_GAMMA = 0.2

@@ -5,7 +5,7 @@ spatial mean as ReduceMean over axes 2, 3 - the way PyTorch's exporter writes th
 """
 from __future__ import annotations
 
-from . import model
+from .registry import model
 from .common import GraphBuilder, batchnorm, const, conv, node_n
 
 STAGE_REPEATS = (4, 8, 4)

@@ -1,7 +1,7 @@
 """VGG (Simonyan & Zisserman 2014), configuration D = VGG16, 224x224, logits output."""
 from __future__ import annotations
 
-from . import model
+from .registry import model
 from .common import GraphBuilder
 
 CFG_D = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]

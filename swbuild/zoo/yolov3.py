@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from . import model
+from .registry import model
 from .common import GraphBuilder, batchnorm, const, conv, finish_io
 
 SIZE = 416

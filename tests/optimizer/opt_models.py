@@ -1,9 +1,14 @@
 """Small ONNX models and helpers for the optimizer tests (never written to the repository)."""
+from dataclasses import replace
+
 from onnx import helper
 
 from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
 
-from swbuild import toolchain
+from swbuild import backends, toolchain
+from swbuild.backends.sunway.pipeline import PIPELINE
+from swbuild.backends.sunway.schedule import passes
+from swbuild.errors import LdmError
 from swbuild.frontends.onnx import import_model
 from swbuild.lowering import lower
 from swbuild.optimizer.fuse import fuse_epilogues
@@ -27,3 +32,73 @@ def program(model, name="t", fuse=True):
 
 def sunway(name="sunway-emu"):
     return toolchain.load(name)
+
+
+# -- the Sunway scheduling passes, and test pins on their decisions ---------------------------
+
+KEEP = object()       # a pin left alone
+
+
+def scheduling_passes():
+    """The Sunway passes from the first scheduling decision on (tests run them on a fused program)."""
+    return PIPELINE[PIPELINE.index(passes.schedule_special_kernels):]
+
+
+def schedule(p, tc, options=None, budget=None, **pins):
+    """Schedule every kernel of a lowered, fused program as the Sunway pipeline would;
+    `budget` stands for an LDM budget (through the recipe's ldm_reserve), `pins` as in pinned."""
+    options = dict(options or {})
+    if budget is not None:
+        options["ldm_reserve"] = int(tc.hardware["ldm_bytes"]) - budget
+    p.target_state = passes.SunwayState()
+    for run in pinned(scheduling_passes(), **pins):
+        p = run(p, tc, options)
+    return p
+
+
+def pin_pipeline(monkeypatch, **pins):
+    """Pin the Sunway schedule of every compile in this test (`compile_to`, the CLI in-process)."""
+    fam = backends.FAMILIES["sunway"]
+    monkeypatch.setitem(backends.FAMILIES, "sunway", replace(fam, pipeline=pinned(PIPELINE, **pins)))
+
+
+def pinned(runs, tiles=None, double_buffer=False, lane=KEEP, partition=None):
+    """The passes with test pins applied right after the pass that decides each: `tiles`
+    {op: {axis: size}}, `double_buffer` (when it fits), `lane` (row sharing axis, or None for
+    none; ignored where the axis is no lane), `partition` ("cyclic" | "block")."""
+    def fix_tiles(p, tc):
+        for k in p.kernels:
+            d = p.target_state.drafts.get(k.name)
+            forced = (tiles or {}).get(k.op)
+            if d is None or not forced:
+                continue
+            d.tiles = dict(d.tiles, **{a: min(int(t), d.search.ext[a]) for a, t in forced.items() if a in d.tiles})
+            if d.search.ldm(d.tiles, False) > d.search.budget:
+                raise LdmError(k.name, d.search.ldm(d.tiles, False), d.search.budget)
+
+    def fix_buffering(p, tc):
+        for d in p.target_state.drafts.values():
+            if double_buffer and d.search.ldm(d.tiles, True) <= d.search.budget:
+                d.double_buffer = True
+
+    def fix_lane(p, tc):
+        for d in p.target_state.drafts.values():
+            if lane is not KEEP:
+                d.lane = lane if lane in d.search.lanes(d.tiles) else None
+
+    def fix_partition(p, tc):
+        for k in p.kernels:
+            if partition and k.kind == "compute":
+                k.schedule.partition = partition
+
+    fixes = {passes.choose_tiles: fix_tiles, passes.choose_buffering: fix_buffering,
+             passes.choose_row_sharing: fix_lane, passes.choose_partition: fix_partition}
+
+    def after(run, fix):
+        def pinned_run(p, tc, options):
+            p = run(p, tc, options)
+            fix(p, tc)
+            return p
+        pinned_run.__name__ = run.__name__
+        return pinned_run
+    return [after(r, fixes[r]) if r in fixes else r for r in runs]

@@ -11,6 +11,7 @@ import pytest
 from onnx import helper
 
 from opt_models import make, rand
+from swbuild.backends.sunway.report import emulator_findings
 
 
 def mix_model():
@@ -93,10 +94,14 @@ def test_report_has_the_documented_keys(mix_file, tmp_path):
     assert sum(k["flops"] for k in rep["kernels"]) == rep["flops"]
 
 
-def _run_pinned(model, target, options, tmp_path):
-    """Compile with pinned schedule options, build, run under the emulator; (plan, stats, outputs)."""
+def _run_pinned(model, target, options, tmp_path, monkeypatch=None, **pins):
+    """Compile with options and pinned schedule decisions (opt_models.pinned), build, run under
+    the emulator; (plan, stats, outputs)."""
+    from opt_models import pin_pipeline
     from swbuild import build, check, toolchain
     from swbuild.compiler import compile_to
+    if monkeypatch is not None:
+        pin_pipeline(monkeypatch, **pins)
     tc = toolchain.load(target)
     program, _ = compile_to(model, tc, tmp_path, "pin", options=options)
     rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "_runtime")
@@ -112,17 +117,16 @@ def _run_pinned(model, target, options, tmp_path):
 
 @pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
 @pytest.mark.parametrize("mode", ["cyclic", "block"])
-def test_double_buffered_reduce_tiles_over_several_tiles_per_cpe(tmp_path, target, mode):
+def test_double_buffered_reduce_tiles_over_several_tiles_per_cpe(tmp_path, monkeypatch, target, mode):
     from opt_models import conv_model
     from swbuild import check
     model = conv_model(c=32, hw=12, co=16, pads=(1, 2, 0, 1))
-    opts = {"force_tiles": {"Conv": {"ci": 4, "co": 4, "o0": 1, "o1": 8, "k0": 2}},
-            "force_double_buffer": True, "force_partition": mode}
-    plan, stats, got, ref = _run_pinned(model, target, opts, tmp_path)
+    pins = dict(tiles={"Conv": {"ci": 4, "co": 4, "o0": 1, "o1": 8, "k0": 2}}, double_buffer=True, partition=mode)
+    plan, stats, got, ref = _run_pinned(model, target, {}, tmp_path, monkeypatch, **pins)
     k = plan["kernels"][0]
     assert k["double_buffered"] and k["reduce_steps"] == 8 * 2 and k["spatial_tiles"] > 64
     assert k["partition"] == mode and k["simd"]
-    f = check.emulator_findings(plan, stats)
+    f = emulator_findings(plan, stats)
     assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0 and f["ldm_over_budget"] == []
     ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
     assert ok, err
@@ -140,7 +144,7 @@ def test_reduction_split_over_cpes(tmp_path, target):
     names = [k["name"] for k in plan["kernels"]]
     assert len(names) == 2 and names[0].endswith("_part") and names[1].endswith("_sum"), names
     assert plan["kernels"][0]["flops"] >= 256 * 196 * 1024 * 2
-    f = check.emulator_findings(plan, stats)
+    f = emulator_findings(plan, stats)
     assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0
     ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
     assert ok, err
@@ -151,7 +155,7 @@ def test_reduction_split_over_cpes(tmp_path, target):
     ("co", {"ci": 8, "co": 2, "o0": 4, "o1": 4}, False, "block"),              # single-buffered
     ("o0", {"ci": 4, "co": 4, "o0": 1, "o1": 16, "k0": 1}, True, "block"),     # weights broadcast
 ])
-def test_row_sharing_broadcasts_once_per_row(tmp_path, lane, tiles, db, mode):
+def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, tiles, db, mode):
     """The 8 CPEs of a mesh row split the lane axis and one broadcast DMA per row feeds them the
     boxes that do not depend on it: outputs stay exact, the emulator's counts equal the
     prediction (which counts one DMA per row and fetch, test_predict.py), and the kernel reads
@@ -159,17 +163,17 @@ def test_row_sharing_broadcasts_once_per_row(tmp_path, lane, tiles, db, mode):
     from opt_models import conv_model
     from swbuild import check
     model = conv_model(c=32, hw=16, co=32)
-    opts = {"force_tiles": {"Conv": tiles}, "force_partition": mode}
-    opts.update({"force_double_buffer": True} if db else {"double_buffer": "off"})
+    opts = {} if db else {"double_buffer": "off"}
+    pins = dict(tiles={"Conv": tiles}, partition=mode, double_buffer=db)
     runs = {}
     for share in (lane, None):
         out = tmp_path / str(share)
         out.mkdir()
-        plan, stats, got, ref = _run_pinned(model, "sunway-emu", dict(opts, force_lane=share), out)
+        plan, stats, got, ref = _run_pinned(model, "sunway-emu", opts, out, monkeypatch, lane=share, **pins)
         k = plan["kernels"][0]
         assert k["row_shared"] == share and bool(k["broadcast"]) == (share is not None)
         assert k["double_buffered"] == db and k["partition"] == mode
-        f = check.emulator_findings(plan, stats)
+        f = emulator_findings(plan, stats)
         assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0 and f["ldm_over_budget"] == []
         ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
         assert ok, err

@@ -6,8 +6,8 @@ import pytest
 
 from opt_models import conv_model, program
 from swbuild.ir.loopnest import Axis, Bin, Buffer, Kernel, Load
-from swbuild.optimizer import partition, reorder
-from swbuild.optimizer.dma import blocked_array, box_plans, transfers
+from swbuild.backends.sunway.schedule import grid, reorder
+from swbuild.backends.sunway.schedule.dma import blocked_array, box_plans, transfers
 
 
 def _conv(stride=2):
@@ -53,9 +53,9 @@ def test_blocked_constant_layout_makes_each_tile_one_block():
 
 
 @pytest.mark.parametrize("total", [1, 63, 64, 100, 129, 4096])
-@pytest.mark.parametrize("mode", partition.MODES)
+@pytest.mark.parametrize("mode", grid.MODES)
 def test_every_tile_goes_to_exactly_one_cpe_and_balance_is_ceil(total, mode):
-    lists = partition.cpe_tile_lists(total, 64, mode)
+    lists = grid.cpe_tile_lists(total, 64, mode)
     flat = sorted(t for lst in lists for t in lst)
     assert flat == list(range(total))
     assert max(len(lst) for lst in lists) == math.ceil(total / 64)

@@ -3,11 +3,11 @@ import math
 
 import pytest
 
-from opt_models import conv_model, make, program, rand, sunway
+from opt_models import conv_model, make, program, rand, schedule, sunway
 from onnx import helper
 from swbuild.errors import LdmError
-from swbuild.optimizer import ldm, simd
-from swbuild.perf import model
+from swbuild.backends.sunway.cost import model
+from swbuild.backends.sunway.schedule import ldm, simd
 
 
 def test_tile_candidates_are_powers_of_two_the_extent_and_even_splits():
@@ -21,11 +21,11 @@ def test_schedule_fits_the_budget_and_accounts_every_buffer(target):
     tc = sunway(target)
     p = program(conv_model(c=32, hw=28, co=64))
     k = p.kernels[0]
-    ldm.size_buffers(k, tc.hardware, tc.ldm_budget, {}, p.graph)
+    schedule(p, tc)
     s = k.schedule
     assert s.ldm_budget == tc.ldm_budget == {"sunway-emu": 65536 - 8192, "sunway-pro-emu": 262144 - 16384}[target]
     acc = math.prod(s.tiles[a.name] for a in k.axes) * 4
-    parts = ldm._al(acc) + sum(ldm._al(b.cap(s.tiles) * 4) * b.halves for b in s.boxes if b.context != "out")
+    parts = ldm.ldm_align(acc) + sum(ldm.ldm_align(b.cap(s.tiles) * 4) * b.halves for b in s.boxes if b.context != "out")
     assert s.ldm_bytes == parts <= s.ldm_budget
     assert s.iterators["co"].startswith("size") and s.iterators["ci"].startswith("size")
     # a 3x3 convolution gets SIMD along the output row with register blocking over channels
@@ -39,7 +39,7 @@ def test_kernel_that_cannot_fit_says_how_many_bytes_it_needs():
     p = program(conv_model(c=8, hw=16, co=8))
     k = p.kernels[0]
     with pytest.raises(LdmError) as e:
-        ldm.size_buffers(k, tc.hardware, 100, {}, p.graph)
+        schedule(p, tc, budget=100)
     # all tiles 1: the accumulator, a 1x1x3x3 input window, a 3x3 filter, one bias: 4 x 64 B
     assert e.value.needed == 256 and e.value.budget == 100
     assert "needs at least 256 bytes of local memory per core, budget is 100 bytes" in str(e.value)
@@ -62,7 +62,7 @@ def test_options_turn_double_buffering_and_simd_off():
     tc = sunway()
     p = program(conv_model(c=32, hw=28, co=64))
     k = p.kernels[0]
-    ldm.size_buffers(k, tc.hardware, tc.ldm_budget, {"double_buffer": "off", "simd": "off"}, p.graph)
+    schedule(p, tc, {"double_buffer": "off", "simd": "off"})
     assert not k.schedule.double_buffer and k.schedule.vector is None
     assert all(b.halves == 1 for b in k.schedule.boxes)
 
@@ -115,6 +115,6 @@ def test_elementwise_kernel_is_scalar_and_fits():
              [("z", [1, 8, 30, 30])])
     p = program(m)
     k = p.kernels[0]
-    ldm.size_buffers(k, tc.hardware, tc.ldm_budget, {}, p.graph)
+    schedule(p, tc)
     assert k.schedule.vector is None and k.schedule.ldm_bytes <= tc.ldm_budget
     assert rand(1).dtype.name == "float32"

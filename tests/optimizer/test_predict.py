@@ -5,10 +5,10 @@ import math
 import pytest
 from onnx import helper
 
-from opt_models import conv_model, make, program, rand, sunway
-from swbuild.optimizer import ldm
-from swbuild.optimizer.partition import cpe_share, decode
-from swbuild.perf.predict import compulsory_bytes, predict_kernel, simulate
+from opt_models import conv_model, make, program, rand, schedule, sunway
+from swbuild.backends.sunway.cost.predict import compulsory_bytes, predict_kernel, simulate
+from swbuild.backends.sunway.schedule import ldm
+from swbuild.backends.sunway.schedule.grid import cpe_share, decode
 
 
 def tiles_of(s, counts, cores, c):
@@ -90,9 +90,8 @@ LANE_CASES = [   # row sharing: the row splits co (input broadcast) or a pixel a
 def test_vectorised_prediction_equals_a_plain_replay(model, tiles, mode, db, lane):
     tc = sunway()
     p = program(model)
-    opts = {"force_tiles": tiles, "force_double_buffer": db, "force_partition": mode, "force_lane": lane}
+    schedule(p, tc, tiles=tiles, double_buffer=db, partition=mode, lane=lane)
     for k in p.kernels:
-        ldm.size_buffers(k, tc.hardware, tc.ldm_budget, opts, p.graph)
         para = 8 * len(k.buffers)
         if lane and k.op == "Conv":
             assert k.schedule.lane == lane and any(b.shared for b in k.schedule.boxes)
@@ -103,7 +102,7 @@ def test_cost_model_replay_is_consistent():
     tc = sunway()
     p = program(conv_model(c=32, hw=28, co=64))
     k = p.kernels[0]
-    ldm.size_buffers(k, tc.hardware, tc.ldm_budget, {}, p.graph)
+    schedule(p, tc)
     r = simulate(k, 64, 40, tc.hardware)
     busy = r["tiles"] > 0
     assert (r["cpe_seconds"][busy] >= r["compute_seconds"][busy]).all()
@@ -125,7 +124,7 @@ def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
     assert ldm.Search(k, emu.hardware, emu.ldm_budget, {"row_share": "off"}, p.graph).lanes(tiles) == []
     assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(tiles) == []
     # the chosen lane's broadcast boxes are exactly those that do not depend on it
-    ldm.size_buffers(k, emu.hardware, emu.ldm_budget, {"force_tiles": {"Conv": tiles}, "force_lane": "co"}, p.graph)
+    schedule(p, emu, tiles={"Conv": tiles}, lane="co")
     assert k.schedule.lane == "co"
     assert {b.buf for b in k.schedule.boxes if b.shared} == {b.buf for b in k.schedule.boxes
                                                              if b.context != "out" and "co" not in b.vars}

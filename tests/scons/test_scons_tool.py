@@ -6,7 +6,7 @@ from SCons.Variables import Variables
 import swbuild.scons as tool
 from swbuild.build import generated_files
 from swbuild.scons.actions import argv_action
-from swbuild.scons.gen import package_sources, scan_recipe, swgen_emitter
+from swbuild.scons.gen import PACKAGE_DIR, package_sources, scan_recipe, swgen_emitter
 from swbuild.scons.setup import compiler_variables, make_variables
 
 from scons_project import make_project
@@ -24,7 +24,7 @@ def test_generate_on_bare_environment(proj):
     assert env["SWBUILD_TARGET"] == "sunway-emu" and env["SWBUILD_TOOLCHAIN"].family == "sunway"
     assert env["SWBUILD_COMPILER_ERROR"] == ""            # gcc is here
     assert env["SWGENCOM"].startswith("$SWCLI compile") and "$(" in env["SWCLI"]
-    assert str(tool.PACKAGE_DIR.parent) in env["ENV"]["PYTHONPATH"]
+    assert str(PACKAGE_DIR.parent) in env["ENV"]["PYTHONPATH"]
     assert str(proj / "toolchains") in env["ENV"]["SWBUILD_TOOLCHAINS"]
     assert tool.exists(env)
 
@@ -121,7 +121,7 @@ def test_toolpath_shim_restores_the_package():
     import importlib.util
     import sys
     real = sys.modules["swbuild"]
-    spec = importlib.util.spec_from_file_location("swbuild", tool.PACKAGE_DIR / "scons" / "swbuild.py")
+    spec = importlib.util.spec_from_file_location("swbuild", PACKAGE_DIR / "scons" / "swbuild.py")
     shim = importlib.util.module_from_spec(spec)
     sys.modules["swbuild"] = shim                # what SCons' tool loader does
     spec.loader.exec_module(shim)

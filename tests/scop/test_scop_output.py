@@ -8,6 +8,7 @@ import textwrap
 from scop_helpers import KERNELS_DIR, ROOT, check_results
 from swbuild import build, toolchain
 from swbuild.backends.sunway import scop_printer
+from swbuild.backends.sunway.cpe_api import api_of
 from swbuild.frontends import scop_cli
 
 EMU = toolchain.load("sunway-emu")
@@ -53,12 +54,11 @@ def test_dma_helper_issues_one_strided_transfer_per_2d_box(tmp_path, runtime_lib
     """swk_dma on a 4x5x6 array: boxes that are contiguous, one strided transfer, or one
     strided transfer per outer index; data round-trips exactly."""
     for tc in (EMU, toolchain.load("sunway-pro-emu")):
-        api = scop_printer._API["crts" if tc.api == "crts" else "athread"]
+        api = api_of(tc)
         d = tmp_path / tc.name
         d.mkdir()
         (d / "t.h").write_text("struct targ { double *a, *b; int *n; };\n")
-        (d / "slave.c").write_text(api["include"] + '\n#include "t.h"\n' + scop_printer._DMA.format(
-            reply=api["reply"], **{k: api[k] for k in ("get", "get0", "put", "put0")}) + textwrap.dedent("""
+        (d / "slave.c").write_text(api.include + '\n#include "t.h"\n' + scop_printer.dma_helper(api) + textwrap.dedent("""
             void kern(void *p) {
                 struct targ *t = p;   /* direct main-memory reads of the argument: fine in a test */
                 static const long E[3] = {0, 5, 6};
@@ -77,7 +77,7 @@ def test_dma_helper_issues_one_strided_transfer_per_2d_box(tmp_path, runtime_lib
                 }
                 ldm_free(buf, 120 * sizeof(double));
             }
-            """).replace("CRTS_ID", api["tid"]).replace("WAIT", api["wait"].format(r="rp", n="n")))
+            """).replace("CRTS_ID", api.tid).replace("WAIT", api.wait.format(r="rp", n="n") + ";"))
         (d / "host.c").write_text(textwrap.dedent("""
             #include <athread.h>
             #include <stdio.h>

@@ -176,14 +176,6 @@ def neg(c):
     return simp(Bin("-", iconst(-1), c))
 
 
-def ceil_div(a, b):
-    return -(-a // b)
-
-
-def round_up(a, m):
-    return ceil_div(a, m) * m
-
-
 def pow2_floor(n):
     return 1 << (max(1, int(n)).bit_length() - 1)
 

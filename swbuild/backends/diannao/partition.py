@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .devir import (For, ScalarLoad, SLoop, Stmt, When, bounds, ceil_div, const, free_vars, lin, loop_ranges,
-                    scoped, simp, stmt_ranges, subst, subst_node)
+from ...ir.sizes import ceil_div
+from .devir import (For, ScalarLoad, SLoop, Stmt, When, bounds, const, free_vars, lin, loop_ranges, scoped, simp,
+                    stmt_ranges, subst, subst_node)
 
 
 def simplify_stmt(s, ranges):

@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from ...ir.loopnest import Bin, Const, Load, iconst
 from . import isa
-from .devir import (For, ScalarLoad, SLoop, Stmt, When, const, free_vars, lin, loop_ranges, neg, round_up,
-                    scoped, simp, subst)
+from .devir import For, ScalarLoad, SLoop, Stmt, When, const, free_vars, lin, loop_ranges, neg, scoped, simp, subst
+from ...ir.sizes import round_up
 from .partition import simplify_conds, simplify_stmt
 
 

@@ -18,14 +18,12 @@ from ...ir.graph import is_splat
 from ...ir.loopnest import Bin, Const, index_range
 from ...names import c_comment
 from .. import cexpr, watchdog
-from ..cexpr import Writer as W
+from ..cexpr import COMBINE, Writer as W
 from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
 CTYPE = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
          "int64": "long long", "uint8": "unsigned char", "bool": "unsigned char"}
-COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = sw_fmaxf({a}, {v});",
-           "min": "{a} = sw_fminf({a}, {v});", "prod": "{a} *= {v};"}
 INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 
+from ...errors import LdmError
 from ...names import c_comment
+from .gather import FixedSchedule
+from .schedule.kernel_schedule import ldm_align
 
 CHUNK = 1024            # elements per DMA: at most 8 KB of int64/float64 and 4 KB of float32 in LDM
 CTYPES = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
@@ -21,10 +24,6 @@ SIZES = {"float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64":
 def _bufs(k):
     src, dst = k.buffers[k.extra["src"]], k.buffers[k.out]
     return src, dst, dst.shape[0]
-
-
-def _al(n):
-    return (n + 63) // 64 * 64
 
 
 def convert_c(k, cores, itemsize=4):
@@ -45,8 +44,8 @@ def convert_c(k, cores, itemsize=4):
         "    sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);",
         "    SW_WAIT(rp, ng);",
         "    const int cpe = SW_CPE_ID();",
-        f"    {it} *a = ({it} *)ldm_malloc({_al(CHUNK * SIZES[src.dtype])});",
-        f"    {ot} *b = ({ot} *)ldm_malloc({_al(CHUNK * SIZES[dst.dtype])});",
+        f"    {it} *a = ({it} *)ldm_malloc({ldm_align(CHUNK * SIZES[src.dtype])});",
+        f"    {ot} *b = ({ot} *)ldm_malloc({ldm_align(CHUNK * SIZES[dst.dtype])});",
         f"    for (long t = cpe; t < {nch}L; t += {cores}) {{",
         f"        const long i0 = t * {CHUNK};",
         f"        const int n = (int)SW_MIN({CHUNK}, {n} - i0);",
@@ -58,8 +57,8 @@ def convert_c(k, cores, itemsize=4):
         "        ng++;",
         "        SW_WAIT(rp, ng);",
         "    }",
-        f"    ldm_free(b, {_al(CHUNK * SIZES[dst.dtype])});",
-        f"    ldm_free(a, {_al(CHUNK * SIZES[src.dtype])});",
+        f"    ldm_free(b, {ldm_align(CHUNK * SIZES[dst.dtype])});",
+        f"    ldm_free(a, {ldm_align(CHUNK * SIZES[src.dtype])});",
         "}",
         ""])
 
@@ -73,24 +72,12 @@ def convert_predict(k, cores, para_bytes):
 
 def convert_ldm_bytes(k):
     src, dst, _ = _bufs(k)
-    return _al(CHUNK * SIZES[src.dtype]) + _al(CHUNK * SIZES[dst.dtype])
+    return ldm_align(CHUNK * SIZES[src.dtype]) + ldm_align(CHUNK * SIZES[dst.dtype])
 
 
 def convert_schedule(k, hw, budget, options):
-    from types import SimpleNamespace
-
-    from ...errors import LdmError
+    """No tiling to choose: check the fixed buffers against the budget and record them."""
     need = convert_ldm_bytes(k)
     if need > budget:
         raise LdmError(k.name, need, budget)
-    k.schedule = SimpleNamespace(ldm_bytes=need, ldm_budget=budget)
-
-
-def register():
-    """Hook the conversion kernel into the scheduler, the slave printer and the DMA predictor."""
-    from ...optimizer.ldm import SPECIAL_SCHEDULERS
-    from ...perf.predict import SPECIAL_PREDICTORS
-    from .slave import SPECIAL_PRINTERS
-    SPECIAL_SCHEDULERS["convert"] = convert_schedule
-    SPECIAL_PRINTERS["convert"] = convert_c
-    SPECIAL_PREDICTORS["convert"] = convert_predict
+    k.schedule = FixedSchedule(need, budget)

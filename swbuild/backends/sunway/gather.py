@@ -8,8 +8,22 @@ data[o, idx[q], i] over the views [O, N, I] (data), [Q] (indices), [O, Q, I] (ou
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from ...errors import LdmError
 from ...names import c_comment
+from .schedule.kernel_schedule import ldm_align
+
+
+@dataclass
+class FixedSchedule:
+    """The schedule of a kernel with fixed buffers: nothing to model but its LDM."""
+    ldm_bytes: int
+    ldm_budget: int
+    modeled_seconds: float = 0.0
+    roofline_seconds: float = 0.0
+    compulsory_bytes: int = 0
+
 
 IDX_CHUNK = 64          # indices fetched per DMA
 ROW_CHUNK = 4096        # floats of a row moved per DMA: 16 KB, within either chip's LDM
@@ -46,7 +60,7 @@ def gather_c(k, cores, itemsize=4):
         "    SW_WAIT(rp, ng);",
         "    const int cpe = SW_CPE_ID();",
         f"    {ity} *ix = ({ity} *)ldm_malloc({IDX_CHUNK * 8});",
-        f"    float *row = (float *)ldm_malloc({_al(T * 4)});",
+        f"    float *row = (float *)ldm_malloc({ldm_align(T * 4)});",
         f"    for (long t = cpe; t < {O * nchunks}L; t += {cores}) {{",
         f"        const long oo = t / {nchunks}, q0 = (t % {nchunks}) * {IDX_CHUNK};",
         f"        const int nq = (int)SW_MIN({IDX_CHUNK}, {Q} - q0);",
@@ -68,14 +82,10 @@ def gather_c(k, cores, itemsize=4):
         "            }",
         "        }",
         "    }",
-        f"    ldm_free(row, {_al(T * 4)});",
+        f"    ldm_free(row, {ldm_align(T * 4)});",
         f"    ldm_free(ix, {IDX_CHUNK * 8});",
         "}",
         ""])
-
-
-def _al(n):
-    return (n + 63) // 64 * 64
 
 
 def gather_predict(k, cores, para_bytes):
@@ -89,25 +99,12 @@ def gather_predict(k, cores, para_bytes):
 
 
 def gather_ldm_bytes(k):
-    return IDX_CHUNK * 8 + _al(row_chunk(k) * 4)
+    return IDX_CHUNK * 8 + ldm_align(row_chunk(k) * 4)
 
 
 def gather_schedule(k, hw, budget, options):
     """No tiling to choose: check the fixed buffers against the budget and record them."""
-    from types import SimpleNamespace
-
-    from ...errors import LdmError
     need = gather_ldm_bytes(k)
     if need > budget:
         raise LdmError(k.name, need, budget)
-    k.schedule = SimpleNamespace(ldm_bytes=need, ldm_budget=budget)
-
-
-def register():
-    """Hook the gather kernel into the scheduler, the slave printer and the DMA predictor."""
-    from ...optimizer.ldm import SPECIAL_SCHEDULERS
-    from ...perf.predict import SPECIAL_PREDICTORS
-    from .slave import SPECIAL_PRINTERS
-    SPECIAL_SCHEDULERS["gather"] = gather_schedule
-    SPECIAL_PRINTERS["gather"] = gather_c
-    SPECIAL_PREDICTORS["gather"] = gather_predict
+    k.schedule = FixedSchedule(need, budget)

@@ -5,41 +5,20 @@ that fills a parameter struct and spawns/joins its kernel (host loops around it 
 schedule keeps outer loops sequential, serial statements as macros). The slave file holds
 one function per kernel: parameters by DMA, LDM buffers, the loop nest isl's AST generator
 built from the tiled schedule Θ, and DMA transfer sets at each copy level. Athread v1 and
-CRTS differ only in the few spellings in _API.
+CRTS differ only in the spellings of cpe_api.py.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import islpy as isl
-from pycparser import c_ast, c_generator
+from pycparser import c_ast
 
-_CGEN = c_generator.CGenerator()
-ET, OT, NT = isl.ast_expr_type, isl.ast_expr_op_type, isl.ast_node_type
+from ..cexpr import c_macros
+from .cpe_api import api_of, dma_call
+from .isl_c import CWriter, body_c, build_ast, paren, pw_expr, sanitize, set_expr, stmt_macro
 
-_API = {
-    "athread": dict(
-        include="#include <slave.h>", reply="volatile int", tid="athread_get_id(-1)",
-        get="athread_get(PE_MODE, m, l, len, (void *)rp, 0, gap, run)",
-        get0="athread_get(PE_MODE, m, l, len, (void *)rp, 0, 0, 0)",
-        put="athread_put(PE_MODE, l, m, len, (void *)rp, gap, run)",
-        put0="athread_put(PE_MODE, l, m, len, (void *)rp, 0, 0)",
-        wait="while ({r} != {n});"),
-    "crts": dict(
-        include="#include <crts.h>", reply="crts_rply_t", tid="CRTS_tid",
-        get="CRTS_dma_iget_stride(l, m, len, run, gap, rp)",
-        get0="CRTS_dma_iget(l, m, len, rp)",
-        put="CRTS_dma_iput_stride(m, l, len, run, gap, rp)",
-        put0="CRTS_dma_iput(m, l, len, rp)",
-        wait="CRTS_dma_wait_value(&{r}, {n});"),
-}
-
-_HELPERS = """\
-#define swk_min(a, b) ((a) < (b) ? (a) : (b))
-#define swk_max(a, b) ((a) > (b) ? (a) : (b))
-#define swk_floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
-"""
+_HELPERS = c_macros("swk_", ["min", "max", "floord"])
 
 _DMA = """\
 typedef {reply} swk_reply_t;
@@ -95,183 +74,18 @@ static int swk_dma(int put, char *mem, char *ldm, long es, int nd, const long *E
 """
 
 
-def sanitize(s):
-    s = re.sub(r"[^A-Za-z0-9_]", "_", s)
-    return "_" + s if not s or s[0].isdigit() else s
+def dma_helper(api):
+    """swk_reply_t and swk_dma (above) spelled for the chip's API (cpe_api.py)."""
+    return _DMA.format(reply=api.reply, **{
+        name: dma_call(api, d, strided, mem="m", ldm="l", len="len", gap="gap", bsize="run", rp="rp")
+        for name, d, strided in (("get", "get", True), ("get0", "get", False), ("put", "put", True), ("put0", "put", False))})
 
-
-# ------------------------------------------------------------------ isl AST to C
-
-class CWriter:
-    """isl AST nodes and expressions as C; user statements through `user(name, args)`."""
-
-    def __init__(self, names, user, iter_prefix="swk_c"):
-        self.names, self.user, self.prefix = names, user, iter_prefix
-
-    def ident(self, name):
-        if name in self.names:
-            return self.names[name]
-        if name.startswith("p_"):
-            return name[2:]
-        if re.fullmatch(r"c\d+", name):
-            return self.prefix + name[1:]
-        return name
-
-    def expr(self, e):
-        t = e.get_type()
-        if t == ET.int:
-            v = e.get_val().to_python()
-            return str(v) if v >= 0 else f"({v})"
-        if t == ET.id:
-            return self.ident(e.get_id().get_name())
-        op = e.get_op_type()
-        a = [self.expr(e.get_op_arg(i)) for i in range(e.get_op_n_arg())]
-        if op in (OT.min, OT.max):
-            f = "swk_min" if op == OT.min else "swk_max"
-            out = a[0]
-            for x in a[1:]:
-                out = f"{f}({out}, {x})"
-            return out
-        if op == OT.minus:
-            return f"(-{a[0]})"
-        if op == OT.fdiv_q:
-            return f"swk_floord({a[0]}, {a[1]})"
-        if op in (OT.cond, OT.select):
-            return f"({a[0]} ? {a[1]} : {a[2]})"
-        if op == OT.call:
-            return f"{a[0]}({', '.join(a[1:])})"
-        sym = {OT.and_: "&&", OT.and_then: "&&", OT.or_: "||", OT.or_else: "||",
-               OT.add: "+", OT.sub: "-", OT.mul: "*", OT.div: "/", OT.pdiv_q: "/",
-               OT.pdiv_r: "%", OT.zdiv_r: "%", OT.eq: "==", OT.le: "<=", OT.lt: "<",
-               OT.ge: ">=", OT.gt: ">"}[op]
-        return f"({a[0]} {sym} {a[1]})"
-
-    def node(self, n, ind, out):
-        t = n.get_type()
-        pad = "    " * ind
-        if t == NT.block:
-            ch = n.block_get_children()
-            for i in range(ch.n_ast_node()):
-                self.node(ch.get_at(i), ind, out)
-        elif t == NT.for_:
-            it = self.expr(n.for_get_iterator())
-            out.append(f"{pad}for (long {it} = {self.expr(n.for_get_init())}; "
-                       f"{self.expr(n.for_get_cond())}; {it} += {self.expr(n.for_get_inc())}) {{")
-            self.node(n.for_get_body(), ind + 1, out)
-            out.append(pad + "}")
-        elif t == NT.if_:
-            out.append(f"{pad}if {_paren(self.expr(n.if_get_cond()))} {{")
-            self.node(n.if_get_then_node(), ind + 1, out)
-            if n.if_has_else_node():
-                out.append(pad + "} else {")
-                self.node(n.if_get_else_node(), ind + 1, out)
-            out.append(pad + "}")
-        elif t == NT.user:
-            e = n.user_get_expr()
-            name = e.get_op_arg(0).get_id().get_name()
-            args = [self.expr(e.get_op_arg(i)) for i in range(1, e.get_op_n_arg())]
-            out.extend(pad + line for line in self.user(name, args))
-        elif t == NT.mark:
-            self.node(n.mark_get_node(), ind, out)
-        else:
-            raise AssertionError(f"unexpected isl AST node {t}")
-
-
-def _paren(s):
-    return s if s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]) else f"({s})"
-
-
-def _balanced(s):
-    d = 0
-    for c in s:
-        d += c == "("
-        d -= c == ")"
-        if d < 0:
-            return False
-    return d == 0
-
-
-def build_ast(sched, context):
-    """isl's AST for a flat schedule, after dropping the parameters it does not use (every
-    extra parameter makes isl's bound computations markedly slower)."""
-    sched = sched.intersect_params(context).drop_unused_params()
-    used = {sched.get_space().get_dim_name(isl.dim_type.param, i)
-            for i in range(sched.get_space().dim(isl.dim_type.param))}
-    ctx = context
-    for i in reversed(range(ctx.dim(isl.dim_type.param))):
-        if ctx.get_dim_name(isl.dim_type.param, i) not in used:
-            ctx = ctx.project_out(isl.dim_type.param, i, 1)
-    return isl.AstBuild.from_context(ctx).node_from_schedule_map(sched)
-
-
-def pw_expr(pa, context, names, build=None):
-    """C text of a PwAff over parameters (copy bounds)."""
-    b = build or isl.AstBuild.from_context(context)
-    return CWriter(names, None).expr(b.expr_from_pw_aff(pa.gist_params(context)))
-
-
-def set_expr(s, context, names, build=None):
-    b = build or isl.AstBuild.from_context(context)
-    return CWriter(names, None).expr(b.expr_from_set(s.gist_params(context)))
-
-
-# ------------------------------------------------------------- statement bodies
-
-def body_c(stmt, ref_c):
-    """C text of a statement; ref_c(k, subscripts C text) prints its k-th array reference.
-    Visits references in the frontend's order: left-hand side, then the value left to right."""
-    its = set(stmt.iters)
-    count = [0]
-
-    def ref(n):
-        subs = []
-        base = n
-        while isinstance(base, c_ast.ArrayRef):
-            subs.append(ex(base.subscript))
-            base = base.name
-        k = count[0]
-        count[0] += 1
-        return ref_c(k, list(reversed(subs)))
-
-    def ex(n):
-        if isinstance(n, c_ast.Constant):
-            return n.value
-        if isinstance(n, c_ast.ID):
-            return f"({n.name})" if n.name in its else n.name
-        if isinstance(n, c_ast.ArrayRef):
-            return ref(n)
-        if isinstance(n, c_ast.BinaryOp):
-            left = ex(n.left)
-            return f"({left} {n.op} {ex(n.right)})"
-        if isinstance(n, c_ast.UnaryOp):
-            return f"({n.op}{ex(n.expr)})"
-        if isinstance(n, c_ast.TernaryOp):
-            c = ex(n.cond)
-            a = ex(n.iftrue)
-            return f"({c} ? {a} : {ex(n.iffalse)})"
-        if isinstance(n, c_ast.Cast):
-            return f"(({_CGEN.visit(n.to_type)}) {ex(n.expr)})"
-        if isinstance(n, c_ast.FuncCall):
-            args = [ex(a) for a in (n.args.exprs if n.args else [])]
-            return f"{_CGEN.visit(n.name)}({', '.join(args)})"
-        raise AssertionError(type(n).__name__)
-
-    node = stmt.node
-    lhs = ref(node.lvalue)
-    return f"({lhs} {node.op} {ex(node.rvalue)})"
-
-
-def _macro(name, stmt, text):
-    return f"#define {name}({', '.join(stmt.iters)}) {text}"
-
-
-# ------------------------------------------------------------------ the printer
 
 class ScopPrinter:
     def __init__(self, tc, source, stem):
         self.tc, self.source, self.stem = tc, Path(source), sanitize(stem)
         self.file_stem = stem            # for file names; self.stem for C identifiers
-        self.api = _API["crts" if tc.api == "crts" else "athread"]
+        self.api = api_of(tc)
         self.structs, self.externs = [], []
         self._copy_cache = {}
         self._launched = set()
@@ -310,7 +124,7 @@ class ScopPrinter:
             mac = f"SWK_R{r.index}_{name}"
             text = body_c(st, lambda k, subs, st=st: st.refs[k].array + "".join(f"[{s}]" for s in subs))
             macros.append(mac)
-            out.append(_macro(mac, st, text))
+            out.append(stmt_macro(mac, st, text))
         kernels = {f"K{kp.kernel.index}": kp for kp in p.kernels}
 
         def user(name, args):
@@ -381,7 +195,7 @@ class ScopPrinter:
              f"    struct {name}_args swk_p;",
              "    swk_reply_t swk_rp = 0;"]
         L.append("    " + self._get("swk_arg", "&swk_p", "sizeof swk_p", "swk_rp", 1))
-        L.append(f"    const int swk_id = {api['tid']};")
+        L.append(f"    const int swk_id = {api.tid};")
         L.append("    const int swk_row = swk_id / 8, swk_col = swk_id % 8;")
         for a in used["arrays"]:
             arr = r.arrays[a]
@@ -412,7 +226,7 @@ class ScopPrinter:
             st = r_stmt(r, sname)
             mac = f"SWK_{sname}"
             macros.append(mac)
-            L.append(_macro(mac, st, body_c(st, lambda q, subs, s=sname: _buf_ref(gmap[(s, q)], subs))))
+            L.append(stmt_macro(mac, st, body_c(st, lambda q, subs, s=sname: _buf_ref(gmap[(s, q)], subs))))
         levels = {f"CI{lv.depth}": (lv, False) for lv in kp.levels}
         levels.update({f"CO{lv.depth}": (lv, True) for lv in kp.levels})
         names = {"swk_id": "swk_id", "swk_row": "swk_row", "swk_col": "swk_col"}
@@ -497,7 +311,7 @@ class ScopPrinter:
                 guard = set_expr(gdom, ctx, names, build)
             ind = "    "
             if guard:
-                L.append(f"    if {_paren(guard)} {{")
+                L.append(f"    if {paren(guard)} {{")
                 ind = "        "
             if not out:
                 for q in range(nd):
@@ -510,20 +324,18 @@ class ScopPrinter:
                          f"{nd}, swk_E_{g.array}, {b}_lo, {b}_w, &{rp});")
             if guard:
                 L.append("    }")
-        L.append("    " + api["wait"].format(r=rp, n="swk_n"))
+        L.append("    " + api.wait.format(r=rp, n="swk_n") + ";")
         return L
 
     def _get(self, src, dst, ln, rp, n):
-        if self.api is _API["crts"]:
-            return f"CRTS_dma_iget({dst}, {src}, {ln}, &{rp}); CRTS_dma_wait_value(&{rp}, {n});"
-        return f"athread_get(PE_MODE, {src}, {dst}, {ln}, (void *)&{rp}, 0, 0, 0); while ({rp} != {n});"
+        return (dma_call(self.api, "get", False, mem=src, ldm=dst, len=ln, rp=f"&{rp}") + "; "
+                + self.api.wait.format(r=rp, n=n) + ";")
 
     def slave_file(self, plans, header):
         api = self.api
         out = [f"/* Generated by swbuild scop from {self.source.name}: CPE kernels. Do not edit. */",
-               "#define SWK_SLAVE_SIDE 1", api["include"], "#include <math.h>", f'#include "{header}"', "",
-               _HELPERS, _DMA.format(reply=api["reply"],
-                                     **{k: api[k] for k in ("get", "get0", "put", "put0")})]
+               "#define SWK_SLAVE_SIDE 1", api.include, "#include <math.h>", f'#include "{header}"', "",
+               _HELPERS, dma_helper(api)]
         for p in plans:
             if p.serial:
                 continue

@@ -29,98 +29,17 @@ from __future__ import annotations
 
 import math
 
-from ...ir.loopnest import Acc, Const, affine, iter_loads, substitute_acc
+from ...ir.loopnest import affine, iter_loads
 from ...names import c_comment
-from ...optimizer.dma import block_grid
-from ...optimizer.partition import ROW, group_counts
-from ..cexpr import Writer, float_literal, render
+from ..cexpr import Writer, float_literal
+from .convert import convert_c
+from .gather import gather_c
+from .schedule.dma import block_grid
+from .schedule.grid import ROW, group_counts
+from .schedule.kernel_schedule import ldm_align
+from .slave_compute import epilogue, scalar_reduce, vector_compute
 
-SPECIAL_PRINTERS = {}   # kernel kind -> fn(k, cores, itemsize) -> C text
-
-COMBINE = {"sum": "{a} += {v};", "max": "{a} = sw_fmaxf({a}, {v});", "min": "{a} = sw_fminf({a}, {v});",
-           "prod": "{a} *= {v};"}
-
-
-def dma_api(api):
-    """static inline helpers: one get/put shape onto the chip's API, SIMD broadcasts, the
-    in-LDM pad materialisation."""
-    if api == "crts":
-        head = """static inline void sw_get(void *ldm, const void *mem, int len, int bsize, int gap, crts_rply_t *rp)
-{
-    if (gap) CRTS_dma_iget_stride(ldm, (void *)mem, len, bsize, gap, rp);
-    else CRTS_dma_iget(ldm, (void *)mem, len, rp);
-}
-static inline void sw_put(void *mem, const void *ldm, int len, int bsize, int gap, crts_rply_t *rp)
-{
-    if (gap) CRTS_dma_iput_stride(mem, (void *)ldm, len, bsize, gap, rp);
-    else CRTS_dma_iput(mem, (void *)ldm, len, rp);
-}
-#define SW_WAIT(rp, n) CRTS_dma_wait_value(&(rp), (n))
-#define SW_CPE_ID() CRTS_tid
-#define SW_REPLY crts_rply_t
-static inline floatv4 sw_bcast4(float x) { return simd_set_floatv4(x, x, x, x); }
-static inline floatv8 sw_bcast8(float x) { return simd_set_floatv8(x, x, x, x, x, x, x, x); }
-"""
-    else:
-        head = """static inline void sw_get(void *ldm, const void *mem, int len, int bsize, int gap, volatile int *rp)
-{
-    athread_get(PE_MODE, (void *)mem, ldm, len, (void *)rp, 0, gap, gap ? bsize : 0);
-}
-static inline void sw_put(void *mem, const void *ldm, int len, int bsize, int gap, volatile int *rp)
-{
-    athread_put(PE_MODE, (void *)ldm, mem, len, (void *)rp, gap, gap ? bsize : 0);
-}
-/* one DMA read once from memory into the same LDM address of the 8 CPEs of `row` */
-static inline void sw_bget(void *ldm, const void *mem, int len, int bsize, int gap, volatile int *rp, int row)
-{
-    athread_get(BCAST_MODE, (void *)mem, ldm, len, (void *)rp, (char)(1 << row), gap, gap ? bsize : 0);
-}
-#define SW_ROW_SYNC() athread_syn(ROW_SCOPE, 0xff)
-#define SW_WAIT(rp, n) while ((rp) != (n))
-#define SW_CPE_ID() athread_get_id(-1)
-#define SW_REPLY volatile int
-static inline floatv4 sw_bcast4(float x) { return simd_set_floatv4(x, x, x, x); }
-"""
-    return head + """/* Pads in LDM: the DMA left the clamped part of the box [lo, hi] at the start of b;
- * move its rows to their places in the unclamped layout (last row first: a row never
- * lands below its source) and fill everything else with the pad value. */
-static void sw_expand(float *b, int nd, const int *lo, const int *hi, const int *shape, float pad)
-{
-    int E[8], cx[8], off[8], empty = 0;
-    long rows = 1;
-    for (int d = 0; d < nd; d++) {
-        const int cl = lo[d] < 0 ? 0 : lo[d];
-        const int ch = hi[d] > shape[d] - 1 ? shape[d] - 1 : hi[d];
-        E[d] = hi[d] - lo[d] + 1;
-        cx[d] = ch - cl + 1;
-        off[d] = cl - lo[d];
-        if (cx[d] <= 0) empty = 1;
-        if (d < nd - 1) rows *= E[d];
-    }
-    const int L = E[nd - 1], cl = cx[nd - 1], ol = off[nd - 1];
-    for (long i = rows - 1; i >= 0; i--) {
-        long rem = i, src = 0, sp = 1;
-        int inside = !empty;
-        for (int d = nd - 2; d >= 0; d--) {
-            const int r = (int)(rem % E[d]) - off[d];
-            rem /= E[d];
-            if (r < 0 || r >= cx[d]) inside = 0;
-            src += (long)r * sp;
-            sp *= cx[d];
-        }
-        float *dst = b + i * L;
-        if (inside) {
-            const float *s = b + src * cl;
-            for (int j = cl - 1; j >= 0; j--) dst[ol + j] = s[j];
-            for (int j = 0; j < ol; j++) dst[j] = pad;
-            for (int j = ol + cl; j < L; j++) dst[j] = pad;
-        } else {
-            for (int j = 0; j < L; j++) dst[j] = pad;
-        }
-    }
-}
-"""
-
+SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
 def _horner(terms):
     """((i0 * e1 + i1) * e2 + i2)... from [(index text, extent text)]."""
@@ -128,10 +47,6 @@ def _horner(terms):
     for idx, ext in terms:
         s = idx if s is None else f"({s}) * {ext} + {idx}"
     return s or "0"
-
-
-def _al(n):
-    return (n + 63) // 64 * 64
 
 
 def _pitches(shape):
@@ -165,7 +80,7 @@ class _K:
 
 
 def kernel_c(k, cores, itemsize=4):
-    if getattr(k, "kind", "compute") != "compute":
+    if k.kind != "compute":
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
     K = _K(k, cores)
     s, t = K.s, K.t
@@ -196,9 +111,9 @@ def kernel_c(k, cores, itemsize=4):
         gstep = units
     w("if (my_n <= 0) return;")
     acc_n = math.prod(t[n] for n in K.sp)
-    allocs = [("acc", _al(acc_n * itemsize))]
+    allocs = [("acc", ldm_align(acc_n * itemsize))]
     for b in K.boxes:
-        allocs.append((f"X_{b.name}", _al(b.cap(t) * itemsize) * b.halves))
+        allocs.append((f"X_{b.name}", ldm_align(b.cap(t) * itemsize) * b.halves))
     for name, n in allocs:
         w(f"float *{name} = (float *)ldm_malloc({n});")
     for b in K.boxes:
@@ -270,11 +185,11 @@ def kernel_c(k, cores, itemsize=4):
     w.close()
     if k.combine:
         if s.vector is not None:
-            _vector_compute(w, K)
+            vector_compute(w, K)
         else:
-            _scalar_reduce(w, K)
+            scalar_reduce(w, K)
     w.open(f"if (rstep == {K.nsteps - 1})")
-    _epilogue(w, K)
+    epilogue(w, K)
     _put_out(w, K, itemsize)
     w.close()
     w.close()
@@ -510,209 +425,8 @@ def _step_setup(w, K):
     w("(void)sa_" + sp[0] + ";" if sp else "")
 
 
-def _gvar(local):
-    return lambda n: f"(T0_{n} + {local(n)})"
-
-
-def _load_text(K, ctx, ld, local):
-    i, b, vs = K.ids[(ctx, ld)]
-    idx = " + ".join([f"o{i}"] + [f"s{i}_{v} * {local(v)}" for v in sorted(vs)])
-    return f"B_{b.name}[{idx}]"
-
-
-def _acc_off(K, local):
-    return " + ".join(f"sa_{n} * {local(n)}" for n in K.sp) or "0"
-
-
-def _scalar_point(w, K, local):
-    """One output point's reduction over this step, in a register."""
-    k = K.k
-    w("{")
-    w.depth += 1
-    w(f"float* const ap = acc + {_acc_off(K, local)};")
-    w("float a = *ap;")
-    for n in K.red:
-        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
-    v = render(k.body, _gvar(local), lambda ld: _load_text(K, "body", ld, local))
-    w(COMBINE[k.combine].format(a="a", v=v))
-    for _ in K.red:
-        w.close()
-    w("*ap = a;")
-    w.depth -= 1
-    w("}")
-
-
-def _scalar_reduce(w, K):
-    for n in K.sp:
-        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
-    _scalar_point(w, K, lambda n: f"l_{n}")
-    for _ in K.sp:
-        w.close()
-
-
-def _vector_compute(w, K):
-    vp = K.s.vector
-    v, r = vp.v, vp.r
-    outer = [n for n in K.sp if n not in (v, r)]
-    for n in outer:
-        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
-    if r:
-        w(f"int l_{r} = 0;")
-        w.open(f"for (; l_{r} + {vp.R} <= TN_{r}; l_{r} += {vp.R})")
-        _vector_row(w, K, vp.R)
-        w.close()
-        w.open(f"for (; l_{r} < TN_{r}; l_{r}++)")
-        _vector_row(w, K, 1)
-        w.close()
-    else:
-        _vector_row(w, K, 1)
-    for _ in outer:
-        w.close()
-
-
-def _vector_row(w, K, R):
-    vp = K.s.vector
-    L, v, r = vp.lanes, vp.v, vp.r
-    w("{")
-    w.depth += 1
-    w(f"int l_{v} = 0;")
-    if vp.U > 1:
-        w.open(f"for (; l_{v} + {vp.U * L} <= TN_{v}; l_{v} += {vp.U * L})")
-        _micro(w, K, R, vp.U)
-        w.close()
-    w.open(f"for (; l_{v} + {L} <= TN_{v}; l_{v} += {L})")
-    _micro(w, K, R, 1)
-    w.close()
-    w.open(f"if (l_{v} < TN_{v} && TN_{v} >= {L})")
-    w(f"const int keep = TN_{v} - l_{v};")
-    w("{")
-    w.depth += 1
-    w(f"const int l_{v} = TN_{v} - {L};")
-    _micro(w, K, R, 1, tail=True)
-    w.close()
-    w.close("} else {")
-    w.depth += 1
-    w.open(f"for (; l_{v} < TN_{v}; l_{v}++)")
-    for i in range(R):
-        _scalar_point(w, K, (lambda i: lambda n: f"(l_{n} + {i})" if n == r and i else f"l_{n}")(i))
-    w.close()
-    w.close()
-    w.depth -= 1
-    w("}")
-
-
-def _micro(w, K, R, U, tail=False):
-    """R x U register block: R rows along r, U vectors along v, reduction of the step inside.
-    tail: start from zero and add only the last `keep` lanes to the accumulator."""
-    vp = K.s.vector
-    L, v, r, vt = vp.lanes, vp.v, vp.r, vp.vtype
-    bc = f"sw_bcast{L}"
-    ld_acc = "simd_load" if vp.acc_aligned else "simd_loadu"
-    st_acc = "simd_store" if vp.acc_aligned else "simd_storeu"
-    w("{")
-    w.depth += 1
-    for i in range(R):
-        roff = f" + {i} * sa_{r}" if r and i else ""
-        for u in range(U):
-            if tail:
-                w(f"{vt} a{i}_{u} = {bc}(0.0f);")
-            else:
-                w(f"{vt} a{i}_{u}; {ld_acc}(a{i}_{u}, acc + {_acc_off(K, lambda n: f'l_{n}')}{roff} + {u * L});")
-    # base pointers at the block's outer coordinates
-    fl = []
-    for j, f in enumerate(vp.factors):
-        if isinstance(f, Const):
-            w(f"const {vt} c{j} = {bc}({float_literal(f.value)});")
-            fl.append(None)
-            continue
-        i_, b, vs = K.ids[("body", f)]
-        sp_terms = [f"s{i_}_{x} * l_{x}" for x in sorted(vs) if x in K.sp]
-        w(f"const float *f{j} = B_{b.name} + o{i_}{''.join(' + ' + x for x in sp_terms)};")
-        fl.append((i_, vs))
-    for n in K.red:
-        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
-    for j, f in enumerate(vp.factors):
-        if fl[j] is None:
-            continue
-        i_, vs = fl[j]
-        rt = [f"s{i_}_{x} * l_{x}" for x in sorted(vs) if x in K.red]
-        w(f"const float *q{j} = f{j}{''.join(' + ' + x for x in rt)};")
-    # factor values
-    val = {}
-    for j, (f, kind, dr) in enumerate(zip(vp.factors, vp.kinds, vp.dep_r)):
-        if kind == "const":
-            for i in range(R):
-                for u in range(U):
-                    val[(j, i, u)] = f"c{j}"
-            continue
-        i_, vs = fl[j]
-        rows = range(R) if dr else range(1)
-        for i in rows:
-            ro = f" + {i} * s{i_}_{r}" if dr and i else ""
-            if kind == "bcast":
-                w(f"const {vt} v{j}_{i} = {bc}(q{j}[0{ro}]);")
-                for u in range(U):
-                    for ii in (range(R) if not dr else [i]):
-                        val[(j, ii, u)] = f"v{j}_{i}"
-            else:
-                for u in range(U):
-                    if kind == "vec":
-                        w(f"{vt} v{j}_{i}_{u}; simd_loadu(v{j}_{i}_{u}, q{j}{ro} + {u * L});")
-                    else:
-                        lanes = ", ".join(f"q{j}[{ro.strip(' +') or '0'} + {u * L + x} * s{i_}_{v}]" for x in range(L))
-                        w(f"const {vt} v{j}_{i}_{u} = simd_set_{vt}({lanes});")
-                    for ii in (range(R) if not dr else [i]):
-                        val[(j, ii, u)] = f"v{j}_{i}_{u}"
-    nf = len(vp.factors)
-    for i in range(R):
-        for u in range(U):
-            fs = [val[(j, i, u)] for j in range(nf)]
-            if nf == 1:
-                w(f"a{i}_{u} = simd_vadds(a{i}_{u}, {fs[0]});")
-            else:
-                prod = fs[0]
-                for x in fs[1:-1]:
-                    prod = f"simd_vmuls({prod}, {x})"
-                w(f"a{i}_{u} = simd_vmas({prod}, {fs[-1]}, a{i}_{u});")
-    for _ in K.red:
-        w.close()
-    if tail:
-        w(f"float tv[{L}];")
-    for i in range(R):
-        roff = f" + {i} * sa_{r}" if r and i else ""
-        for u in range(U):
-            dst = f"acc + {_acc_off(K, lambda n: f'l_{n}')}{roff} + {u * L}"
-            if tail:
-                w(f"simd_storeu(a{i}_{u}, tv);")
-                w(f"for (int j = {L} - keep; j < {L}; j++) ({dst})[j] += tv[j];")
-            else:
-                w(f"{st_acc}(a{i}_{u}, {dst});")
-    w.depth -= 1
-    w("}")
-
-
-def _epilogue(w, K):
-    k = K.k
-    if k.combine and isinstance(k.epilogue, Acc):
-        return
-    for n in K.sp:
-        w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
-    local = lambda n: f"l_{n}"  # noqa: E731
-    off = _acc_off(K, local)
-    if k.combine:
-        e = render(k.epilogue, _gvar(local), lambda ld: _load_text(K, "epi", ld, local), acc=f"acc[{off}]")
-    else:
-        e = render(substitute_acc(k.epilogue, k.body), _gvar(local), lambda ld: _load_text(K, "epi", ld, local))
-    w(f"acc[{off}] = {e};")
-    for _ in K.sp:
-        w.close()
-
-
 def _put_out(w, K, itemsize):
     k, b = K.k, K.out
     ext = [f"TN_{n}" for n in K.sp]
     lo = [f"(T0_{a.name} + {o})" if o else f"T0_{a.name}" for a, o in zip(k.axes, k.out_offset)]
     _dma(w, b, [], "put", "acc", f"p.{b.buf}", ext, lo, "rp_out", "ng_out", itemsize)
-
-
-__all__ = ["kernel_c", "dma_api", "SPECIAL_PRINTERS"]

@@ -27,78 +27,25 @@ After sizing: constant boxes are re-laid out in blocks (dma.py), the loops are r
 """
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field
 
-from ..errors import LdmError
-from ..perf import model
-from ..recipe import option_on
+from ....errors import LdmError
+from ....recipe import option_on
+from ..cost import model
 from . import reorder, simd
-from .dma import apply_blocking, blockable, box_plans
-from .partition import ROW, spatial_tiles
+from .dma import blockable, box_plans
+from .grid import ROW, spatial_tiles
+from .kernel_schedule import ldm_align
 
-ALIGN = 64          # each LDM buffer (half) is rounded up to this many bytes
 START = 64          # Algorithm 1: buffers start at 64 elements per iterator
 
-SPECIAL_SCHEDULERS = {}   # kernel kind -> fn(kernel, hw, budget, options)
 
-
-@dataclass
-class Schedule:
-    tiles: dict                 # axis name -> tile size
-    red_order: list             # tiled reduce loops, outermost first (reorder.py)
-    grid_order: list            # spatial axes, outermost first, in which the tile grid is flattened
-    partition: str              # "cyclic" | "block" (partition.py)
-    boxes: list                 # BoxPlan per (buffer, context, pad)
-    ldm_bytes: int              # LDM buffers per CPE at these tiles
-    ldm_budget: int
-    ntiles: int                 # spatial tiles dealt to CPEs
-    double_buffer: bool = False
-    vector: object = None       # simd.VectorPlan or None
-    iterators: dict = field(default_factory=dict)
-    modeled_tile_seconds: float = 0.0
-    notes: list = field(default_factory=list)
-    lane: str = None            # row sharing: the axis a mesh row splits (partition.py), or None
-
-    @property
-    def order(self):
-        """Loop order, outermost first: grid, reduce tiles (compute loops follow)."""
-        return list(self.grid_order) + list(self.red_order)
-
-    def __str__(self):
-        t = ", ".join(f"{k}:{v}" for k, v in self.tiles.items())
-        extra = []
-        if self.double_buffer:
-            extra.append("double-buffered")
-        if self.vector is not None:
-            extra.append(str(self.vector))
-        blk = [b.buf for b in self.boxes if b.blocked is not None]
-        if blk:
-            extra.append(f"blocked {blk}")
-        if self.lane:
-            extra.append(f"rows split {self.lane}, broadcast {[b.buf for b in self.boxes if b.shared]}")
-        return (f"schedule tiles({t}) grid({', '.join(self.grid_order)}, {self.partition}) "
-                f"reduce({', '.join(self.red_order)}) spatial tiles {self.ntiles}, "
-                f"LDM {self.ldm_bytes}/{self.ldm_budget} B" + ("; " + "; ".join(extra) if extra else ""))
-
-
-def _al(n):
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-def classify_iterators(kernel, boxes, tiles):
-    used = set()
-    for b in boxes:
-        used |= b.vars
-    out = {}
-    for a in list(kernel.axes) + list(kernel.reduce_axes):
-        kinds = []
-        if a.name in used:
-            kinds.append("size")
-        if tiles[a.name] < a.extent:
-            kinds.append("num")
-        out[a.name] = "+".join(kinds) or "comp"
-    return out
+def ldm_budget(target, options):
+    """Bytes of LDM a kernel's buffers may use per CPE: the target's, or the recipe's reserve."""
+    if options.get("ldm_reserve") not in (None, "auto"):
+        return int(target.hardware["ldm_bytes"]) - int(options["ldm_reserve"])
+    return target.ldm_budget
 
 
 def candidates(extent):
@@ -184,17 +131,17 @@ class Search:
         acc = 1
         for a in self.k.axes:
             acc *= tiles[a.name]
-        tot = _al(acc * 4)
+        tot = ldm_align(acc * 4)
         ext = self.ext
         for b in self.boxes:
             if b.context == "out":
                 continue
             cap = self.box_static(b, tiles)[0]
             two = db and any(tiles[v] < ext[v] for v in self._bvars[id(b)])
-            tot += _al(cap * 4) * (2 if two else 1)
+            tot += ldm_align(cap * 4) * (2 if two else 1)
         return tot
 
-    def _moves(self, b, tiles):
+    def moves(self, b, tiles):
         """The box's footprint changes during a CPE's run (so a second half helps)."""
         return any(tiles[v] < self.ext[v] for v in b.vars)
 
@@ -392,7 +339,6 @@ def _enumerate(s, cands):
     """Every spatial tile shape whose accumulator fits, each with the largest size of the
     main reduce axis that fits (with and without double buffering, and one size smaller),
     the other reduce axes whole; returns (tiles, cost) or None."""
-    import itertools
     k = s.k
     sp = [a.name for a in k.axes]
     red = sorted(k.reduce_axes, key=lambda a: -a.extent)
@@ -502,80 +448,3 @@ def _search_tiles(s):
     if pick is not None:
         best = dict(zip([a.name for a in s.axes], pick[1]))
     return best
-
-
-def size_buffers(kernel, hw, budget, options=None, graph=None):
-    """Schedule `kernel` for the target: tiles, order, DMA plan, SIMD; sets kernel.schedule."""
-    options = options or {}
-    kind = getattr(kernel, "kind", "compute")
-    if kind != "compute":
-        fn = SPECIAL_SCHEDULERS.get(kind)
-        if fn is not None:
-            fn(kernel, hw, budget, options)
-        return kernel
-    if kernel.combine is not None and any(a.extent == 0 for a in kernel.reduce_axes):
-        # an empty reduction is its initial value: an element-wise kernel of the epilogue
-        from ..ir.loopnest import Acc, Const, substitute_acc
-        kernel.body = substitute_acc(kernel.epilogue, Const(float(kernel.init)))
-        kernel.epilogue, kernel.combine, kernel.reduce_axes = Acc(), None, ()
-    s = Search(kernel, hw, budget, options, graph)
-    tiles = search_tiles(s)
-    forced = (options.get("force_tiles") or {}).get(kernel.op)     # tests: pin a schedule
-    if forced:
-        tiles = dict(tiles)
-        tiles.update({a: min(int(t), s.ext[a]) for a, t in forced.items() if a in tiles})
-        if s.ldm(tiles, False) > budget:
-            raise LdmError(kernel.name, s.ldm(tiles, False), budget)
-    secs, db, vp, _, lane = s.evaluate(tiles)
-    if options.get("force_double_buffer") and s.ldm(tiles, True) <= budget:
-        db = True
-    if "force_lane" in options:                                  # tests: pin row sharing
-        lane = options["force_lane"] if options["force_lane"] in s.lanes(tiles) else None
-    boxes = s.boxes
-    for b in boxes:
-        b.finish(tiles)
-        b.shared = lane is not None and b.context != "out" and lane not in b.vars
-    if graph is not None:
-        apply_blocking(kernel, graph, boxes, tiles)
-    red_order, _ = reorder.order_reduce(kernel, boxes, tiles)
-    for b in boxes:
-        b.halves = 2 if db and b.context != "out" and s._moves(b, tiles) else 1
-    ldm = _al(math.prod(tiles[a.name] for a in kernel.axes) * 4)
-    ldm += sum(_al(b.cap(tiles) * 4) * b.halves for b in boxes if b.context != "out")
-    sched = Schedule(tiles, red_order, [a.name for a in kernel.axes], "cyclic", boxes, ldm, budget,
-                     spatial_tiles(kernel, tiles), db, vp, classify_iterators(kernel, boxes, tiles), secs, lane=lane)
-    kernel.schedule = sched
-    if reorder.reusable_across_tiles(kernel, boxes, tiles):
-        from ..perf.predict import simulate
-
-        def count(order, mode):
-            r = simulate(kernel, s.cores, 0, None, order, mode)
-            return int(r["get_ops"].sum()), int(r["get_bytes"].sum())
-        sched.grid_order, sched.partition = reorder.order_grid(kernel, boxes, tiles, s.cores, count)
-    if options.get("force_partition"):
-        sched.partition = options["force_partition"]
-    if ldm > budget:        # cannot happen: the search only keeps fitting tiles
-        raise LdmError(kernel.name, ldm, budget)
-    return kernel
-
-
-TRAFFIC_WEIGHTS = (0.0, 1e-11, 2e-11, 5e-11, 1e-10, 2e-10, 5e-10, 1e-9, 2e-9, 5e-9)
-
-
-def traffic_weight_for(program, hw, budget, options, target):
-    """The smallest price of main-memory traffic (seconds per byte, from TRAFFIC_WEIGHTS) at
-    which the modelled traffic of the whole program is at most `target` times its compulsory
-    traffic (a Lagrangian relaxation of that global constraint: every kernel then minimises
-    time + price x bytes on its own). The largest price when no price is low enough."""
-    from ..perf.predict import compulsory_bytes
-    comp = sum(compulsory_bytes(k) for k in program.kernels if getattr(k, "kind", "compute") == "compute")
-    for w in TRAFFIC_WEIGHTS:
-        est = 0
-        for k in program.kernels:
-            if getattr(k, "kind", "compute") != "compute":
-                continue
-            s = Search(k, hw, budget, dict(options, traffic_weight=w), program.graph)
-            est += s.evaluate(search_tiles(s))[3]
-        if est <= target * comp:
-            return w
-    return TRAFFIC_WEIGHTS[-1]

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from ..ir.loopnest import Bin, Select, Un, children
+from ....ir.loopnest import Bin, Select, Un, children
 
 TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "tan", "asin", "acos", "atan",
                   "sinh", "cosh", "asinh", "acosh", "atanh"}

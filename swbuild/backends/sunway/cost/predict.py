@@ -14,12 +14,14 @@ import math
 
 import numpy as np
 
-from ..optimizer import simd
-from ..optimizer.dma import aff_lohi, transfers
-from ..optimizer.partition import ROW, cpe_sequence, mixed_radix
+from ..schedule import simd
+from ..convert import convert_predict
+from ..gather import gather_predict
+from ..schedule.dma import aff_lohi, box_plans, transfers
+from ..schedule.grid import ROW, cpe_sequence, mixed_radix
 from . import model
 
-SPECIAL_PREDICTORS = {}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
+SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
 
 
 def footprints(b, ranges):
@@ -47,7 +49,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     mode = mode or s.partition
     counts = [math.ceil(ext[n] / t[n]) for n in order]
     # each CPE's tiles, concatenated: seq[i] = global tile, cpe_of[i], first[i] (first of its CPE)
-    lane = getattr(s, "lane", None)
+    lane = s.lane
     lane_pos = order.index(lane) if lane else None
     seq, cpe_of, pos = [], [], []
     for c in range(cores):
@@ -180,7 +182,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
 
 
 def predict_kernel(k, cores, para_bytes, hw=None):
-    if getattr(k, "kind", "compute") != "compute":
+    if k.kind != "compute":
         return SPECIAL_PREDICTORS[k.kind](k, cores, para_bytes)
     r = simulate(k, cores, para_bytes)
     return {"get": {"ops": int(r["get_ops"].sum()) + cores, "bytes": int(r["get_bytes"].sum()) + cores * para_bytes},
@@ -189,7 +191,6 @@ def predict_kernel(k, cores, para_bytes, hw=None):
 
 def compulsory_bytes(k, itemsize=4):
     """Bytes a kernel must move at least: every tensor region it reads once, its output once."""
-    from ..optimizer.dma import box_plans
     by_tensor = {}
     full = {a.name: (0, a.extent) for a in list(k.axes) + list(k.reduce_axes)}
     for b in box_plans(k):
@@ -213,15 +214,14 @@ def predict_program(program, tc):
     hw = tc.hardware
     for k in program.kernels:
         para = 8 * len(k.buffers)
-        if getattr(k, "kind", "compute") != "compute":
+        if k.kind != "compute":
             dma = predict_kernel(k, tc.cores, para)
             sch = k.schedule
-            out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(getattr(k, "fused", ())),
+            out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(k.fused),
                         "kind": k.kind, "flops": _flops(k), "dma": dma,
-                        "ldm_bytes": int(getattr(sch, "ldm_bytes", 0)), "ldm_budget": int(getattr(sch, "ldm_budget", 0)),
-                        "modeled_seconds": float(getattr(sch, "modeled_seconds", 0.0)),
-                        "roofline_seconds": float(getattr(sch, "roofline_seconds", 0.0)),
-                        "compulsory_bytes": int(getattr(sch, "compulsory_bytes", 0))})
+                        "ldm_bytes": int(sch.ldm_bytes), "ldm_budget": int(sch.ldm_budget),
+                        "modeled_seconds": float(sch.modeled_seconds), "roofline_seconds": float(sch.roofline_seconds),
+                        "compulsory_bytes": int(sch.compulsory_bytes)})
             continue
         r = simulate(k, tc.cores, para, hw)
         dma = {"get": {"ops": int(r["get_ops"].sum()) + tc.cores, "bytes": int(r["get_bytes"].sum()) + tc.cores * para},

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.loopnest import Bin, Const, Load, iter_loads
-from ..perf.model import hwget, issue, op_cycles
+from ....ir.loopnest import Bin, Const, Load, affine, iter_loads, substitute_acc
+from ..cost.model import hwget, issue, op_cycles
 
 
 @dataclass
@@ -69,7 +69,6 @@ def factors(body):
 
 
 def _load_vars(ld):
-    from ..ir.loopnest import affine
     out = []
     for e in ld.index:
         aff = affine(e)
@@ -280,7 +279,6 @@ def step_cycles(kernel, vp, hw, ext, red_points):
 
 def epilogue_cycles(kernel, hw, points):
     """The epilogue pass over a tile (element-wise kernels: their whole computation)."""
-    from ..ir.loopnest import substitute_acc
     e = kernel.epilogue if kernel.combine else substitute_acc(kernel.epilogue, kernel.body)
     nloads = len(list(iter_loads(e))) + (1 if kernel.combine else 0)
     return points * issue(hw, op_cycles(e, hw), nloads + 1)

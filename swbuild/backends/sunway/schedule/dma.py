@@ -30,12 +30,12 @@ steps with numpy.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..ir.graph import is_splat
-from ..ir.loopnest import affine, index_range, iter_loads
+from ....ir.graph import Tensor, is_splat
+from ....ir.loopnest import affine, index_range, iter_loads
 
 
 @dataclass
@@ -302,8 +302,6 @@ def blocked_array(data, shape, blocks):
 
 def apply_blocking(kernel, graph, boxes, tiles):
     """Re-lay out constant boxes that would otherwise need strided or repeated DMAs."""
-    from ..ir.graph import Tensor
-    from dataclasses import replace
     users = {}
     for b in boxes:
         users.setdefault(b.buf, []).append(b)

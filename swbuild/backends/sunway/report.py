@@ -9,7 +9,7 @@ modelled DMA and compute time.
 """
 from __future__ import annotations
 
-from . import model
+from .cost import model
 
 dma_bandwidth = model.dma_bandwidth     # kept for callers of the first version
 
@@ -20,6 +20,33 @@ def _zero():
 
 def _tot(d):
     return {"ops": int(d["get"]["ops"] + d["put"]["ops"]), "bytes": int(d["get"]["bytes"] + d["put"]["bytes"])}
+
+
+def emulator_findings(plan, stats):
+    """Per kernel, the emulator's counters against the compiler's plan: kernels whose measured
+    DMA operations/bytes (per spawn) differ from the prediction, write conflicts (bytes written
+    by two CPEs), the LDM peak and kernels whose LDM peak exceeds the plan's budget."""
+    if stats is None:
+        return {"stats": "missing"}
+    meas = {k["name"]: k for k in stats.get("kernels", [])}
+    mismatched, conflicts, peak, over = [], 0, 0, []
+    for k in plan["kernels"]:
+        m = meas.get(k["name"])
+        if m is None:
+            mismatched.append({"kernel": k["name"], "measured": None, "predicted": k["dma"]})
+            continue
+        md = {d: {"ops": m["dma"][d]["ops"], "bytes": m["dma"][d]["bytes"]} for d in ("get", "put")}
+        spawns = max(1, int(m.get("spawns", 1)))
+        per_spawn = {d: {x: v // spawns for x, v in md[d].items()} for d in md}
+        if per_spawn != {d: {x: k["dma"][d][x] for x in ("ops", "bytes")} for d in ("get", "put")}:
+            mismatched.append({"kernel": k["name"], "measured": per_spawn, "predicted": k["dma"]})
+        conflicts += int(m.get("write_conflicts", 0))
+        ldm = int(m.get("ldm_peak_bytes", 0))
+        peak = max(peak, ldm)
+        if k.get("ldm_budget") and ldm > int(k["ldm_budget"]):
+            over.append({"kernel": k["name"], "ldm_peak_bytes": ldm, "ldm_budget": int(k["ldm_budget"])})
+    return {"dma_mismatches": mismatched, "write_conflicts": conflicts, "ldm_peak_bytes": peak,
+            "ldm_over_budget": over}
 
 
 def build_report(plan, stats, tc):

@@ -1,0 +1,103 @@
+"""The DianNao pipeline: the passes, in the order they run (`swbuild pipeline --target T`).
+
+    fuse epilogues → storage layouts (NHWC around convolutions, identity copies removed)
+    → static arena → work split and staging (schedule) → loop partitioning (Algorithm 2,
+    option `partition`) → pre-processing of what is left (Algorithm 1: extra computation,
+    padded lengths) → instruction mapping (ISA Mapper) → BANG C.
+
+Every pass is `(Program, Target, Options) -> Program`; `program.target_state` is a
+`DianNaoState` while they run and what the printer reads after. See docs/diannao.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ...optimizer.fuse import fuse_epilogues
+from ...optimizer.memory import plan_memory
+from ...recipe import option_on
+from .devir import stmts
+from .layout import choose_layouts, eliminate_identity_copies
+from .mapper import map_kernel, map_stmt
+from .partition import partition_kernel
+from .preprocess import align_extents, choose_fills, resolve_guards
+from .schedule import schedule_kernel
+from .schedule.builder import Store
+
+
+@dataclass
+class DianNaoState:
+    """What the DianNao passes decide (`program.target_state`)."""
+    layouts: dict = field(default_factory=dict)   # tensor -> storage layout (NHWC)
+    store: Store = field(default_factory=Store)   # constants staged for the device image
+    dev: list = field(default_factory=list)       # DevKernel per kernel, in order
+    partitioned: bool = True                      # option `partition` (loop partitioning ran)
+
+
+STATE = DianNaoState
+
+
+def choose_storage_layouts(program, target, options):
+    """NHWC storage around convolutions; copies that became identities are removed."""
+    program.target_state.layouts = choose_layouts(program)
+    return eliminate_identity_copies(program, program.target_state.layouts)
+
+
+def schedule_kernels(program, target, options):
+    """Per kernel: its class, work split over the cores and staging through NRAM/WRAM/SRAM."""
+    st = program.target_state
+    st.store = Store()
+    st.dev = [schedule_kernel(k, program, target, st.layouts, st.store) for k in program.kernels]
+    return program
+
+
+def remember_whole_fills(program, target, options):
+    """Keep each halo fill unguarded too: one whole-tile fill may beat its fragments later.
+
+    preprocess.choose_fills decides after partitioning."""
+    for dk in program.target_state.dev:
+        dk.info["fills"] = {s.sid: {"whole": replace(s, guard=(), guard_any=())}
+                            for s in stmts(dk.body) if s.kind == "fill" and s.note == "halo"}
+    return program
+
+
+def partition_loops(program, target, options):
+    """Option `partition`: split loop ranges so tiling guards become always true or false."""
+    st = program.target_state
+    st.partitioned = option_on(options, "partition")
+    if st.partitioned:
+        for dk in st.dev:
+            partition_kernel(dk)
+    return program
+
+
+def preprocess_guards(program, target, options):
+    """What guards are left become extra computation; lengths padded to the alignment."""
+    for dk in program.target_state.dev:
+        dk.body = resolve_guards(dk.body)
+        align_extents(dk.body, dk, target.hardware)
+    return program
+
+
+def map_instructions(program, target, options):
+    """ISA Mapper: statements become tensor instructions where a pattern matches."""
+    for dk in program.target_state.dev:
+        map_kernel(dk, target.hardware)
+        for f in dk.info.get("fills", {}).values():
+            w = f["whole"]
+            w.mapped = map_stmt(w, dk, target.hardware, {})
+            f["whole"] = w if w.mapped else None
+        if option_on(options, "partition"):
+            choose_fills(dk.body, dk, target.hardware)
+    return program
+
+
+PIPELINE = [
+    fuse_epilogues,             # element-wise consumers into their producer's epilogue
+    choose_storage_layouts,     # NHWC around convolutions
+    plan_memory,                # the static arena
+    schedule_kernels,           # work split and staging
+    remember_whole_fills,       # halo fills kept whole for choose_fills
+    partition_loops,            # Algorithm 2: loop partitioning
+    preprocess_guards,          # Algorithm 1: extra computation, padded lengths
+    map_instructions,           # ISA Mapper
+]

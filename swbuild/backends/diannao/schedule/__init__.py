@@ -1,0 +1,65 @@
+"""Work split and staging: a loop-nest Kernel → a device kernel (devir.DevKernel).
+
+Every kernel runs as 16 tasks (UNION1: 4 clusters × 4 cores); the cluster and core ids
+are the two outermost loops. Data moves GDRAM → NRAM in tiles (and convolution weights
+GDRAM → SRAM → WRAM, each cluster's four cores loading a quarter into the shared SRAM and
+then copying the whole block into their WRAM). Tiles have constant full extents; tails,
+halos, channel padding and tasks without work are guards on the statements (partition.py
+removes them, preprocess.py resolves the rest).
+
+Kernel classes:
+  elementwise  no reduction, affine accesses: flat tiles, three-address statements
+  conv         Conv / ConvTranspose (and Gemm / 2-D MatMul as a 1×1 convolution over
+               rows): HWC input tiles with halo, WRAM weights in the bank layout,
+               rows split over tasks (weights shared through SRAM) or output-channel
+               blocks split over tasks (each task its own weights)
+  pool         MaxPool / AveragePool with a constant window count: HWC tiles with halo
+  scalar       anything else: scalar C on GDRAM, counted as not tensorized
+"""
+from __future__ import annotations
+
+from ..layout import view_strides
+from .builder import KB, Unschedulable
+from .conv import sched_conv
+from .elementwise import sched_elementwise
+
+
+def schedule_kernel(k, program, tc, layouts, store):
+    """DevKernel of one loop-nest kernel; the scalar class when nothing else applies."""
+    attempts = []
+    if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
+        return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
+    if k.op in ("Conv", "ConvTranspose", "Gemm", "MatMul") and k.combine == "sum":
+        attempts.append(lambda kb: sched_conv(kb))
+    if k.op in ("MaxPool", "AveragePool"):
+        attempts.append(lambda kb: sched_conv(kb, pool=True))
+    if not k.combine:
+        attempts.append(sched_elementwise)
+    why = []
+    for fn in attempts:
+        kb = KB(k, program, tc, layouts, store)
+        try:
+            dk = fn(kb)
+            if dk.info["nram_bytes"] > tc.nram_budget or dk.info["wram_bytes"] > tc.wram_budget \
+                    or dk.info["sram_bytes"] > tc.sram_budget:
+                raise Unschedulable("on-chip memory")
+            return dk
+        except Unschedulable as e:
+            why.append(str(e))
+    return sched_scalar(KB(k, program, tc, layouts, store), why)
+
+
+def sched_scalar(kb, why=()):
+    """The whole kernel in scalar C on GDRAM (one compute statement, not tensorized)."""
+    k = kb.k
+    views = {}
+    for name, b in k.buffers.items():
+        st = view_strides(b.shape, kb.g.tensors[b.tensor].shape, kb.layouts.get(b.tensor))
+        if st is None:
+            raise Unschedulable(f"kernel {k.name}: view {b.shape} of {b.tensor} is incompatible with its layout")
+        views[name] = (kb.gparam(b.tensor), st, tuple(b.shape), b.dtype)
+    sid = kb.sid("compute", "scalar")
+    dk = kb.finish("scalar", [], why="; ".join(why))
+    dk.gview = views
+    dk.info["scalar_sid"] = sid
+    return dk

@@ -1,0 +1,279 @@
+"""The conv, gemm and pool classes: HWC tiles with halo, WRAM weights, rows or output-channel
+blocks split over the tasks."""
+from __future__ import annotations
+
+import math
+
+from ....ir.loopnest import Acc, Bin, Load, Var, iconst
+from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, simp
+from ....ir.sizes import ceil_div, round_up
+from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
+from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
+from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
+from .three_address import Operand, ThreeAddress, peak_temps
+
+
+def sched_conv(kb, pool=False):
+    hw = kb.hw
+    G = pool_geometry(kb) if pool else conv_geometry(kb)
+    ve = vector_elems(hw)
+    K1 = G.kh * G.kw
+    W_in = (G.Wo - 1) * G.sw + G.kw
+    loads, kinds = epilogue_classes(kb, G, G.epilogue)
+    staged = [ld for ld in loads if kinds[ld] != "scalar"]
+    chan = {f"q{i}" for i, ld in enumerate(loads) if kinds[ld] == "channel"}
+    ta_peak = peak_temps(G.epilogue, lambda e: Operand("buf", "acc") if isinstance(e, Acc) else
+                         Operand("scalar", Var("v")) if kinds[e] == "scalar" else Operand("buf", f"q{loads.index(e)}"),
+                         chan)
+    n_lane_bufs = 1 + len(staged) + ta_peak            # acc + staged epilogue operands + temps
+    budget = kb.nram_budget()
+
+    def nram(R, Cib, Cob, NIB):
+        lanes = R * G.Wo * Cob
+        rin = (R - 1) * G.sh + G.kh
+        return (round_up(round_up(rin * W_in * Cib, ve) * 4, ALIGN) + (NIB > 1) * round_up(round_up(lanes, ve) * 4, ALIGN)
+                + n_lane_bufs * round_up(round_up(lanes, ve) * 4, ALIGN))
+
+    if pool:
+        Cp = round_up(G.Cog, pool_c_elems(hw))
+        cands = [(c, c, 1) for c in range(Cp, 0, -pool_c_elems(hw))]
+    else:
+        ci_al, co_al = conv_ci_elems(hw), int(hw["conv_co_multiple"])
+        Cin_p, Co_p = round_up(G.Cig, ci_al), round_up(G.Cog, co_al)
+        welems = kb.tc.wram_budget // 4
+        cands = []
+        for Cob in range(Co_p, 0, -co_al):
+            cib_max = welems // (Cob * K1) // ci_al * ci_al
+            if cib_max < ci_al:
+                continue
+            NIB = ceil_div(Cin_p, min(Cin_p, cib_max))
+            Cib = round_up(ceil_div(Cin_p, NIB), ci_al)
+            cands.append((Cob, Cib, NIB))
+
+    def best_rows(cand, R_target):
+        Cob, Cib, NIB = cand
+        for R in range(max(1, R_target), 0, -1):
+            if nram(R, Cib, Cob, NIB) <= budget:
+                return R
+        return None
+
+    def estimate(mode, cand, R):
+        Cob, Cib, NIB = cand
+        gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
+        if pool:   # per task: its row tiles of every channel block, window + input copy
+            rin = (R - 1) * G.sh + G.kh
+            per = ceil_div(ceil_div(G.Ho, R), 16)
+            return G.N * ceil_div(G.Cog, Cob) * per * (R * G.Wo * K1 * ceil_div(Cob * 4, hw["vector_bytes_per_cycle"])
+                                                       + rin * W_in * Cob * 4 * gran + hw["memcpy_startup_cycles"] * 3)
+        NCB = ceil_div(round_up(G.Cog, ve if pool else int(hw.get("conv_co_multiple", 64))), Cob)
+        NRT = ceil_div(G.Ho, R)
+        macs_tile = R * G.Wo * Cob * K1 * Cib
+        rate = max(1, int(hw.get("conv_float_macs_per_cycle", 512)))
+        gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
+        in_tile = ((R - 1) * G.sh + G.kh) * W_in * Cib * 4 * gran
+        blk = Cob * K1 * Cib * 4
+        if mode == "rows":
+            per = ceil_div(NRT, 16)
+            t = G.N * G.G * NCB * (per * NIB * (macs_tile / rate + in_tile) + NIB * (blk * gran / 4 + blk / hw["sram_bytes_per_cycle"]))
+        else:
+            per = ceil_div(NCB, 16)
+            t = G.N * G.G * per * (NRT * NIB * (macs_tile / rate + in_tile) + (NIB if NIB == 1 else NRT * NIB) * blk * gran)
+        return t
+
+    options = []
+    for cand in cands:
+        for mode in ("rows", "channels"):
+            if pool and mode == "channels":
+                continue
+            R = best_rows(cand, ceil_div(G.Ho, 16) if mode == "rows" else G.Ho)
+            if R is None:
+                continue
+            options.append((estimate(mode, cand, R), mode != "rows", -cand[0], cand, mode, R))
+    if not options:
+        raise Unschedulable("no tile fits the on-chip memories")
+    _, _, _, (Cob, Cib, NIB), mode, R = min(options)
+    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds)
+
+
+def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
+    hw = kb.hw
+    K1 = G.kh * G.kw
+    rin = (R - 1) * G.sh + G.kh
+    lanes = R * G.Wo * Cob
+    NRT = ceil_div(G.Ho, R)
+    NCB = ceil_div(round_up(G.Cog, pool_c_elems(hw) if pool else int(hw["conv_co_multiple"])), Cob)
+    if pool:
+        NCB = ceil_div(G.Cog, Cob)
+    BS = Cob * K1 * Cib
+    gx = kb.gparam(kb.k.buffers[G.xbuf].tensor)
+    go = kb.gparam(kb.k.buffers[kb.k.out].tensor)
+    xin = kb.alloc("NRAM", "xin", rin * W_in * Cib)
+    accb = kb.alloc("NRAM", "acc", lanes)
+    cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
+    if not pool:
+        wk = kb.alloc("WRAM", "wk", BS, layout=("conv_bank", Cob, K1 * Cib))
+        spec = ("conv", kb.p.root(G.wtensor), dict(G=G.G, Cog=G.Cog, Cig=G.Cig, kh=G.kh, kw=G.kw, NCB=NCB, NIB=NIB,
+                                                    Cob=Cob, Cib=Cib, st=dict(G.wst)))
+        gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib), G.G * NCB * NIB * BS, spec,
+                      f"{G.wtensor} (bank layout)")
+        if mode == "rows":
+            Q = round_up(ceil_div(BS, 4), 16)
+            sw_ = kb.alloc("SRAM", "wsh", 4 * Q)
+    reps = {}
+    for i, ld in enumerate(loads):
+        if kinds[ld] != "scalar":
+            reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}", lanes)
+    ro, xo, cc = Var("ro"), Var("xo"), Var("cc")
+    lane_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", ro, iconst(G.Wo)), xo), iconst(Cob)), cc))
+    out_loops = [SLoop("ro", iconst(0), iconst(R)), SLoop("xo", iconst(0), iconst(G.Wo)), SLoop("cc", iconst(0), iconst(Cob))]
+
+    def chan_bound(cb):
+        return ge(Bin("-", Bin("-", iconst(G.Cog - 1), Bin("*", cb, iconst(Cob))), cc))
+
+    def weights(n, g, cb, ib, tk, exists):
+        """Load one weight block into WRAM: through SRAM (rows mode) or directly."""
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BS)))
+        if mode == "rows":
+            q = Var("q")
+            part = simp(Bin("*", tk, iconst(Q)))
+            return [Barrier("cluster"),
+                    Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
+                         [SLoop("q", iconst(0), iconst(Q))],
+                         guard=guards(ge(Bin("-", Bin("-", iconst(BS - 1), part), q))), sid=kb.sid("copy", "w")),
+                    Barrier("cluster"),
+                    Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (Var("i"),)), [SLoop("i", iconst(0), iconst(BS))],
+                         sid=kb.sid("copy", "w"))]
+        return [Stmt("copy", Load(wk, (Var("i"),)), Load(gw, (simp(Bin("+", blk, Var("i"))),)),
+                     [SLoop("i", iconst(0), iconst(BS))], guard=exists, sid=kb.sid("copy", "w"))]
+
+    def channel_reps(n, g, cb, exists):
+        out = []
+        for ld, buf in reps.items():
+            if kinds[ld] != "channel":
+                continue
+            env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), ro, xo)
+            src = Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),))
+            out += staged_copy(kb.sid("copy", "rep"), buf, lane_ix, src, out_loops,
+                               bound=guards(chan_bound(cb)), common=exists)
+        return out
+
+    def tile(n, g, cb, row0, exists, tk):
+        rowtail = ge(Bin("-", Bin("-", iconst(G.Ho - 1), row0), ro))
+        lanetail = ge(Bin("-", Bin("*", Bin("-", iconst(G.Ho), row0), iconst(G.Wo * Cob)), Bin("+", Var("ln"), iconst(1))))
+        stm = []
+        r, x, c = Var("r"), Var("x"), Var("c")
+        hrow = simp(Bin("+", Bin("-", Bin("*", row0, iconst(G.sh)), iconst(G.pt)), r))
+        wcol = simp(Bin("-", x, iconst(G.pl)))
+        halo = guards(ge(hrow), ge(Bin("-", iconst(G.H - 1), hrow)), ge(wcol), ge(Bin("-", iconst(G.W - 1), wcol)))
+        needed = ge(Bin("-", Bin("+", Bin("*", Bin("-", iconst(G.Ho - 1), row0), iconst(G.sh)), iconst(G.kh - 1)), r))
+        in_loops = [SLoop("r", iconst(0), iconst(rin)), SLoop("x", iconst(0), iconst(W_in)), SLoop("c", iconst(0), iconst(Cib))]
+        in_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", r, iconst(W_in)), x), iconst(Cib)), c))
+
+        def stage_input(ib):
+            ch = simp(Bin("+", Bin("*", ib, iconst(Cib)), c)) if not pool else simp(Bin("+", Bin("*", cb, iconst(Cob)), c))
+            src = Load(gx, (input_offset(G, n, g, ch, hrow, wcol),))
+            bound = guards(ge(Bin("-", iconst(G.Cig - 1), ch)))
+            fill = (-math.inf if G.combine == "max" else 0.0)
+            return staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
+                               common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
+
+        ky, kx, kc = Var("ky"), Var("kx"), Var("kc")
+        src_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", ro, iconst(G.sh)), ky), iconst(W_in)),
+                                                Bin("+", Bin("*", xo, iconst(G.sw)), kx)), iconst(Cib)), cc if pool else kc))
+        red = [SLoop("ky", iconst(0), iconst(G.kh)), SLoop("kx", iconst(0), iconst(G.kw))]
+
+        def compute(dst):
+            if pool:
+                return Stmt("compute", Load(dst, (lane_ix,)), Load(xin, (src_ix,)), list(out_loops), red,
+                            G.combine, guard=exists + guards(rowtail), over=True, sid=kb.sid("compute", "pool"))
+            wv = Load(wk, (cc, simp(Bin("+", Bin("*", Bin("+", Bin("*", ky, iconst(G.kw)), kx), iconst(Cib)), kc))))
+            return Stmt("compute", Load(dst, (lane_ix,)), Bin("*", Load(xin, (src_ix,)), wv), list(out_loops),
+                        red + [SLoop("kc", iconst(0), iconst(Cib))], "sum", guard=exists + guards(rowtail),
+                        over=True, sid=csid)
+
+        ln = Var("ln")
+        lane_loop = [SLoop("ln", iconst(0), iconst(lanes))]
+        if pool or NIB == 1:       # weights (if any) were loaded once per output-channel block
+            stm += stage_input(iconst(0))
+            stm.append(compute(accb))
+        else:                      # input-channel blocks: the weights of each block, then accumulate
+            # rows mode: every task takes part in the cooperative loads (barriers stay uniform)
+            wguard = () if mode == "rows" else exists
+            stm += weights(n, g, cb, iconst(0), tk, wguard)
+            stm += stage_input(iconst(0))
+            stm.append(compute(accb))
+
+            def more(ib):
+                s2 = weights(n, g, cb, ib, tk, wguard)
+                s2 += stage_input(ib)
+                s2.append(compute(cv))
+                s2.append(Stmt("compute", Load(accb, (ln,)), Bin("+", Load(accb, (ln,)), Load(cv, (ln,))), lane_loop,
+                               guard=exists + guards(lanetail), over=True, sid=asid))
+                return s2
+            stm += [For("ib", iconst(1), iconst(NIB), more(Var("ib")))]
+        # epilogue: per-pixel operands staged, then three-address statements over lanes
+        leaf = {}
+        for i, ld in enumerate(loads):
+            if kinds[ld] == "pixel":
+                env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), simp(Bin("+", row0, ro)), xo)
+                src = Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),))
+                stm += staged_copy(kb.sid("copy", "p"), reps[ld], lane_ix, src, out_loops,
+                                   bound=guards(rowtail, chan_bound(cb)), common=exists)
+            if kinds[ld] in ("pixel", "channel"):
+                leaf[ld] = Operand("buf", reps[ld])
+            else:
+                env = G.axes_env(n, g, iconst(0), iconst(0), iconst(0))
+                name = f"v{i}"
+                stm.append(ScalarLoad(name, Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),)),
+                                      guard=exists))
+                leaf[ld] = Operand("scalar", Var(name))
+        ta = ThreeAddress(kb, "c", lambda: iconst(lanes), [reps[ld] for ld in loads if kinds[ld] == "channel"])
+        res = ta.run(G.epilogue, lambda e: Operand("buf", accb) if isinstance(e, Acc) else leaf[e], exists + guards(lanetail))
+        for name in sorted(ta.temps):
+            if name not in kb.bufs:
+                kb.alloc("NRAM", name, lanes)
+        stm += ta.stmts
+        resb = res.ref if res.kind == "buf" else accb
+        oc = simp(Bin("+", Bin("*", g, iconst(G.Cog)), Bin("+", Bin("*", cb, iconst(Cob)), cc))) if not pool else \
+            simp(Bin("+", Bin("*", cb, iconst(Cob)), cc))
+        stm.append(Stmt("copy", Load(go, (output_offset(G, n, iconst(0), oc, simp(Bin("+", row0, ro)), xo),)),
+                        Load(resb, (lane_ix,)), list(out_loops),
+                        guard=exists + guards(rowtail, chan_bound(cb)), sid=kb.sid("copy", "out")))
+        return stm
+
+    csid = kb.sid("compute", "conv") if not pool else None
+    asid = kb.sid("compute", "acc") if NIB > 1 else None
+
+    def body(t):
+        tk = Var("tk")
+
+        def per_ng(n, g):
+            if mode == "rows":
+                S = ceil_div(NRT, 16)
+
+                def per_cb(cb):
+                    pre = channel_reps(n, g, cb, ())
+                    if not pool and NIB == 1:
+                        pre += weights(n, g, cb, iconst(0), tk, ())
+
+                    def per_s(s):
+                        rt = simp(Bin("+", Bin("*", t, iconst(S)), s))
+                        exists = guards(ge(Bin("-", iconst(NRT - 1), rt)))
+                        return tile(n, g, cb, simp(Bin("*", rt, iconst(R))), exists, tk)
+                    return pre + loop("s", S, per_s)
+                return loop("cb", NCB, per_cb)
+            SC = ceil_div(NCB, 16)
+
+            def per_j(jj):
+                cb = simp(Bin("+", Bin("*", t, iconst(SC)), jj))
+                exists = guards(ge(Bin("-", iconst(NCB - 1), cb)))
+                pre = channel_reps(n, g, cb, exists)
+                if NIB == 1:
+                    pre += weights(n, g, cb, iconst(0), tk, exists)
+                return pre + loop("rt", NRT, lambda rt: tile(n, g, cb, simp(Bin("*", rt, iconst(R))), exists, tk))
+            return loop("j", SC, per_j)
+        return loop("bn", G.N, lambda n: loop("bg", G.G, lambda g: per_ng(n, g)))
+
+    b = tasks(body)
+    return kb.finish("pool" if pool else ("gemm" if kb.k.op in ("Gemm", "MatMul") else "conv"), b,
+                     mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in)

@@ -1,0 +1,166 @@
+"""Three-address form of an element-wise expression: one instruction candidate per statement."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, Var, iconst
+from ..devir import SLoop, Stmt, simp
+from .builder import Unschedulable
+
+
+@dataclass
+class Operand:
+    kind: str          # "buf" | "scalar"
+    ref: object        # buffer name | Expr
+
+
+class ThreeAddress:
+    """expr over tile operands → compute statements over lanes `ln`, each one instruction
+    candidate; temporaries are reused, and an operand whose last use this is is overwritten
+    in place (so `relu(x)` runs in place on x's tile)."""
+
+    def __init__(self, kb, sid_label, lanes_fn, readonly=()):
+        self.kb, self.label, self.lanes_fn = kb, sid_label, lanes_fn
+        self.readonly = set(readonly)
+        self.stmts, self.free, self.ntemps, self.uses = [], [], 0, {}
+        self.temps = set()
+        self.peak = 0
+
+    def run(self, expr, leaf, guard):
+        self.guard = guard
+        self._count(expr, leaf)
+        return self._go(expr, leaf)
+
+    def _count(self, e, leaf):
+        if isinstance(e, (Load, Acc)):
+            o = leaf(e)
+            if o.kind == "buf":
+                self.uses[o.ref] = self.uses.get(o.ref, 0) + 1
+            return
+        for c in _kids(e):
+            self._count(c, leaf)
+
+    def _temp(self):
+        if self.free:
+            return self.free.pop()
+        self.ntemps += 1
+        name = f"t{self.ntemps - 1}_{self.label}"
+        self.temps.add(name)
+        self.peak = max(self.peak, self.ntemps)
+        return name
+
+    def _release(self, o):
+        if o.kind == "buf" and o.ref in self.uses:
+            self.uses[o.ref] -= 1
+
+    def _dst(self, ops):
+        for o in ops:
+            if o.kind == "buf" and self.uses.get(o.ref, 0) <= 0 and o.ref not in self.readonly:
+                return o.ref       # last use: write in place
+        return self._temp()
+
+    def _val(self, o):
+        return Load(o.ref, (Var("ln"),)) if o.kind == "buf" else o.ref
+
+    def _emit(self, dst, expr):
+        sid = self.kb.sid("compute", f"s{self.label}_")
+        self.stmts.append(Stmt("compute", Load(dst, (Var("ln"),)), expr, [SLoop("ln", iconst(0), self.lanes_fn())],
+                               guard=self.guard, over=True, sid=sid))
+
+    def _go(self, e, leaf):
+        if isinstance(e, (Load, Acc)):
+            return leaf(e)
+        if isinstance(e, Const):
+            return Operand("scalar", e)
+        if isinstance(e, Bin):
+            a, b = self._go(e.a, leaf), self._go(e.b, leaf)
+            if a.kind == b.kind == "scalar":
+                return Operand("scalar", Bin(e.op, a.ref, b.ref))
+            if e.op == "/" and b.kind == "scalar":          # x / s -> x * (1 / s)
+                e, b = Bin("*", e.a, e.b), Operand("scalar", simp(Bin("/", Const(1.0), b.ref)))
+            if e.op in ("min", "max") and a.kind == "scalar":
+                a, b = b, a
+            rewrite = None
+            if e.op == "-" and a.kind == "scalar":          # s - x = (x * -1) + s
+                a, b = b, a
+                rewrite = [("*", Const(-1.0)), ("+", "s")]
+            elif e.op == "max" and b.kind == "scalar" and not (isinstance(b.ref, Const) and b.ref.value == 0):
+                rewrite = [("-", "s"), ("relu",), ("+", "s")]              # max(x, s) = relu(x - s) + s
+            elif e.op == "min" and b.kind == "scalar":                    # min(x, s) = s - relu(s - x)
+                rewrite = [("*", Const(-1.0)), ("+", "s"), ("relu",), ("*", Const(-1.0)), ("+", "s")]
+            if rewrite:
+                self._release(a)
+                t = self._dst([a])
+                src = self._val(a)
+                for step in rewrite:
+                    if step[0] == "relu":
+                        self._emit(t, Bin("max", src, Const(0.0)))
+                    else:
+                        self._emit(t, Bin(step[0], src, b.ref if step[1] == "s" else step[1]))
+                    src = Load(t, (Var("ln"),))
+                self._retire([a], t)
+                return Operand("buf", t)
+            self._release(a)
+            self._release(b)
+            t = self._dst([a, b])
+            self._emit(t, Bin(e.op, self._val(a), self._val(b)))
+            self._retire([a, b], t)
+            return Operand("buf", t)
+        if isinstance(e, Un):
+            a = self._go(e.a, leaf)
+            if a.kind == "scalar":
+                return Operand("scalar", Un(e.op, a.ref))
+            self._release(a)
+            t = self._dst([a])
+            self._emit(t, Un(e.op, self._val(a)))
+            self._retire([a], t)
+            return Operand("buf", t)
+        if isinstance(e, Select):
+            xs = [self._go(x, leaf) for x in (e.cond, e.a, e.b)]
+            if all(x.kind == "scalar" for x in xs):
+                return Operand("scalar", Select(*(x.ref for x in xs)))
+            for x in xs:
+                self._release(x)
+            t = self._dst(xs)
+            self._emit(t, Select(*(self._val(x) for x in xs)))
+            self._retire(xs, t)
+            return Operand("buf", t)
+        raise Unschedulable(f"expression {e}")
+
+    def _retire(self, ops, dst):
+        for o in ops:
+            if o.kind == "buf" and o.ref in self.temps and o.ref != dst and self.uses.get(o.ref, 0) == 0 \
+                    and o.ref not in self.free:
+                self.free.append(o.ref)
+
+
+def _kids(e):
+    if isinstance(e, Bin):
+        return (e.a, e.b)
+    if isinstance(e, Un):
+        return (e.a,)
+    if isinstance(e, Select):
+        return (e.cond, e.a, e.b)
+    return ()
+
+
+def loads_of(e, out):
+    if isinstance(e, Load):
+        if e not in out:
+            out.append(e)
+        return out
+    for c in _kids(e):
+        loads_of(c, out)
+    return out
+
+
+
+
+def peak_temps(expr, leaf, readonly=()):
+    """Peak number of temporaries the three-address form of `expr` needs (dry run)."""
+    class _KB:
+        def sid(self, kind, label):
+            return "probe"
+    ta = ThreeAddress(_KB(), "p", lambda: iconst(1), readonly)
+    ta.run(expr, leaf, ())
+    return ta.peak

@@ -1,0 +1,38 @@
+"""What a Sunway build writes: the generated files, how they compile, the plan document."""
+from __future__ import annotations
+
+from ... import __version__
+from ..common import CompileUnit, file_names, plan_head
+from .cost.predict import predict_program
+from .host import Storage, host_c, model_header, para_header, runner_c, weights_asm
+from .slave import kernel_c
+from .slave_file import slave_file
+
+FILES = {"host": "{prefix}_host.c", "slave": "{prefix}_slave.c", "para": "{prefix}_para.h", "header": "{prefix}.h",
+         "weights": "{prefix}_weights.bin", "weights_asm": "{prefix}_weights.S", "runner": "{prefix}_runner.c",
+         "plan": "{prefix}.plan.json", "lock": "{prefix}.lock.json"}
+
+UNITS = (CompileUnit("host", "host_cc", "host", ("host", "para", "header")),
+         CompileUnit("slave", "slave_cc", "slave", ("slave", "para")))
+
+
+def render(program, tc):
+    """{file name: bytes} of every generated source (the lock and plan are added by the caller)."""
+    v = __version__
+    storage = Storage(program)
+    f = file_names(FILES, program.prefix)
+    kernels = [kernel_c(k, tc.cores) for k in program.kernels]
+    return {
+        f["host"]: host_c(program, storage, tc, v).encode(),
+        f["slave"]: slave_file(program, tc, v, kernels).encode(),
+        f["para"]: para_header(program, v).encode(),
+        f["header"]: model_header(program, storage, v).encode(),
+        f["weights"]: bytes(storage.blob),
+        f["weights_asm"]: weights_asm(program, storage).encode(),
+        f["runner"]: runner_c(program, storage, v).encode(),
+    }
+
+
+def plan(program, tc):
+    """What the compiler predicts for each kernel: read by check and report."""
+    return dict(plan_head(program, tc), kernels=predict_program(program, tc))

@@ -1,0 +1,32 @@
+"""The Sunway pipeline: the passes, in the order they run (`swbuild pipeline --target T`).
+
+Every pass is `(Program, Target, Options) -> Program`; `program.target_state` is a
+`SunwayState` (schedule/passes.py) while they run.
+"""
+from __future__ import annotations
+
+from ...optimizer.fuse import fuse_epilogues
+from ...optimizer.memory import inplace_concat, plan_memory
+from .schedule.passes import (SunwayState, block_constants, choose_buffering, choose_partition, choose_row_sharing,
+                              choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic,
+                              schedule_special_kernels)
+from .schedule.split import split_reductions
+
+STATE = SunwayState
+
+PIPELINE = [
+    fuse_epilogues,             # element-wise consumers into their producer's epilogue
+    inplace_concat,             # Concat inputs written in place: their copy kernels vanish
+    split_reductions,           # long reductions with small outputs split over the CPEs
+    plan_memory,                # the static arena
+    schedule_special_kernels,   # run-time Gather: fixed LDM buffers
+    price_traffic,              # option traffic_target: the price of a byte of traffic
+    drop_empty_reductions,      # a reduction over nothing becomes element-wise
+    choose_tiles,               # tile sizes that fit LDM, by the cost model
+    choose_buffering,           # double buffering and the SIMD plan
+    choose_row_sharing,         # SW26010: a mesh row shares broadcast DMAs
+    block_constants,            # constant boxes re-laid out in blocks
+    order_loops,                # reduce-loop order with the fewest DMAs
+    lay_out_ldm,                # LDM halves and bytes: the kernel's Schedule
+    choose_partition,           # grid order and cyclic/block deal over the CPEs
+]

@@ -1,0 +1,113 @@
+"""Parallel split: the grid of output tiles is dealt to the 64 CPEs.
+
+The output is cut into disjoint tiles (tile sizes from `ldm.py`), so no two CPEs ever write
+the same bytes. The tile grid is flattened in `order` (a permutation of the spatial axes,
+outermost first): splitting the highest dimension over the CPEs is the grid with only that
+dimension cut; a dimension smaller than 64 is fused with the next ones by the flattening;
+a 2-D 8x8 split is the grid cut in two dimensions with 8 tiles (or a multiple) each.
+
+Two ways to deal the flattened grid:
+
+* `cyclic`: CPE c takes tiles c, c+64, c+128, ... (good balance for any tile count);
+* `block`:  CPE c takes one contiguous run of ceil/floor(T/64) tiles, so consecutive tiles of
+  a CPE are neighbours and boxes that do not move with the innermost grid axis stay in LDM
+  (the footprint comparison in the generated code then skips their DMA).
+
+Both give every CPE at most ceil(T/64) tiles.
+
+Row sharing (`lane`): the 8 CPEs of a mesh row take tiles that differ only in one spatial
+axis, the lane axis (tile l*8 + column), so every box that does not depend on that axis has
+the same footprint on the whole row at every step and one broadcast DMA (athread
+BCAST_MODE, row mask) feeds all 8 (slave.py). The other grid coordinates ("groups", the
+grid with the lane axis' tile count divided by 8) are dealt to the 8 rows, cyclic or block
+as above; a row's 8 CPEs therefore run the same number of steps in lockstep.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MODES = ("cyclic", "block")
+ROW = 8          # CPEs per row of the mesh
+
+
+def tile_counts(axes, tiles):
+    return [math.ceil(a.extent / tiles[a.name]) for a in axes]
+
+
+def spatial_tiles(kernel, tiles):
+    return math.prod(tile_counts(kernel.axes, tiles))
+
+
+def cpe_share(total, cores, cpe, mode):
+    """(first global tile index, tiles of this CPE, index step) — the C printer uses the same."""
+    if mode == "block":
+        q, r = divmod(total, cores)
+        return cpe * q + min(cpe, r), q + (1 if cpe < r else 0), 1
+    n = (total - cpe + cores - 1) // cores if cpe < total else 0
+    return cpe, n, cores
+
+
+def mixed_radix(idx, counts):
+    """Coordinates (list of arrays, outermost first) of flat indices in a mixed radix."""
+    out = []
+    rem = idx
+    for c in reversed(counts):
+        out.append(rem % c)
+        rem = rem // c
+    return list(reversed(out))
+
+
+def group_counts(counts, lane_pos):
+    """Tile counts of the row-group grid: the lane axis' count divided by the row width."""
+    g = list(counts)
+    g[lane_pos] //= ROW
+    return g
+
+
+def cpe_sequence(counts, cores, cpe, mode, lane_pos=None):
+    """Flattened global tile indices (grid `counts`, outermost first) that CPE `cpe`
+    processes, in order. With `lane_pos`, row sharing as in the module docstring."""
+    total = math.prod(counts)
+    if lane_pos is None:
+        g0, n, step = cpe_share(total, cores, cpe, mode)
+        return g0 + np.arange(n, dtype=np.int64) * step
+    gc = group_counts(counts, lane_pos)
+    g0, n, step = cpe_share(math.prod(gc), cores // ROW, cpe // ROW, mode)
+    coords = mixed_radix(g0 + np.arange(n, dtype=np.int64) * step, gc)
+    coords[lane_pos] = coords[lane_pos] * ROW + cpe % ROW
+    g = np.zeros(n, np.int64)
+    for c, x in zip(counts, coords):
+        g = g * c + x
+    return g
+
+
+def cpe_tile_lists(total, cores, mode):
+    out = []
+    for c in range(cores):
+        g0, n, step = cpe_share(total, cores, c, mode)
+        out.append([g0 + j * step for j in range(n)])
+    return out
+
+
+def decode(g, axes_in_order, counts_in_order):
+    """Grid coordinates (tile index per axis, in order) of flattened tile index g."""
+    coords = []
+    for c in reversed(counts_in_order):
+        coords.append(g % c)
+        g //= c
+    return list(reversed(coords))
+
+
+def tiles_of_cpe(kernel, tiles, cpe, cores, order=None, mode="cyclic"):
+    """Tile starts (per spatial axis, in kernel order) that CPE `cpe` processes, in order."""
+    order = order or [a.name for a in kernel.axes]
+    ext = {a.name: a.extent for a in kernel.axes}
+    counts = [math.ceil(ext[n] / tiles[n]) for n in order]
+    total = math.prod(counts)
+    g0, n, step = cpe_share(total, cores, cpe, mode)
+    for j in range(n):
+        coords = decode(g0 + j * step, order, counts)
+        start = {name: c * tiles[name] for name, c in zip(order, coords)}
+        yield tuple(start[a.name] for a in kernel.axes)

@@ -1,0 +1,177 @@
+"""The Sunway kernel-scheduling passes, one decision each, in the order pipeline.py runs them.
+
+Each pass is `(Program, Target, Options) -> Program`. Between passes a compute kernel's
+decisions so far live in `program.target_state.drafts[kernel.name]` (a `Draft`); the pass
+`lay_out_ldm` turns them into the kernel's `Schedule`, which the printers and the predictor
+read. Kernels the backend prints by itself (`kind != "compute"`) have their own scheduler.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ....errors import LdmError
+from ....ir.loopnest import Acc, Const, substitute_acc
+from ..cost.predict import compulsory_bytes, simulate
+from ..convert import convert_schedule
+from ..gather import gather_schedule
+from . import reorder
+from .dma import apply_blocking
+from .grid import spatial_tiles
+from .kernel_schedule import Schedule, classify_iterators, ldm_align
+from .ldm import Search, ldm_budget, search_tiles
+
+SPECIAL_SCHEDULERS = {"gather": gather_schedule, "convert": convert_schedule}   # kernel kind -> fn(kernel, hw, budget, options)
+
+TRAFFIC_WEIGHTS = (0.0, 1e-11, 2e-11, 5e-11, 1e-10, 2e-10, 5e-10, 1e-9, 2e-9, 5e-9)
+
+
+@dataclass
+class Draft:
+    """One compute kernel's schedule while the passes decide it."""
+    search: Search                # the cost model and LDM arithmetic of this kernel
+    tiles: dict = None            # axis -> tile size (choose_tiles)
+    seconds: float = 0.0          # modelled seconds per tile at these tiles (choose_buffering)
+    double_buffer: bool = False   # (choose_buffering)
+    vector: object = None         # simd.VectorPlan or None (choose_buffering)
+    lane: str = None              # row sharing: the axis a mesh row splits (choose_row_sharing)
+    red_order: list = field(default_factory=list)   # tiled reduce loops, outermost first (order_loops)
+
+
+@dataclass
+class SunwayState:
+    """What the Sunway passes carry between them (`program.target_state`)."""
+    traffic_weight: float = None   # seconds per byte of traffic, when `traffic_target` priced it
+    drafts: dict = field(default_factory=dict)   # kernel name -> Draft
+
+
+def _compute(program):
+    return [k for k in program.kernels if k.kind == "compute"]
+
+
+def schedule_special_kernels(program, target, options):
+    """Kernels printed by their own module (run-time Gather): check their fixed LDM buffers."""
+    budget = ldm_budget(target, options)
+    for k in program.kernels:
+        fn = SPECIAL_SCHEDULERS.get(k.kind)
+        if fn is not None:
+            fn(k, target.hardware, budget, options)
+    return program
+
+
+def traffic_weight_for(program, hw, budget, options, target):
+    """The smallest price of main-memory traffic (seconds per byte, from TRAFFIC_WEIGHTS) at
+    which the modelled traffic of the whole program is at most `target` times its compulsory
+    traffic (a Lagrangian relaxation of that global constraint: every kernel then minimises
+    time + price x bytes on its own). The largest price when no price is low enough."""
+    comp = sum(compulsory_bytes(k) for k in _compute(program))
+    for w in TRAFFIC_WEIGHTS:
+        est = 0
+        for k in _compute(program):
+            s = Search(k, hw, budget, dict(options, traffic_weight=w), program.graph)
+            est += s.evaluate(search_tiles(s))[3]
+        if est <= target * comp:
+            return w
+    return TRAFFIC_WEIGHTS[-1]
+
+
+def price_traffic(program, target, options):
+    """Option `traffic_target`: the price of a byte of traffic every tile search then pays."""
+    if options.get("traffic_target") in (None, "", "off"):
+        return program
+    w = traffic_weight_for(program, target.hardware, ldm_budget(target, options), options,
+                           float(options["traffic_target"]))
+    program.target_state.traffic_weight = w
+    program.notes.append(f"traffic weight {w:g} s/B for traffic <= {options['traffic_target']} x compulsory")
+    return program
+
+
+def drop_empty_reductions(program, target, options):
+    """A reduction over nothing is its initial value: an element-wise kernel of the epilogue."""
+    for k in _compute(program):
+        if k.combine is not None and any(a.extent == 0 for a in k.reduce_axes):
+            k.body = substitute_acc(k.epilogue, Const(float(k.init)))
+            k.epilogue, k.combine, k.reduce_axes = Acc(), None, ()
+    return program
+
+
+def choose_tiles(program, target, options):
+    """Tile sizes that fit LDM and minimise the modelled time (swTVM Algorithm 1, ldm.py)."""
+    state = program.target_state
+    if state.traffic_weight is not None:
+        options = dict(options, traffic_weight=state.traffic_weight)
+    budget = ldm_budget(target, options)
+    for k in _compute(program):
+        s = Search(k, target.hardware, budget, options, program.graph)
+        state.drafts[k.name] = Draft(s, tiles=search_tiles(s))
+    return program
+
+
+def choose_buffering(program, target, options):
+    """Double-buffer the boxes (and the vector plan) when the cost model says it pays."""
+    for k in _compute(program):
+        d = program.target_state.drafts[k.name]
+        d.seconds, d.double_buffer, d.vector, _, _ = d.search.evaluate(d.tiles)
+    return program
+
+
+def choose_row_sharing(program, target, options):
+    """SW26010: the axis a mesh row splits so one broadcast DMA feeds the row, or none."""
+    for k in _compute(program):
+        d = program.target_state.drafts[k.name]
+        d.lane = d.search.evaluate(d.tiles)[4]
+    return program
+
+
+def block_constants(program, target, options):
+    """Fix each box at the chosen tiles; re-lay out constant boxes in blocks (dma.py)."""
+    for k in _compute(program):
+        d = program.target_state.drafts[k.name]
+        for b in d.search.boxes:
+            b.finish(d.tiles)
+            b.shared = d.lane is not None and b.context != "out" and d.lane not in b.vars
+        if program.graph is not None:
+            apply_blocking(k, program.graph, d.search.boxes, d.tiles)
+    return program
+
+
+def order_loops(program, target, options):
+    """The order of the tiled reduce loops with the fewest DMAs (reorder.py)."""
+    for k in _compute(program):
+        d = program.target_state.drafts[k.name]
+        d.red_order, _ = reorder.order_reduce(k, d.search.boxes, d.tiles)
+    return program
+
+
+def lay_out_ldm(program, target, options):
+    """Give every moving box its halves, count the LDM and set the kernel's Schedule."""
+    budget = ldm_budget(target, options)
+    for k in _compute(program):
+        d = program.target_state.drafts[k.name]
+        s, tiles, boxes = d.search, d.tiles, d.search.boxes
+        for b in boxes:
+            b.halves = 2 if d.double_buffer and b.context != "out" and s.moves(b, tiles) else 1
+        ldm = ldm_align(math.prod(tiles[a.name] for a in k.axes) * 4)
+        ldm += sum(ldm_align(b.cap(tiles) * 4) * b.halves for b in boxes if b.context != "out")
+        if ldm > budget:        # cannot happen: the search only keeps fitting tiles
+            raise LdmError(k.name, ldm, budget)
+        k.schedule = Schedule(tiles, d.red_order, [a.name for a in k.axes], "cyclic", boxes, ldm, budget,
+                              spatial_tiles(k, tiles), d.double_buffer, d.vector,
+                              classify_iterators(k, boxes, tiles), d.seconds, lane=d.lane)
+    return program
+
+
+def choose_partition(program, target, options):
+    """Grid order and cyclic/block deal over the CPEs with the fewest DMAs (exact count).
+
+    Only when some box can stay in LDM across a CPE's consecutive tiles; the predictor counts."""
+    for k in _compute(program):
+        sched, cores = k.schedule, program.target_state.drafts[k.name].search.cores
+        if not reorder.reusable_across_tiles(k, sched.boxes, sched.tiles):
+            continue
+
+        def count(order, mode, k=k):
+            r = simulate(k, cores, 0, None, order, mode)
+            return int(r["get_ops"].sum()), int(r["get_bytes"].sum())
+        sched.grid_order, sched.partition = reorder.order_grid(k, sched.boxes, sched.tiles, cores, count)
+    return program

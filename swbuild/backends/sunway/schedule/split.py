@@ -1,0 +1,107 @@
+"""Splitting a reduction over the CPEs (a Sunway schedule pass).
+
+With 64 CPEs each computing whole output tiles, a reduction with a small output (a 1x1
+convolution on 7x7 or 14x14 pixels, a Gemm with one row) forces tiny tiles: every CPE
+re-reads inputs and weights and moves short rows. Splitting the largest reduce axis r into
+S parts makes the output S times larger (S partial results), so tiles can grow, and a second
+kernel adds the S partials and applies the epilogue:
+
+    part[s, axes] = sum over r' < R/S (and the other reduce axes) of body[r = s*R/S + r']
+    out[axes]     = epilogue(sum over s of part[s, axes])
+
+Both are ordinary kernels (tiled, DMA-planned, SIMD) and the partials are an ordinary
+intermediate of the memory plan. The split is kept only when the cost model says the pair
+is at least SPLIT_GAIN faster than the original kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import replace as _replace
+
+from ....ir.graph import Tensor
+from ....ir.loopnest import Acc, Axis, Bin, Buffer, Kernel, Load, Var, iconst, iter_loads, transform
+from ....recipe import option_on
+from ..cost import model
+from ..cost.predict import compulsory_bytes
+from .ldm import Search, ldm_budget, search_tiles
+
+SPLITS = (2, 4, 8, 16)
+SPLIT_MIN_FLOPS = 2e7
+SPLIT_GAIN = 0.85
+SPLIT_MIN_SLOWDOWN = 2.0     # only kernels modelled slower than this many times their roofline
+
+
+def _split_kernel(k, S, graph):
+    red = max(k.reduce_axes, key=lambda a: a.extent)
+    if red.extent % S or red.extent // S < 2:
+        return None
+    part = red.extent // S
+    names = {a.name for a in list(k.axes) + list(k.reduce_axes)}
+    s_name = "sk"
+    while s_name in names:
+        s_name += "x"
+    s_ax = Axis(s_name, S)
+    new_idx = Bin("+", Bin("*", Var(s_name), iconst(part)), Var(red.name))
+    body = transform(k.body, lambda e: new_idx if isinstance(e, Var) and e.name == red.name else None)
+    shape = (S,) + tuple(a.extent for a in k.axes)
+    tname = f"%swsplit:{k.name}"
+    graph.tensors[tname] = Tensor(tname, shape, "float32")
+    used = {ld.buf for ld in iter_loads(k.body)}
+    nums = [int(n[1:]) for n in k.buffers if n[1:].isdigit()]
+    pname = f"b{max(nums, default=-1) + 1}"
+    pbuf = Buffer(pname, tname, shape)
+    b1 = {n: b for n, b in k.buffers.items() if n in used}
+    b1[pname] = pbuf
+    k1 = Kernel(f"{k.name}_part", k.op, k.node, pname, (s_ax,) + tuple(k.axes), body, b1,
+                reduce_axes=tuple(_replace(a, extent=part) if a is red else a for a in k.reduce_axes),
+                combine="sum", init=0.0, epilogue=Acc(), fused=k.fused)
+    epi_used = {ld.buf for ld in iter_loads(k.epilogue)}
+    b2 = {n: b for n, b in k.buffers.items() if n in epi_used or n == k.out}
+    b2[pname] = pbuf
+    k2 = Kernel(f"{k.name}_sum", k.op, k.node, k.out, tuple(k.axes),
+                Load(pname, (Var(s_name),) + tuple(a.var for a in k.axes)), b2,
+                reduce_axes=(s_ax,), combine="sum", init=0.0, epilogue=k.epilogue,
+                out_offset=tuple(k.out_offset), fused=k.fused)
+    return k1, k2
+
+
+def split_reductions(program, target, options):
+    """Split a long reduction with a small output over the CPEs when the cost model gains."""
+    if not option_on(options, "split_reductions"):
+        return program
+    budget = ldm_budget(target, options)
+    hw, g = target.hardware, program.graph
+    out = []
+    for k in program.kernels:
+        if (k.kind != "compute" or k.combine != "sum" or k.init != 0.0
+                or not k.reduce_axes or not k.axes or k.flops() < SPLIT_MIN_FLOPS):
+            out.append(k)
+            continue
+        s = Search(k, hw, budget, options, g)
+        t0 = s.evaluate(search_tiles(s))[0]
+        if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k)):
+            out.append(k)                    # already close to its bound
+            continue
+        best = (t0 * SPLIT_GAIN, None)
+        quick = dict(options, search_effort="quick")
+        for S in SPLITS:
+            pair = _split_kernel(k, S, g)
+            if pair is None:
+                continue
+            t = 0.0
+            for kk in pair:
+                ss = Search(kk, hw, budget, quick, g)
+                t += ss.evaluate(search_tiles(ss))[0]
+            if t < best[0]:
+                best = (t, pair)
+            elif best[1] is not None:        # past the best split: larger S only adds partials
+                break
+            for kk in pair:                  # drop the trial's partials from the graph
+                g.tensors.pop(kk.buffers[kk.out].tensor, None) if kk.out != k.out else None
+        if best[1] is None:
+            out.append(k)
+            continue
+        k1, k2 = _split_kernel(k, best[1][0].axes[0].extent, g)
+        program.notes.append(f"{k.name}: reduction split {k1.axes[0].extent} ways over the CPEs")
+        out += [k1, k2]
+    program.kernels = out
+    return program
