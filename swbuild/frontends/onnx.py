@@ -127,7 +127,8 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
     for n in graph.nodes:
         for o in n.outputs:
             if o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
-                raise ModelError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}'")
+                raise UnsupportedError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}' "
+                                       "(it depends on run-time data; swbuild compiles static shapes)")
     for o in outputs:
         if o not in graph.tensors:
             raise ModelError(f"graph output '{o}' is not produced by any node")

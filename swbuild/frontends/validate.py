@@ -14,7 +14,7 @@ import math
 import numpy as np
 import onnx
 
-from ..errors import ModelError
+from ..errors import ModelError, UnsupportedError
 
 # Largest tensor the generated C indexes (32-bit signed offsets in the kernels and runtimes).
 MAX_ELEMENTS = (1 << 31) - 1
@@ -40,7 +40,8 @@ def check_proto(model: onnx.ModelProto, input_shapes: dict):
         if vi.name in consts:
             continue
         if not vi.type.HasField("tensor_type"):
-            raise ModelError(f"graph input '{vi.name}' is not a tensor")
+            raise UnsupportedError(f"graph input '{vi.name}' is not a tensor (sequences, maps and optionals are "
+                                   "not supported)")
         tt = vi.type.tensor_type
         if tt.elem_type == 0:
             raise ModelError(f"graph input '{vi.name}' has no element type")

@@ -248,7 +248,7 @@ def lower_cast(ctx, node):
                                "tensor that feeds further kernels is not supported (kernels compute in float32; "
                                "integer results are kept as graph outputs only)")
     kb = KernelBuilder(ctx, node)
-    i = Axis("i", max(x.size, 1))
+    i = Axis("i", x.size)      # an empty tensor: a kernel of no points, which ctx.add drops
     v = kb.load(x.name, [i.var], shape=[i.extent])
     k = kb.kernel(out.name, [i], truth(is_true(v)) if to_bool else v, out_shape=[i.extent])
     if x.dtype != out.dtype:

@@ -12,10 +12,16 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from ..errors import UnsupportedError
 from ..ir.graph import Node, Tensor, is_splat
 
 
 def booleans_as_float(graph):
+    for n in graph.nodes:   # max over no booleans is false, but over no 0/1 floats -inf (true)
+        x = graph.tensors.get(n.inputs[0]) if n.inputs else None
+        if n.op.startswith("Reduce") and x is not None and x.dtype == "bool" and x.size == 0:
+            raise UnsupportedError(f"node '{n.name}' ({n.op}): a reduction of the empty bool tensor "
+                                   f"'{x.name}' is not supported (dtype bool, no elements)")
     # a bool graph input read by a kernel: one Cast at the front reads it into float32 0/1
     for x in graph.inputs:
         t = graph.tensors[x]

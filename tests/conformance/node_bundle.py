@@ -73,6 +73,10 @@ def collect(ops=None):
     return sorted(out, key=lambda c: c.name)
 
 
+def _array(v):
+    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
+
+
 def bind_params(tc, index):
     """Model with parameter inputs turned into initializers; returns (model, runtime inputs)."""
     m = onnx.ModelProto()
@@ -86,7 +90,7 @@ def bind_params(tc, index):
                 bound.add(n.input[k])
     keep, run_inputs = [], []
     for vi, value in zip(list(m.graph.input), inputs):
-        value = np.asarray(value)
+        value = _array(value)
         if vi.name in bound:
             m.graph.initializer.append(numpy_helper.from_array(value, vi.name))
         else:
@@ -94,7 +98,7 @@ def bind_params(tc, index):
             run_inputs.append(value)
     del m.graph.input[:]
     m.graph.input.extend(keep)
-    return Case(index, tc.name, m, run_inputs, [np.asarray(o) for o in outputs],
+    return Case(index, tc.name, m, run_inputs, [_array(o) for o in outputs],
                 max(tc.rtol, RTOL_MIN), max(tc.atol, ATOL_MIN))
 
 
@@ -102,6 +106,9 @@ def compile_case(case, tc, out_dir):
     from swbuild.compiler import compile_to
     case.prefix = f"c{case.index}"
     try:
+        for v in case.inputs + case.outputs:    # strings, float8, bfloat16 arrive as TensorProto objects
+            if v.dtype.kind not in "biuf":
+                raise UnsupportedError(f"dtype {v.dtype} of a graph input/output (no numeric numpy type)")
         program, files = compile_to(case.model, tc, out_dir, case.prefix)
         case.plan = json.loads(files[f"{case.prefix}.plan.json"])
         case.status = "compiled"
