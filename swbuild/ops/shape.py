@@ -25,7 +25,8 @@ def _inference_dropout(ctx, node):
     if int(node.attrs.get("training_mode", 0)):     # opset < 12 spelled it as an attribute ('is_test')
         raise UnsupportedError(f"node '{node.name}' (Dropout): attribute training_mode is not supported")
     if len(node.outputs) > 1 and node.outputs[1]:
-        raise UnsupportedError(f"node '{node.name}' (Dropout): the mask output '{node.outputs[1]}' is not supported")
+        mask = node.outputs[1].removesuffix(":as_float")   # the name in the model (optimizer/dtypes.py)
+        raise UnsupportedError(f"node '{node.name}' (Dropout): the mask output '{mask}' is not supported")
 
 
 @register("Transpose")
