@@ -102,6 +102,8 @@ def _bshape(rng, shape):
 def _step(b, x, shape):
     """One random op on x (float32 of `shape`); returns (tensor, shape)."""
     rng = b.rng
+    if not shape:                               # a scalar (a full reduction): back to rank 1
+        return b.node("Reshape", [x, b.const(np.array([1], np.int64))]), [1]
     kind = rng.choice(["unary", "binary", "compare", "logical", "clip", "softmax", "reduce", "transpose", "reshape",
                        "concat", "slice", "gather", "matmul", "cast", "isnan", "pool", "conv"])
     r = len(shape)
