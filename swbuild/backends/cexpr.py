@@ -29,6 +29,8 @@ UNARY = {
     "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
     "atanh": "atanhf({a})", "sign": "sw_signf({a})",
 }
+CTYPE = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
+         "int64": "long long", "uint8": "unsigned char", "bool": "unsigned char"}   # tensor dtype -> C type
 # the reduction step of each combine, over the accumulator {a} and the value {v}
 COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = sw_fmaxf({a}, {v});",
            "min": "{a} = sw_fminf({a}, {v});", "prod": "{a} *= {v};"}

@@ -51,6 +51,7 @@ class Graph:
     nodes: list        # topological order
     inputs: list       # graph input names (non-constant)
     outputs: list
+    opset: int = 13    # the model's default-domain opset (some ops changed meaning across versions)
 
     def producer(self):
         return {o: n for n in self.nodes for o in n.outputs}

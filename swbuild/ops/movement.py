@@ -140,7 +140,7 @@ def lower_resize(ctx, node):
     mode = _s(node.attrs.get("mode"), "nearest")
     if mode != "nearest":
         raise UnsupportedError(f"node '{node.name}' ({node.op}): mode '{mode}' is not supported (nearest only)")
-    if node.op == "Upsample" or getattr(ctx.graph, "opset", 13) < 11:
+    if node.op == "Upsample" or ctx.graph.opset < 11:
         ctm, nearest = "asymmetric", "floor"
     else:
         ctm = _s(node.attrs.get("coordinate_transformation_mode"), "half_pixel")
@@ -179,7 +179,7 @@ def lower_resize(ctx, node):
 def _resize_scales(ctx, node, x, out):
     if node.op == "Upsample" and "scales" in node.attrs:
         return [float(s) for s in node.attrs["scales"]]
-    k = 1 if node.op == "Upsample" or getattr(ctx.graph, "opset", 13) < 11 else 2
+    k = 1 if node.op == "Upsample" or ctx.graph.opset < 11 else 2
     sc = const_input(ctx, node, k)
     if sc is not None and sc.size:
         sc = [float(s) for s in sc.reshape(-1)]

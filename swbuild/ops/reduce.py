@@ -11,7 +11,7 @@ from .nn import _acc
 def _softmax_view(ctx, node):
     x = ctx.graph.tensors[node.inputs[0]]
     r = len(x.shape)
-    opset = getattr(ctx.graph, "opset", 13)
+    opset = ctx.graph.opset
     axis = int(node.attrs.get("axis", -1 if opset >= 13 else 1)) % r
     if opset >= 13:
         return x, (math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1:]))

@@ -24,7 +24,7 @@ import onnx
 from onnx import numpy_helper
 
 from swbuild import build, toolchain
-from swbuild.backends.sunway.host import CTYPE
+from swbuild.backends.cexpr import CTYPE
 from swbuild.errors import SwbuildError, UnsupportedError
 from swbuild.ops import supported_ops
 

@@ -27,7 +27,7 @@ def build_kernels(runtime_libs, tmp_path_factory):
     root = tmp_path_factory.mktemp("scop-builds")
     counter = [0]
 
-    def run(target, configs, serial_fallback=False):
+    def run(target, configs, serial_fallback=False, others=(), includes=(KERNELS_DIR,)):
         tc = toolchain.load(target)
         lib = runtime_libs(tc)
         jobs = []
@@ -39,14 +39,14 @@ def build_kernels(runtime_libs, tmp_path_factory):
             out = root / f"{counter[0]:03d}-{name}"
             defines = [f"{k}={v}" if v is not None else k for k, v in macros.items()]
             res = Result(name, defines, out_dir=out)
-            gen = scop_cli.generate(src, tc, out, [str(KERNELS_DIR)], defines,
-                                    serial_fallback=serial_fallback)
+            inc = [str(i) for i in includes]
+            gen = scop_cli.generate(src, tc, out, inc, defines, serial_fallback=serial_fallback)
             res.gen_seconds, res.plans = gen["seconds"], gen["plans"]
-            steps, exe = scop_cli.exe_steps(tc, gen["paths"], [], out, name, [str(KERNELS_DIR)],
-                                            defines, KERNELS_DIR)
+            steps, exe = scop_cli.exe_steps(tc, gen["paths"], list(others), out, name, inc,
+                                            defines, src.parent)
             steps = [s for s in steps if not s.label.startswith(("CC-EMU", "AR "))]
             steps[-1].argv = [str(lib) if str(a).endswith("libswemu.a") else a for a in steps[-1].argv]
-            jobs.append((res, steps, exe, src))
+            jobs.append((res, steps, exe, src, inc, list(others)))
         with ThreadPoolExecutor(WORKERS) as pool:
             return list(pool.map(lambda j: _finish(*j), jobs))
     return run

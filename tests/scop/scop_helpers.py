@@ -60,7 +60,7 @@ def same_numbers(a, b, rel=1e-6):
     return all(abs(x - y) <= rel * max(abs(x), abs(y)) + 1e-12 for x, y in zip(a, b))
 
 
-def _finish(res, steps, exe, src):
+def _finish(res, steps, exe, src, includes=(str(KERNELS_DIR),), others=()):
     try:
         build.run_steps(steps, log=lambda m: None)
         stats_path = res.out_dir / "stats.json"
@@ -70,8 +70,9 @@ def _finish(res, steps, exe, src):
             res.message = f"run failed ({par.returncode}): {par.stderr[-1500:]}"
             return res
         ser_exe = res.out_dir / "serial"
-        subprocess.run(["gcc", "-O2", f"-I{KERNELS_DIR}"] + [f"-D{d}" for d in res.defines]
-                       + [str(src), "-o", str(ser_exe), "-lm"], check=True, capture_output=True)
+        subprocess.run(["gcc", "-O2"] + [f"-I{i}" for i in includes] + [f"-D{d}" for d in res.defines]
+                       + [str(src)] + [str(o) for o in others] + ["-o", str(ser_exe), "-lm"],
+                       check=True, capture_output=True)
         ser = subprocess.run([str(ser_exe)], capture_output=True, text=True, timeout=300)
         res.stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
         a, b = numbers(ser.stdout), numbers(par.stdout)

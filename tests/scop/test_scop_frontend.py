@@ -88,7 +88,9 @@ def test_every_listed_kernel_extracts():
     ("for (i = 0; i < N; i++)\n    *(x + i) = 1.0;", 2, "pointer arithmetic '*(x + i)'"),
     ("for (i = 0; i < N; i++)\n    if (x[i] > 0)\n        x[i] = 0;", 2, "condition 'x[i]'"),
     ("while (n > 0)\n    n--;", 1, "while loop 'while (n > 0)'"),
-    ("for (i = 0; i < N; i++)\n    alpha = x[i];", 2, "scalar write"),
+    ("for (i = 0; i < N; i++)\n    i = i + 1;", 2, "loop variable 'i'"),
+    ("for (i = 0; i < N; i++) { x[i] = j; for (j = 0; j < N; j++) A[i][j] += 1; }", 1, "loop variable 'j'"),
+    ("for (i = 0; i < n; i++)\n    n = 2;", 1, "loop bound 'n'"),
 ])
 def test_outside_the_model_is_one_error_with_file_and_line(tmp_path, body, offset, construct):
     r = extract(tmp_path, body)[0]
@@ -114,3 +116,12 @@ def test_reduce_system_headers_keeps_only_needed_typedefs():
     out = scop.reduce_system_headers(text)
     assert "typedef unsigned long size_t;" in out and "typedef size_t my_size;" in out
     assert "unused_t" not in out and "printf" not in out and "return a" not in out
+
+
+def test_reduce_system_headers_keeps_tokens_system_macros_expand_to_in_user_code():
+    # gcc -E marks `stderr` (a macro of stdio.h) in the user's line with flag 3
+    text = ('# 1 "k.c"\n# 1 "/usr/include/stdio.h" 1 3 4\nextern FILE *stderr;\n# 2 "k.c" 2\n'
+            'void f(void) { fprintf(\n# 3 "k.c" 3 4\n stderr\n# 3 "k.c"\n , "x"); }\n')
+    out = scop.reduce_system_headers(text)
+    assert "stderr\n" in out and "extern FILE" not in out
+    scop.parse(out, "k.c")           # the reduced text alone parses

@@ -12,12 +12,11 @@ import math
 
 from ...errors import LdmError
 from ...names import c_comment
+from ..cexpr import CTYPE
 from .gather import FixedSchedule
 from .schedule.kernel_schedule import ldm_align
 
 CHUNK = 1024            # elements per DMA: at most 8 KB of int64/float64 and 4 KB of float32 in LDM
-CTYPES = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
-          "int64": "long long", "uint8": "unsigned char", "bool": "unsigned char"}
 SIZES = {"float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "bool": 1}
 
 
@@ -28,7 +27,7 @@ def _bufs(k):
 
 def convert_c(k, cores, itemsize=4):
     src, dst, n = _bufs(k)
-    it, ot = CTYPES[src.dtype], CTYPES[dst.dtype]
+    it, ot = CTYPE[src.dtype], CTYPE[dst.dtype]
     conv = "(a[j] != 0)" if k.extra.get("to_bool") else "a[j]"
     if k.extra.get("to_bool") and dst.dtype == "float32":
         conv = "(a[j] != 0 ? 1.0f : 0.0f)"

@@ -1,6 +1,6 @@
 """The build report: per kernel and in total, what the compiler predicted (flops, DMA
-operations and bytes, LDM, modelled and roofline seconds, from `perf/predict.py` and
-`perf/model.py`) next to what the emulator measured (DMA operations and bytes, LDM peak,
+operations and bytes, LDM, modelled and roofline seconds, from `cost/predict.py` and
+`cost/model.py`) next to what the emulator measured (DMA operations and bytes, LDM peak,
 write conflicts, emulated seconds).
 
 `build_report(plan, stats, tc)` returns one JSON-able document; `plot_report` draws the

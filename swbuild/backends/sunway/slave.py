@@ -2,7 +2,7 @@
 
 Shape of every kernel (swTVM's layout, with double buffering):
 
-    DMA the parameter struct into LDM; this CPE's share of the tile grid (partition.py)
+    DMA the parameter struct into LDM; this CPE's share of the tile grid (schedule/grid.py)
     allocate LDM: the accumulator tile, each box (two halves when double-buffered)
     for each step s = (tile, reduce tile) of this CPE:
         flip double-buffered boxes whose next footprint was prefetched
@@ -13,7 +13,7 @@ Shape of every kernel (swTVM's layout, with double buffering):
         compute (SIMD register-blocked micro-kernel or scalar), guard free
         last step of a tile: epilogue, non-blocking DMA of the output tile
 
-With row sharing (partition.py) a box that does not depend on the row's lane axis has the
+With row sharing (schedule/grid.py) a box that does not depend on the row's lane axis has the
 same footprint on all 8 CPEs of a mesh row at every step. The whole row records it, the CPE
 in column (step % 8) broadcasts it (athread_get BCAST_MODE, mask 1 << row) and waits for
 it, and the row meets in athread_syn(ROW_SCOPE): once per step that fetches or consumes a
@@ -22,7 +22,7 @@ no longer read), around a single-buffered one, and once after allocation.
 
 DMA is non-blocking with one reply word per buffer half. A box is fetched exactly when its
 footprint differs from the resident one, so each DMA sits at the outermost loop where the
-footprint changes (swTVM). `swbuild.perf.predict.simulate` replays the same decisions and
+footprint changes (swTVM). `cost/predict.py: simulate` replays the same decisions and
 arithmetic at compile time; the emulator's counters must equal it.
 """
 from __future__ import annotations
@@ -93,7 +93,7 @@ def kernel_c(k, cores, itemsize=4):
     w("SW_WAIT(rp, 1);")
     w("const int cpe = SW_CPE_ID();")
     counts = [math.ceil(K.ext[n] / t[n]) for n in s.grid_order]
-    if s.lane:      # row sharing: rows take groups, column c the lane tiles l*8 + c (partition.py)
+    if s.lane:      # row sharing: rows take groups, column c the lane tiles l*8 + c (schedule/grid.py)
         counts = group_counts(counts, s.grid_order.index(s.lane))
         w(f"const int row = cpe / {ROW}, col = cpe % {ROW};")
         who, units = "row", cores // ROW
@@ -327,7 +327,7 @@ def _transfer(w, K, b, h, itemsize):
 
 def _dma(w, b, conds, direction, ldm, ptr, ext, lo, reply, counter, itemsize):
     """The DMA(s) of one box footprint: contiguous tail merged, one strided call per 2-D slab
-    (mirrored by optimizer.dma.transfers)."""
+    (mirrored by schedule/dma.py: transfers)."""
     m = b.merge
     shape = b.shape
     pitch = _pitches(shape)

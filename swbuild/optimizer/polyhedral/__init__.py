@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+import islpy as isl
+
 from ...errors import LdmError, UnsupportedError
 from . import copies, dependences, mapping, tiling
 
@@ -47,12 +49,12 @@ def plan_region(region, tc, force=None, serial_fallback=False, kname=lambda k: f
             warn(f"{region.error} -- region left serial on the MPE")
             return RegionPlan(region, serial=True, reason=str(region.error))
         raise region.error
-    model = dependences.build_model(region)
-    deps = dependences.dependences(model)
-    sched = dependences.schedule(model, deps)
-    host = mapping.map_kernels(sched, force)
-    plan = RegionPlan(region, model, deps, host)
     try:
+        model = dependences.build_model(region)
+        deps = dependences.dependences(model)
+        sched = dependences.schedule(model, deps)
+        host = mapping.map_kernels(sched, force)
+        plan = RegionPlan(region, model, deps, host)
         for k in host.kernels:
             groups = copies.group(k, model)
             t = tiling.choose(k, model, groups, tc, region.arrays, kname(k.index),
@@ -60,12 +62,23 @@ def plan_region(region, tc, force=None, serial_fallback=False, kname=lambda k: f
             theta, cpe = tiling.theta(k, t)
             levels, csched = copies.place(k, theta, groups)
             plan.kernels.append(KernelPlan(k, t, groups, levels, theta, csched, cpe))
-    except (LdmError, UnsupportedError) as e:
-        e.args = (f"{region.path}:{region.start_line}: {e}",)     # say which region
+    except (LdmError, UnsupportedError, isl.Error, AssertionError, AttributeError, TypeError,
+            ValueError, KeyError, IndexError) as e:
+        if not isinstance(e, (LdmError, UnsupportedError)):
+            # a bug here must not print a traceback or produce a wrong region
+            e = UnsupportedError(f"{region.path}:{region.start_line}: internal error while planning the "
+                                 f"region ({type(e).__name__}: {e}); please report it")
+        if not str(e).startswith(f"{region.path}:"):
+            e.args = (f"{region.path}:{region.start_line}: {e}",)     # say which region
         if not serial_fallback:
-            raise
+            raise e from None
         warn(f"{e} -- region left serial on the MPE")
         return RegionPlan(region, serial=True, reason=str(e))
+    if not plan.kernels:
+        # say why nothing goes to the CPEs: the region is kept, on the MPE
+        plan.reason = (f"{region.path}:{region.start_line}: no loop of the region can run in parallel "
+                       "(every loop carries a dependence): it runs on the MPE")
+        warn(plan.reason)
     return plan
 
 

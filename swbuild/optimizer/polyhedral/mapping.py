@@ -93,8 +93,10 @@ def map_kernels(sched, force=None):
     depth = _out_dim(flat)
     host = flat
     kernels = []
-    for idx, (node, plen) in enumerate(found):
-        kernels.append(_kernel(idx, node, plen, flat, depth, force))
+    for node, plen in found:
+        if flat.intersect_domain(node.get_domain()).is_empty():
+            continue            # statements that never run (an always-false condition)
+        kernels.append(_kernel(len(kernels), node, plen, flat, depth, force))
         host = host.subtract_domain(node.get_domain()).union(_launch_sched(kernels[-1], depth))
     serial = sorted({m.get_tuple_name(isl.dim_type.in_) for m in _maps(host)} - {f"K{k.index}" for k in kernels})
     return HostPlan(host, kernels, serial, depth)

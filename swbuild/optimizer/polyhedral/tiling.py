@@ -272,39 +272,50 @@ def choose(kernel, model, groups, tc, arrays, kname, unsafe=None):
             options.sort(key=lambda o: (o[0], o[1]))
             sizes = options[0][2]
 
-    rejected = []
+    def consider(members, grid, p_sizes):
+        nonlocal best
+        got = fit(members, p_sizes, [m for m in range(kernel.n_band) if m not in members])
+        if got is None:
+            return
+        sizes, order, (ldm, levels, exts) = got
+        n_tiles = [math.ceil(ext[m] / sizes[m]) for m in order]
+        np_ = len(members)
+        per_cpe = math.prod(math.ceil(n_tiles[i] / grid[i]) for i in range(np_))
+        dma = 0.0
+        for g in groups:
+            lv = levels[g.index]
+            if lv >= np_:
+                copies = math.prod(n_tiles[np_:lv])
+            else:   # copied once for several of this CPE's tiles
+                copies = 1.0 / math.prod(math.ceil(n_tiles[i] / grid[i]) for i in range(lv, np_))
+            b = math.prod(exts[g.index]) * g.esize
+            dma += copies * (1 + g.rw) * (b + half) / (peak / 64)
+        pts = math.prod(sizes[m] for m in members)
+        compute = pts * work / math.prod(ext[m] for m in members) * t_inst
+        cost = per_cpe * (compute + dma)
+        if len(members) == 2 and not _rectangular(kernel, members):
+            cost *= TRIANGLE_PENALTY
+        if best is None or cost < best[0]:
+            best = (cost, members, grid, sizes, order, ldm, levels, exts)
+
+    rejected, safe = [], []
     for members, grid in kernel.candidates:
         if unsafe is not None:
             bad = unsafe(fp, members)
             if bad:         # copy-out boxes could overwrite another CPE's results
                 rejected.append(bad)
                 continue
-        others = [m for m in range(kernel.n_band) if m not in members]
+        safe.append((members, grid))
         p_opts = [_p_candidates(fp.extent[m], g) for m, g in zip(members, grid)]
         for p_sizes in itertools.product(*p_opts):
-            got = fit(members, p_sizes, others)
-            if got is None:
-                continue
-            sizes, order, (ldm, levels, exts) = got
-            n_tiles = [math.ceil(ext[m] / sizes[m]) for m in order]
-            np_ = len(members)
-            per_cpe = math.prod(math.ceil(n_tiles[i] / grid[i]) for i in range(np_))
-            dma = 0.0
-            for g in groups:
-                lv = levels[g.index]
-                if lv >= np_:
-                    copies = math.prod(n_tiles[np_:lv])
-                else:   # copied once for several of this CPE's tiles
-                    copies = 1.0 / math.prod(math.ceil(n_tiles[i] / grid[i]) for i in range(lv, np_))
-                b = math.prod(exts[g.index]) * g.esize
-                dma += copies * (1 + g.rw) * (b + half) / (peak / 64)
-            pts = math.prod(sizes[m] for m in members)
-            compute = pts * work / math.prod(ext[m] for m in members) * t_inst
-            cost = per_cpe * (compute + dma)
-            if len(members) == 2 and not _rectangular(kernel, members):
-                cost *= TRIANGLE_PENALTY
-            if best is None or cost < best[0]:
-                best = (cost, members, grid, sizes, order, ldm, levels, exts)
+            consider(members, grid, p_sizes)
+    # Large extents: even the finest split over the CPEs may not fit; smaller mapped tiles
+    # (each CPE then takes several, cyclically) always fit when a one-element tile does.
+    for members, grid in safe if best is None else ():
+        sizes = [min(_p_candidates(fp.extent[m], g)) for m, g in zip(members, grid)]
+        while best is None and max(sizes) > 1:
+            sizes = [max(1, s // 2) for s in sizes]
+            consider(members, grid, sizes)
     if best is None and len(rejected) == len(kernel.candidates):
         raise UnsupportedError(
             f"kernel {kname}: every CPE mapping would write back boxes of "

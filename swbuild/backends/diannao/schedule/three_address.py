@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, Var, iconst
+from ....ir.loopnest import children, Acc, Bin, Const, Load, Select, Un, Var, iconst
 from ..devir import SLoop, Stmt, simp
 from .builder import Unschedulable
 
@@ -37,7 +37,7 @@ class ThreeAddress:
             if o.kind == "buf":
                 self.uses[o.ref] = self.uses.get(o.ref, 0) + 1
             return
-        for c in _kids(e):
+        for c in children(e):
             self._count(c, leaf)
 
     def _temp(self):
@@ -134,22 +134,12 @@ class ThreeAddress:
                 self.free.append(o.ref)
 
 
-def _kids(e):
-    if isinstance(e, Bin):
-        return (e.a, e.b)
-    if isinstance(e, Un):
-        return (e.a,)
-    if isinstance(e, Select):
-        return (e.cond, e.a, e.b)
-    return ()
-
-
 def loads_of(e, out):
     if isinstance(e, Load):
         if e not in out:
             out.append(e)
         return out
-    for c in _kids(e):
+    for c in children(e):
         loads_of(c, out)
     return out
 

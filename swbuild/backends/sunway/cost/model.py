@@ -15,7 +15,7 @@
   overlaps DMA with compute: max of the two plus the part `1 - dma_overlap` of the shorter
   one that double buffering does not hide, plus the first fetch and the last write that
   cannot overlap; otherwise DMA and compute add up.
-* Row sharing (optimizer/partition.py): a box one broadcast DMA brings to the 8 CPEs of a
+* Row sharing (schedule/grid.py): a box one broadcast DMA brings to the 8 CPEs of a
   mesh row costs each of them 1/8 of its bytes at the core group's bandwidth (the memory
   side reads it once), and each such fetch costs `row_sync_cycles` per row barrier (one
   when double-buffered, two otherwise).

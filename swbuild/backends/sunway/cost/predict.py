@@ -17,7 +17,7 @@ import numpy as np
 from ..schedule import simd
 from ..convert import convert_predict
 from ..gather import gather_predict
-from ..schedule.dma import aff_lohi, box_plans, transfers
+from ..schedule.dma import box_plans, transfers
 from ..schedule.grid import ROW, cpe_sequence, mixed_radix
 from . import model
 
@@ -26,18 +26,8 @@ SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict}     
 
 def footprints(b, ranges):
     """Vectorised unclamped footprint: lists (per dim) of lo and hi arrays."""
-    los, his = [], []
-    for d, affs in enumerate(b.index):
-        lo = hi = None
-        for aff in affs:
-            a, c = aff_lohi(aff, ranges)
-            lo = a if lo is None else np.minimum(lo, a)
-            hi = c if hi is None else np.maximum(hi, c)
-        if b.blocked is not None:
-            hi = lo + b.blocked[d] - 1
-        los.append(np.asarray(lo, dtype=np.int64))
-        his.append(np.asarray(hi, dtype=np.int64))
-    return los, his
+    los, his = b.footprint(ranges, np.minimum, np.maximum)
+    return [np.asarray(x, dtype=np.int64) for x in los], [np.asarray(x, dtype=np.int64) for x in his]
 
 
 def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):

@@ -24,7 +24,7 @@ and the kernel expands it in place and fills the rest with the pad value, so the
 loops carry no bounds guards at all.
 
 `footprints` and `transfers` are the Python twins of the C the slave printer emits; the
-compile-time prediction (`swbuild.perf.predict`) counts DMA with them, vectorised over all
+compile-time prediction (`cost/predict.py`) counts DMA with them, vectorised over all
 steps with numpy.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ class BoxPlan:
     blocked: tuple = None     # block extent per dim when the constant is re-laid out
     block_tensor: str = None  # the re-laid-out constant
     halves: int = 1           # 2 when double-buffered
-    shared: bool = False      # broadcast to the CPE's mesh row (row sharing, partition.py)
+    shared: bool = False      # broadcast to the CPE's mesh row (row sharing, grid.py)
     level: int = -1           # innermost reduce-tile loop (position in the order) it depends on
     notes: list = field(default_factory=list)
 
@@ -110,15 +110,16 @@ class BoxPlan:
         self.merge = self.merge_dim(tiles)
 
     # -- one footprint ---------------------------------------------------------------
-    def footprint(self, ranges):
-        """Unclamped (lo, hi) per dim for {var: (start, count)}."""
+    def footprint(self, ranges, lower=min, upper=max):
+        """Unclamped (lo, hi) per dim for {var: (start, count)}; with lower/upper = numpy's
+        minimum/maximum, starts and counts may be arrays (cost/predict.py: every step at once)."""
         los, his = [], []
         for d, affs in enumerate(self.index):
             lo = hi = None
             for aff in affs:
                 a, b = aff_lohi(aff, ranges)
-                lo = a if lo is None else min(lo, a)
-                hi = b if hi is None else max(hi, b)
+                lo = a if lo is None else lower(lo, a)
+                hi = b if hi is None else upper(hi, b)
             if self.blocked is not None:
                 hi = lo + self.blocked[d] - 1
             los.append(lo)
@@ -133,7 +134,7 @@ class BoxPlan:
 
 def aff_lohi(aff, ranges):
     """(lo, hi) of one affine expression {var: coef, None: const} over {var: (start, count)};
-    starts and counts may be numpy arrays (perf/predict.py replays all steps at once)."""
+    starts and counts may be numpy arrays (cost/predict.py replays all steps at once)."""
     lo = hi = aff.get(None, 0)
     for v, c in aff.items():
         if v is None:

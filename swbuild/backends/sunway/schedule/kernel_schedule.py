@@ -19,7 +19,7 @@ class Schedule:
     tiles: dict                 # axis name -> tile size
     red_order: list             # tiled reduce loops, outermost first (reorder.py)
     grid_order: list            # spatial axes, outermost first, in which the tile grid is flattened
-    partition: str              # "cyclic" | "block" (partition.py)
+    partition: str              # "cyclic" | "block" (grid.py)
     boxes: list                 # BoxPlan per (buffer, context, pad)
     ldm_bytes: int              # LDM buffers per CPE at these tiles
     ldm_budget: int
@@ -29,7 +29,7 @@ class Schedule:
     iterators: dict = field(default_factory=dict)
     modeled_tile_seconds: float = 0.0
     notes: list = field(default_factory=list)
-    lane: str = None            # row sharing: the axis a mesh row splits (partition.py), or None
+    lane: str = None            # row sharing: the axis a mesh row splits (grid.py), or None
 
     @property
     def order(self):

@@ -1,5 +1,5 @@
-"""LDM management (swTVM Algorithm 1): choose tile sizes so a kernel's buffers fit each
-CPE's local memory, and assemble the kernel's schedule.
+"""LDM management (swTVM Algorithm 1): the tile search that fits a kernel's buffers into each
+CPE's local memory (`Search`, `search_tiles`), used by the pass `choose_tiles` (passes.py).
 
 Iterators are classified as in swTVM: an axis that indexes some LDM buffer is a *size*
 iterator (its tile size sets buffer sizes), one cut into several tiles is also a *num*
@@ -16,14 +16,15 @@ Sizing, per kernel:
    while the buffers fit; repeat until nothing improves. A second pass from all-ones tiles
    guards against a poor start; the better of the two wins.
 
-The objective is the cost model of `swbuild.perf.model` on the busiest CPE: DMA time from
+The objective is the cost model of `cost/model.py` on the busiest CPE: DMA time from
 the box transfer sizes (bandwidth by contiguous chunk, shared by the CPEs), compute time of
 the inner loops that will be generated (SIMD/register blocked or scalar, `simd.py`),
 overlapped when the boxes are double-buffered (which doubles their LDM), and the number of
 tiles each CPE processes. The budget is the toolchain's LDM minus its reserve.
 
-After sizing: constant boxes are re-laid out in blocks (dma.py), the loops are reordered
-(reorder.py) and the result is the kernel's `Schedule`.
+The passes after the search (passes.py) choose double buffering and row sharing, re-lay out
+constant boxes in blocks (dma.py), reorder the loops (reorder.py), lay out the LDM into the
+kernel's `Schedule` and choose the CPE partition.
 """
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ class Search:
 
     def lanes(self, tiles):
         """Spatial axes the 8 CPEs of a row can split while broadcasting the boxes that do
-        not depend on them (partition.py): a tile count that is a multiple of 8."""
+        not depend on them (schedule/grid.py): a tile count that is a multiple of 8."""
         if not self.share_ok:
             return []
         out = []

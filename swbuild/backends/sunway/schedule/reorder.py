@@ -18,7 +18,7 @@ iteration of the loops down to the innermost loop it depends on. For a reduce or
 position of D) times per tile. The order minimising sum(fetches x DMA calls per fetch) (then
 bytes) wins; with at most a handful of tiled reduce loops the search is exhaustive.
 
-For the grid order and the way tiles are dealt (cyclic/block, partition.py), a box that does
+For the grid order and the way tiles are dealt (cyclic/block, grid.py), a box that does
 not depend on a tiled reduce loop can stay in LDM between consecutive tiles of a CPE when
 the grid axes that change do not move it; those choices are compared by counting the exact
 DMA operations with the compile-time predictor, only when such a box exists.

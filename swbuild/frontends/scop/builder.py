@@ -1,211 +1,17 @@
-"""C SCoP frontend: the `#pragma scop` regions of an ordinary C file as a polyhedral model.
-
-Extraction only (PPCG's first step): preprocess with the target's own preprocessor, parse
-with pycparser, find the regions, and describe every statement by an iteration domain,
-access relations and a 2d+1 source schedule (isl syntax). Dependences, mapping, tiling and
-copies live in swbuild.optimizer.polyhedral; printing in swbuild.backends.sunway.scop_printer.
-
-Names inside isl strings carry a prefix (`i_` iterators, `p_` parameters, `a_` arrays) so a
-C name can never collide with an isl keyword such as `and`, `min` or `mod`.
-"""
+"""A region's statements as polyhedral statements: domains, accesses, 2d+1 schedules."""
 from __future__ import annotations
 
 import re
-import subprocess
-from dataclasses import dataclass, field
 
-import pycparser
 from pycparser import c_ast, c_generator
 
-from ..errors import ToolchainError, UnsupportedError
-
-# gcc -E keeps GNU syntax that pycparser cannot read; these turn it into plain C99.
-GNU_DEFINES = ["__attribute__(x)=", "__extension__=", "__restrict=", "__restrict__=",
-               "__asm__(x)=", "__asm(x)=", "__inline=inline", "__inline__=inline",
-               "__volatile__=volatile", "__const=const", "__signed__=signed",
-               "_Noreturn=", "__thread="]
-# gcc builtin type names that glibc headers use in typedefs.
-_PRELUDE = "typedef int __builtin_va_list;" + "".join(f"typedef {t} {n};" for t, n in [
-    ("double", "_Float128"), ("double", "_Float64"), ("float", "_Float32"),
-    ("double", "_Float64x"), ("double", "_Float32x"), ("float", "_Float16")]) + "\n"
-
-# Calls a statement may make: pure, and available on the CPEs (libm_slave).
-MATH_FUNCS = frozenset("""sqrt sqrtf exp expf exp2 log logf log2 log10 pow powf fabs fabsf
-    sin sinf cos cosf tan tanf asin acos atan atan2 sinh cosh tanh floor floorf ceil ceilf
-    fmin fminf fmax fmaxf fmod fmodf round trunc cbrt hypot erf abs labs""".split())
-
-ELEM_SIZES = {"double": 8, "float": 4, "int": 4, "unsigned int": 4, "unsigned": 4,
-              "long": 8, "long int": 8, "unsigned long": 8, "long long": 8,
-              "long long int": 8, "unsigned long long": 8, "short": 2, "unsigned short": 2,
-              "char": 1, "signed char": 1, "unsigned char": 1, "long double": 16,
-              "int64_t": 8, "int32_t": 4, "uint64_t": 8, "uint32_t": 4}
-INT_TYPES = {t for t in ELEM_SIZES if t not in ("double", "float", "long double")} | {"size_t", "ssize_t"}
+from . import scalars
+from .cparse import STMT_EXPR
+from .model import ELEM_SIZES, INT_TYPES, MATH_FUNCS, Access, Array, ScopError, Stmt
 
 _CGEN = c_generator.CGenerator()
 
-
-class ScopError(UnsupportedError):
-    """A region outside the polyhedral model; names file, line and construct."""
-
-    def __init__(self, path, line, construct, why):
-        self.path, self.line, self.construct = path, line, construct
-        super().__init__(f"{path}:{line}: {construct}: {why}")
-
-
-# ---------------------------------------------------------------------------- model
-
-@dataclass
-class Array:
-    name: str
-    ctype: str                 # element type, e.g. "double"
-    esize: int                 # bytes per element
-    const_dims: list           # per dimension: int extent, or None (symbolic / unknown)
-
-
-@dataclass
-class Access:
-    array: str
-    index: list                # one linear form per subscript: {name: coeff, "": const}
-    write: bool
-    read: bool
-
-
-@dataclass
-class Stmt:
-    name: str                  # S0, S1, ... in textual order
-    line: int
-    iters: list                # C names of the enclosing loop iterators, outer first
-    domain: str                # isl set text
-    sched: list                # 2d+1 source schedule: ints and ("it", name, sign)
-    node: c_ast.Node           # the assignment
-    refs: list                 # Access per array reference, in the order _walk_refs visits them
-
-
-@dataclass
-class Region:
-    path: str
-    index: int                 # 0-based among the file's regions
-    func: str
-    start_line: int            # line of `#pragma scop` in the original file
-    end_line: int              # line of `#pragma endscop`
-    params: list = field(default_factory=list)      # integer symbols in bounds/subscripts
-    scalars: dict = field(default_factory=dict)     # name -> C type of read-only values
-    arrays: dict = field(default_factory=dict)      # name -> Array
-    stmts: list = field(default_factory=list)
-    error: ScopError = None    # set when the region is outside the model
-    outer_iters: set = field(default_factory=set)   # iterators declared outside the region
-
-    @property
-    def isl_params(self):
-        return "[" + ", ".join("p_" + p for p in self.params) + "]"
-
-
-# ---------------------------------------------------------------------- preprocess
-
-def preprocess(path, tc=None, includes=(), defines=()):
-    """The file through the target's C preprocessor (gcc -E for emulated targets)."""
-    argv = (tc.argv("host_cc") if tc is not None else ["gcc"]) + ["-E"]
-    argv += [f"-D{d}" for d in GNU_DEFINES]
-    argv += [f"-I{i}" for i in includes] + [f"-D{d}" for d in defines] + [str(path)]
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise ToolchainError(f"preprocessor '{argv[0]}' not found") from None
-    if p.returncode != 0:
-        raise ToolchainError(f"preprocessing {path} failed:\n{p.stderr.strip()}")
-    return p.stdout
-
-
-_MARKER = re.compile(r'^#\s*(\d+)\s+"((?:[^"\\]|\\.)*)"((?:\s+\d+)*)\s*$')
-_IDENT = re.compile(r"[A-Za-z_]\w*")
-_PUNCT = re.compile(r"[;{}()\[\]]")
-_KEYWORDS = frozenset("""typedef struct union enum const volatile unsigned signed int long short char
-    float double void extern static inline restrict _Bool""".split())
-
-
-def reduce_system_headers(text):
-    """Drop what system headers contribute except the typedefs the user's code needs.
-
-    pycparser only needs typedef names to parse the user's code; libc's thousands of
-    prototypes cost most of the parse time (the budget is 0.3 s per kernel) and carry GNU
-    syntax. Line markers stay, so coordinates still name the original file and line.
-    """
-    out, sysparts, in_sys, system_files = [], [], False, set()
-    for line in text.split("\n"):
-        if line.startswith("#"):
-            m = _MARKER.match(line)
-            if m:
-                # a marker without flags can re-enter a system header (macro expansions)
-                if "3" in m.group(3).split():
-                    system_files.add(m.group(2))
-                in_sys = m.group(2) in system_files
-                if in_sys:
-                    continue
-            elif in_sys:
-                continue
-            out.append(line)
-        elif in_sys:
-            sysparts.append(line)
-        else:
-            out.append(line)
-    chunks = _typedef_chunks("\n".join(sysparts))
-    # keep the typedefs the user's code names, and those they are built from
-    need = set(_IDENT.findall("\n".join(l for l in out if not l.startswith("#"))))
-    keep = []
-    for name, chunk in reversed(chunks):
-        if name is None or name in need:
-            keep.append(chunk)
-            need.update(_IDENT.findall(chunk))
-    keep.reverse()
-    # the typedefs go first, before the first line marker of the main file
-    return "\n".join(keep + out)
-
-
-def _typedef_chunks(text):
-    """Top-level `typedef ...;` declarations of system-header text as (name, one-line text)."""
-    chunks, depth, start = [], 0, 0
-    for m in _PUNCT.finditer(text):
-        c, i = m.group(), m.start()
-        if c in "({[":
-            depth += 1
-        elif c in ")}]":
-            depth -= 1
-            # end of a function body at file scope: `... ) { ... }` has no `;`
-            if c == "}" and depth == 0 and not re.match(r"\s*(typedef|struct|union|enum)\b", text[start:i]):
-                start = i + 1
-        elif depth == 0:                                   # ';' at file scope
-            chunk = text[start:i + 1].strip()
-            if chunk.startswith("typedef") and "typeof" not in chunk:
-                chunks.append((_typedef_name(chunk), " ".join(chunk.split())))
-            start = i + 1
-    return chunks
-
-
-def _typedef_name(chunk):
-    m = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", chunk)     # function pointer
-    if m:
-        return m.group(1)
-    body = re.sub(r"\[[^\]]*\]", "", re.sub(r"\{.*\}", "{}", chunk, flags=re.S))
-    names = [n for n in _IDENT.findall(body) if n not in _KEYWORDS]
-    return names[-1] if names and "," not in body else None
-
-
-def parse(text, path):
-    try:
-        return pycparser.CParser().parse(_PRELUDE + text, str(path))
-    except pycparser.c_parser.ParseError as e:
-        raise ScopError(*_split_coord(str(e), path), "C syntax pycparser cannot parse",
-                        "see the message above; GNU extensions beyond __attribute__/__asm__ are not supported") from None
-
-
-def _split_coord(msg, path):
-    m = re.match(r"(.*?):(\d+):(?:\d+:)?\s*(.*)", msg)
-    return (m.group(1), int(m.group(2))) if m else (str(path), 0)
-
-
-# -------------------------------------------------------------------- declarations
-
-def _type_info(node, typedefs):
+def type_info(node, typedefs):
     """(element C type, dims list, is_pointer) of a declaration's type."""
     dims = []
     while True:
@@ -227,89 +33,15 @@ def _type_info(node, typedefs):
             return None, dims
 
 
-def _collect_typedefs(ast):
-    tds = {}
-    for ext in ast.ext:
-        if isinstance(ext, c_ast.Typedef):
-            base, dims = _type_info(ext.type, tds)
-            if base is not None:
-                tds[ext.name] = (base, dims)
-    return tds
+_EXPANDED = re.compile(r"swk_x_(\w+)(?:\[[^\]]*\])+")
 
-
-def _decls_in(node, out):
-    """Every declaration nested in a function body, by name (innermost/last wins)."""
-    if isinstance(node, c_ast.Decl) and node.name:
-        out[node.name] = node
-    for _, ch in node.children():
-        _decls_in(ch, out)
-
-
-# ------------------------------------------------------------------------- regions
-
-def extract(path, tc=None, includes=(), defines=(), text=None):
-    """All `#pragma scop` regions of `path` as Region objects (errors recorded per region)."""
-    path = str(path)
-    if text is None:
-        text = reduce_system_headers(preprocess(path, tc, includes, defines))
-    ast = parse(text, path)
-    typedefs = _collect_typedefs(ast)
-    globals_ = {e.name: e for e in ast.ext if isinstance(e, c_ast.Decl) and e.name}
-    regions = []
-    for ext in ast.ext:
-        if not isinstance(ext, c_ast.FuncDef):
-            continue
-        syms = dict(globals_)
-        if ext.decl.type.args is not None:
-            for prm in ext.decl.type.args.params:
-                if isinstance(prm, c_ast.Decl) and prm.name:
-                    syms[prm.name] = prm
-        _decls_in(ext.body, syms)
-        for items in _blocks(ext.body):
-            for lo, hi in _pragma_spans(items, path):
-                r = Region(path, len(regions), ext.decl.name,
-                           items[lo].coord.line, items[hi].coord.line)
-                try:
-                    _Builder(r, syms, typedefs).build(items[lo + 1:hi])
-                except ScopError as e:
-                    r.error = e
-                regions.append(r)
-    return regions
-
-
-def _blocks(node):
-    if isinstance(node, c_ast.Compound):
-        yield node.block_items or []
-    for _, ch in node.children():
-        yield from _blocks(ch)
-
-
-def _pragma_spans(items, path):
-    start = None
-    for k, it in enumerate(items):
-        if isinstance(it, c_ast.Pragma):
-            word = it.string.strip()
-            if word == "scop":
-                if start is not None:
-                    raise ScopError(path, it.coord.line, "#pragma scop", "nested #pragma scop")
-                start = k
-            elif word == "endscop":
-                if start is None:
-                    raise ScopError(path, it.coord.line, "#pragma endscop", "no matching #pragma scop in this block")
-                yield start, k
-                start = None
-    if start is not None:
-        raise ScopError(path, items[start].coord.line, "#pragma scop",
-                        "no #pragma endscop in the same block")
-
-
-# ------------------------------------------------------------------------- builder
 
 def _text(node):
-    return _CGEN.visit(node)
+    """C text of a node for messages, expanded scalars (scalars.py) shown as written."""
+    return _EXPANDED.sub(r"\1", _CGEN.visit(node))
 
 
-class _Builder:
+class Builder:
     """Walks a region's statements and fills Region.stmts, params, scalars and arrays."""
 
     def __init__(self, region, syms, typedefs):
@@ -324,13 +56,16 @@ class _Builder:
         d = self.syms.get(name)
         if d is None:
             self.fail(node, "unknown identifier (enum constants and macros are fine; other symbols must be declared)")
-        base, dims = _type_info(d.type, self.typedefs)
+        base, dims = type_info(d.type, self.typedefs)
         if isinstance(d.type, c_ast.FuncDecl) or base is None:
             self.fail(node, f"'{name}' is not a scalar or array variable")
         return base, dims
 
     def array(self, name, node):
         a = self.r.arrays.get(name)
+        pv = self.r.privates.get(name)
+        if a is None and pv is not None:
+            a = self.r.arrays[name] = Array(name, pv.ctype, ELEM_SIZES[pv.ctype], [None] * len(pv.iters) or [1])
         if a is None:
             base, dims = self.symbol(name, node)
             if not dims:
@@ -359,6 +94,10 @@ class _Builder:
             if isinstance(n, c_ast.Constant) and n.type in ("int", "long int", "unsigned int", "long long int"):
                 return {"": _int(n.value)}
             if isinstance(n, c_ast.ID):
+                self.not_loop_var(n, iters)
+                if n.name in self.written:
+                    self.fail(n, f"'{n.name}' is written in the region, so it has no single value "
+                              f"in this {what}", f"{what} '{_text(node)}'")
                 if n.name not in iters:
                     self.param(n.name, n)
                 return {n.name: 1}
@@ -424,12 +163,28 @@ class _Builder:
 
     # -- the walk
     def build(self, items):
+        self.loop_vars, self.written = set(), set()
         for n in items:
             self.reserved(n)
+            self._loop_vars(n)
+        scalars.expand(self, items)
         self.count = 0
         self.walk(items, [], [], [])
         if not self.r.stmts:
             raise ScopError(self.r.path, self.r.start_line, "#pragma scop", "the region has no statements")
+
+    def _loop_vars(self, n):
+        if isinstance(n, c_ast.For) and isinstance(n.init, c_ast.Assignment) and isinstance(n.init.lvalue, c_ast.ID):
+            self.loop_vars.add(n.init.lvalue.name)
+        for _, ch in n.children():
+            self._loop_vars(ch)
+
+    def not_loop_var(self, n, iters):
+        """A variable some loop of the region iterates over has no single value outside
+        that loop (it changes as the region runs): refuse to read it there."""
+        if n.name in self.loop_vars and n.name not in iters:
+            self.fail(n, f"'{n.name}' is the iterator of a loop in this region and is read outside "
+                      "that loop (its value there changes while the region runs)", f"loop variable '{n.name}'")
 
     def walk(self, items, iters, conds, sched):
         pos = 0
@@ -536,6 +291,8 @@ class _Builder:
                       "(pointer arithmetic / partial indexing is outside the model)", f"array reference '{_text(node)}'")
         idx = []
         for s in subs:
+            for n in _ids(s):
+                self.not_loop_var(n, iters)
             try:
                 idx.append(self.affine(s, iters))
             except ScopError:
@@ -549,6 +306,7 @@ class _Builder:
         if isinstance(n, c_ast.ID):
             if n.name in iters:
                 return
+            self.not_loop_var(n, iters)
             base, dims = self.symbol(n.name, n)
             if dims:
                 self.fail(n, f"array '{n.name}' used without subscripts (pointer arithmetic)",
@@ -570,6 +328,9 @@ class _Builder:
             return self.value(n.expr, iters, refs)
         if isinstance(n, c_ast.FuncCall):
             fname = n.name.name if isinstance(n.name, c_ast.ID) else _text(n.name)
+            if fname == STMT_EXPR:
+                self.fail(n, "a GNU statement expression is outside the polyhedral model",
+                          "statement expression '({ ... })'")
             if fname not in MATH_FUNCS:
                 self.fail(n, "calls other than pure math functions are outside the polyhedral model",
                           f"call to '{fname}'")
@@ -579,18 +340,40 @@ class _Builder:
         if isinstance(n, c_ast.UnaryOp) and n.op in ("*", "&"):
             self.fail(n, "pointer dereference / address-of is outside the polyhedral model",
                       f"pointer arithmetic '{_text(n)}'")
+        if isinstance(n, c_ast.Assignment):
+            self.fail(n, "an assignment inside an expression (`a = b = e`) is outside the polyhedral "
+                      "model; write one statement per assignment", f"assignment '{_text(n)}'")
         self.fail(n, "expression is outside the polyhedral model", f"expression '{_text(n)}'")
 
 
 # --------------------------------------------------------------------------- helpers
+
+def _ids(node):
+    if isinstance(node, c_ast.ID):
+        yield node
+    for _, ch in node.children():
+        yield from _ids(ch)
+
 
 def _int(s):
     return int(s.rstrip("uUlL"), 0)
 
 
 def _const(node):
-    if isinstance(node, c_ast.Constant) and node.type.endswith("int"):
-        return _int(node.value)
+    """The value of an integer constant expression (`200 + 0`: PolyBench pads every extent
+    with POLYBENCH_PADDING_FACTOR), else None."""
+    if isinstance(node, c_ast.Constant):
+        return _int(node.value) if node.type.endswith("int") else None
+    if isinstance(node, c_ast.Cast):
+        return _const(node.expr)
+    if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
+        v = _const(node.expr)
+        return None if v is None else (-v if node.op == "-" else v)
+    if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/"):
+        a, b = _const(node.left), _const(node.right)
+        if a is None or b is None or (node.op == "/" and (b == 0 or a < 0 or b < 0)):
+            return None
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else None}[node.op]
     return None
 
 
