@@ -24,7 +24,8 @@ def _inference_dropout(ctx, node):
                                    "input 'training_mode' must be a constant false")
     if int(node.attrs.get("training_mode", 0)):     # opset < 12 spelled it as an attribute ('is_test')
         raise UnsupportedError(f"node '{node.name}' (Dropout): attribute training_mode is not supported")
-    if len(node.outputs) > 1 and node.outputs[1]:
+    used = {i for n in ctx.graph.nodes for i in n.inputs} | set(ctx.graph.outputs)
+    if len(node.outputs) > 1 and node.outputs[1] in used:     # an unused mask (VGG's exports) costs nothing
         mask = node.outputs[1].removesuffix(":as_float")   # the name in the model (optimizer/dtypes.py)
         raise UnsupportedError(f"node '{node.name}' (Dropout): the mask output '{mask}' is not supported")
 
