@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -71,15 +72,24 @@ def light_reference(model_path, specs):
     return ins, outs
 
 
-def load_npz(path, names, what):
+def load_npz(path, specs, what):
+    """Arrays keyed by the specs' names, each of the spec's shape (and a dtype that casts safely)."""
+    names = [s["name"] for s in specs]
     try:
-        with np.load(path) as z:
+        with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
     except Exception as e:
-        raise SwbuildError(f"{path}: cannot read {what} npz: {e}") from None
+        raise SwbuildError(f"{path}: cannot read {what} npz: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     missing = [n for n in names if n not in data]
     if missing:
         raise SwbuildError(f"{path}: {what} npz lacks {missing} (it has {sorted(data)})")
+    for s in specs:
+        a, want = data[s["name"]], tuple(s["shape"])
+        if a.shape != want:
+            raise SwbuildError(f"{path}: {what} '{s['name']}' has shape {list(a.shape)}; the model needs {list(want)}")
+        dt = np.dtype(s.get("dtype", "float32"))
+        if a.dtype.kind not in "biuf" or not np.can_cast(a.dtype, dt, "same_kind"):
+            raise SwbuildError(f"{path}: {what} '{s['name']}' has dtype {a.dtype}; the model needs {dt}")
     return data
 
 
@@ -106,9 +116,35 @@ def onnxruntime_reference(model, inputs):
     return sess.run(None, feed)
 
 
-def run_runner(runner, plan, inputs, workdir):
+class RunnerTimeout(SwbuildError):
+    """The runner ran past the check's timeout; names the kernel it was in when stopped."""
+
+
+def _run(launch, runner, args, env, timeout):
+    """Run (under `launch`, e.g. mpirun, when given) with a deadline. On expiry: SIGTERM (the
+    runner prints the kernel it is in, see the generated runner; mpirun forwards the signal to
+    its ranks), a short grace, then SIGKILL; raises RunnerTimeout naming the kernel."""
+    p = subprocess.Popen(launch + [str(runner)] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()
+        try:
+            out, err = p.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        m = re.search(r"stopped in kernel (\S+)", err or "")
+        where = f"kernel {m.group(1)} was running" if m else "it was outside the model's kernels (reading inputs, init or writing outputs)"
+        raise RunnerTimeout(f"{runner}: runner still running after the {timeout:g} s timeout; {where} "
+                            "(raise it with --timeout or the recipe's check.timeout)") from None
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def run_runner(runner, plan, inputs, workdir, timeout=None):
     """Run the runner program; returns (outputs list, stats dict, stderr, exit code, seconds).
-    An MPI build (plan["mpi"]) runs under mpirun; its stats are then one (emulator, MPI) pair per rank."""
+    An MPI build (plan["mpi"]) runs under mpirun; its stats are then one (emulator, MPI) pair per rank.
+    Raises RunnerTimeout after `timeout` seconds."""
     workdir = Path(workdir)
     ins = []
     for k, spec in enumerate(plan["inputs"]):
@@ -127,7 +163,7 @@ def run_runner(runner, plan, inputs, workdir):
         from .mpi import launch_argv
         launch = launch_argv(plan)
     t0 = time.perf_counter()
-    p = subprocess.run(launch + [str(runner)] + ins + outs, capture_output=True, text=True, env=env)
+    p = _run(launch, runner, ins + outs, env, timeout)
     secs = time.perf_counter() - t0
     got = []
     if p.returncode == 0:
@@ -163,12 +199,17 @@ def compare(got, ref, rtol, atol):
     return ok, max_abs, max_rel, per
 
 
-def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None):
-    """Run and compare; returns the result document (status pass/fail)."""
+def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeout=None):
+    """Run and compare; returns the result document (status pass/fail; a timeout is a fail)."""
     fam = family_of_plan(plan)
-    with tempfile.TemporaryDirectory(prefix="swcheck-") as tmp:
-        got, stats, err, code, secs = run_runner(runner, plan, inputs, workdir or tmp)
-    doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol, "run_seconds": round(secs, 3)}
+    doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol}
+    try:
+        with tempfile.TemporaryDirectory(prefix="swcheck-") as tmp:
+            got, stats, err, code, secs = run_runner(runner, plan, inputs, workdir or tmp, timeout)
+    except RunnerTimeout as e:
+        doc.update(status="fail", reason=str(e), max_abs_err=None, max_rel_err=None, run_seconds=timeout)
+        return doc
+    doc["run_seconds"] = round(secs, 3)
     if code != 0:
         doc.update(status="fail", reason=f"runner exited with status {code}" +
                    (f" ({fam.exit_reasons[code]})" if code in fam.exit_reasons else ""),

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from . import __version__, toolchain
 from .errors import RecipeError, SwbuildError, UnsupportedError
+from .names import model_name_problem
+from .outlock import locked
 
 EPILOG = """examples:
   swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
@@ -47,6 +49,16 @@ def _shape(text):
     return name, shape
 
 
+def _seconds(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be at least 1 second")
+    return v
+
+
 def make_job(args) -> Job:
     from . import recipe as rc
     sets = rc.parse_sets(args.set)
@@ -72,7 +84,11 @@ def make_job(args) -> Job:
     opts = {k: o.default for k, o in rc.OPTIONS.items() if k not in rc.WHEN_GIVEN}
     opts.update(sets)
     name = args.name or path.stem
-    check = {"seed": opts.pop("seed"), "rtol": opts.pop("rtol"), "atol": opts.pop("atol")}
+    bad = model_name_problem(name)
+    if bad:
+        raise SwbuildError(f"--name: {bad}" if args.name else f"{path}: the file name gives the model name; {bad} "
+                           "(choose one with --name)")
+    check = {k: opts.pop(k) for k in ("seed", "rtol", "atol", "timeout")}
     batch = opts.pop("batch") if "batch" in sets else None
     return Job(name, path, path, shapes, batch, opts, check, None, {path.name: path})
 
@@ -156,12 +172,13 @@ def cmd_compile(args):
         return 0
     job = make_job(args)
     out = _out_dir(args, job, tc)
-    program = do_compile(job, tc, out)
-    print(f"swbuild: {job.name} -> {out} ({len(program.kernels)} kernels, arena {program.memory.arena_bytes} bytes)",
-          file=sys.stderr)
-    if args.exe:
-        exe = do_build(tc, program.prefix, out, verbose=args.verbose)
-        print(f"swbuild: built {exe}", file=sys.stderr)
+    with locked(out):
+        program = do_compile(job, tc, out)
+        print(f"swbuild: {job.name} -> {out} ({len(program.kernels)} kernels, arena {program.memory.arena_bytes} bytes)",
+              file=sys.stderr)
+        if args.exe:
+            exe = do_build(tc, program.prefix, out, verbose=args.verbose)
+            print(f"swbuild: built {exe}", file=sys.stderr)
     return 0
 
 
@@ -187,17 +204,16 @@ def _prepare_run(args, job, tc):
 
 def _reference(args, job, plan):
     from . import check
-    names_in = [s["name"] for s in plan["inputs"]]
     names_out = [s["name"] for s in plan["outputs"]]
     light = None if args.inputs else check.light_reference(job.model_path, plan["inputs"])
     if args.inputs:
-        inputs = check.load_npz(args.inputs, names_in, "inputs")
+        inputs = check.load_npz(args.inputs, plan["inputs"], "input")
     elif light:
         inputs = light[0]
     else:
         inputs = check.seeded_inputs(plan["inputs"], int(job.check["seed"]), check.index_bounds(job.model))
     if args.expected:
-        exp = check.load_npz(args.expected, names_out, "expected outputs")
+        exp = check.load_npz(args.expected, plan["outputs"], "expected output")
         ref = [exp[n] for n in names_out]
     elif light and not args.inputs:
         ref = light[1]
@@ -215,14 +231,19 @@ def cmd_check(args):
         if r is not None:
             if not tc.emulated:
                 raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin")
-            runner = Path(args.runner) if args.runner else _scop_compile(r, tc, args)
-            from .scop_recipe import check as scop_check
-            doc = scop_check(r, tc, runner, runner.parent)
+            with locked(Path(args.out) if args.out else Path("build") / tc.name / r.name):
+                runner = Path(args.runner) if args.runner else _scop_compile(r, tc, args)
+                from .scop_recipe import check as scop_check
+                doc = scop_check(r, tc, runner, runner.parent)
         else:
             job = make_job(args)
-            runner, plan = _prepare_run(args, job, tc)
-            inputs, ref = _reference(args, job, plan)
-            doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]))
+            if args.timeout is not None:
+                job.check["timeout"] = args.timeout
+            with locked(_out_dir(args, job, tc)):
+                runner, plan = _prepare_run(args, job, tc)
+                inputs, ref = _reference(args, job, plan)
+                doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]),
+                                        timeout=float(job.check["timeout"]))
     except UnsupportedError as e:
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
@@ -251,10 +272,11 @@ def cmd_report(args):
     tc = _toolchain(args)
     fam = family_of(tc)
     job = make_job(args)
-    runner, plan = _prepare_run(args, job, tc)
-    inputs, _ = _reference(args, job, plan)
-    with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
-        _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp)
+    with locked(_out_dir(args, job, tc)):
+        runner, plan = _prepare_run(args, job, tc)
+        inputs, _ = _reference(args, job, plan)
+        with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
+            _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp, timeout=float(job.check["timeout"]))
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
     if plan.get("mpi"):     # one report of a rank's kernels (rank 0's counters), plus the ranks
@@ -321,6 +343,9 @@ def parser():
     p.add_argument("--inputs", help="npz of inputs keyed by graph input names (default: seeded normal)")
     p.add_argument("--expected", help="npz of expected outputs keyed by graph output names (default: onnxruntime)")
     p.add_argument("--runner", help="use this already built runner (its directory holds the plan)")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                   help="stop the runner after this long and name the kernel it was in (default: the recipe's "
+                        "check.timeout, 3600)")
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("report", help="predicted and measured kernel numbers as JSON",
                        description="Build, run under emulation and print one JSON report per build.")
@@ -363,10 +388,26 @@ def main(argv=None):
         print(f"swbuild: error: {e}", file=sys.stderr)
         return 2
     except SwbuildError as e:
-        print(f"swbuild: error: {e}", file=sys.stderr)
+        print(f"swbuild: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        print(f"swbuild: error: {_input_of(args)}: out of memory", file=sys.stderr)
+        return 2
+    except Exception as e:  # a bug of ours: still one line, never a traceback
+        print(f"swbuild: error: {_input_of(args)}: internal error {type(e).__name__}: {_one_line(e)} "
+              "(please report it with the model)", file=sys.stderr)
+        return 2
+
+
+def _one_line(e):
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _input_of(args):
+    return getattr(args, "recipe", None) or getattr(args, "model", None) or getattr(args, "source", None) or "swbuild"
 
 
 if __name__ == "__main__":

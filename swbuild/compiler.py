@@ -7,15 +7,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import onnx
+
 from .backends import family_of
-from .errors import SwbuildError
+from .errors import ModelError, SwbuildError, UnsupportedError
 from .frontends.onnx import import_model, load_model
 from .lowering import lower
 
 
 def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
-    graph = import_model(load_model(model), input_shapes=input_shapes, batch=batch, name=name)
-    program = lower(graph, name)
+    try:
+        graph = import_model(load_model(model), input_shapes=input_shapes, batch=batch, name=name)
+        program = lower(graph, name)
+    except (ModelError, UnsupportedError) as e:
+        raise _in_file(model, e) from None
     return family_of(tc).optimize(program, tc, options or {})
 
 
@@ -38,6 +43,14 @@ def check_main_memory(program, tc):
         raise SwbuildError(f"model {program.name}: needs {weights + arena + io} bytes of main memory per core group "
                            f"(weights {weights}, arena {arena}, inputs/outputs {io}); target {tc.name} has "
                            f"mem_bytes_per_cg = {int(cap)}")
+
+
+def _in_file(model, e):
+    """The error with the model file's name in front (a ModelProto has none)."""
+    if isinstance(model, onnx.ModelProto) or str(model) in str(e):
+        return e
+    where = Path(model).name
+    return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")
 
 
 def write_outputs(out_dir, files: dict):

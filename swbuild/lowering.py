@@ -9,8 +9,11 @@ from .ir.program import Program
 from .names import c_ident, c_prefix
 from .ops import LOWERINGS, supported_ops
 
-DTYPES = ("float32",)   # data types kernels compute in
+DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py)
 INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices
+# dtypes a graph input or output may have in the public API; Cast kernels convert them
+BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+TYPED_OPS = ("Cast", "CastLike") + ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")   # read any dtype
 
 
 class LowerCtx:
@@ -54,8 +57,9 @@ class LowerCtx:
 
 def lower(graph, model_name, supported=None):
     """Lower every node; unsupported ops and dtypes are one clear error each."""
+    from .optimizer.dtypes import booleans_as_float
     from .optimizer.graph import simplify
-    graph = simplify(graph)
+    graph = booleans_as_float(simplify(graph))
     prefix = c_prefix(model_name)
     ctx = LowerCtx(graph, prefix)
     for node in graph.nodes:
@@ -66,18 +70,18 @@ def lower(graph, model_name, supported=None):
         for k, t in enumerate(list(node.inputs) + list(node.outputs)):
             if node.op == "Gather" and k == 1 and graph.tensors[t].dtype in INDEX_DTYPES:
                 continue   # run-time indices of a lookup
+            if node.op in TYPED_OPS and graph.tensors[t].dtype in BOUNDARY_DTYPES:
+                continue   # aliases carry any dtype; Cast converts (or refuses, naming both dtypes)
             if t and graph.tensors.get(t) is not None and graph.tensors[t].data is None \
                     and graph.tensors[t].dtype not in DTYPES:
                 raise UnsupportedError(f"node '{node.name}' ({node.op}): tensor '{t}' has dtype "
-                                       f"{graph.tensors[t].dtype}; kernels compute in {', '.join(DTYPES)}")
+                                       f"{graph.tensors[t].dtype}; kernels compute in {', '.join(DTYPES)} "
+                                       f"(booleans as 0/1; typed graph inputs and outputs through Cast)")
         fn(ctx, node)
-    index_inputs = {n.inputs[1] for n in graph.nodes if n.op == "Gather" and len(n.inputs) > 1}
     for t in graph.inputs + graph.outputs:
-        if t in index_inputs and t in graph.inputs and graph.tensors[t].dtype in INDEX_DTYPES:
-            continue
-        if graph.tensors[t].dtype not in DTYPES:
+        if graph.tensors[t].dtype not in BOUNDARY_DTYPES:
             raise UnsupportedError(f"graph input/output '{t}' has dtype {graph.tensors[t].dtype}; "
-                                   f"supported: {', '.join(DTYPES)}")
+                                   f"supported: {', '.join(BOUNDARY_DTYPES)}")
     _materialize_outputs(ctx, graph)
     return Program(model_name, prefix, graph, ctx.kernels, ctx.aliases, list(graph.inputs), list(graph.outputs))
 
@@ -111,4 +115,9 @@ def _materialize_outputs(ctx, graph):
         bufs = {"b0": Buffer("b0", r, shape, src.dtype), "b1": Buffer("b1", o, shape, t.dtype)}
         k = Kernel(name="", op="Copy", node=o, out="b1", axes=tuple(axes),
                    body=Load("b0", tuple(a.var for a in axes)), buffers=bufs)
+        if t.dtype != "float32":        # a typed output: the backends' conversion kernel copies it
+            flat = (t.size,)
+            k = Kernel(name="", op="Copy", node=o, out="b1", axes=(Axis("i", t.size),), body=Load("b0", (Axis("i", 1).var,)),
+                       buffers={"b0": Buffer("b0", r, flat, src.dtype), "b1": Buffer("b1", o, flat, t.dtype)},
+                       kind="convert", extra={"src": "b0", "to_bool": False})
         ctx.add(k)

@@ -14,14 +14,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib
-
-import yaml
-
 from .errors import RecipeError
+from .names import model_name_problem
+from .recipe_text import parse_toml as _parse_toml
+from .recipe_text import parse_yaml as _parse_yaml
 
 RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
 DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64", "bool")
@@ -103,6 +99,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("seed", "int", 0, "seed of the check inputs (and of zoo weights)", "check.seed", 0),
     Option("rtol", "float", 1e-3, "relative tolerance of `check` against onnxruntime", "check.rtol", 0),
     Option("atol", "float", 1e-4, "absolute tolerance of `check` against onnxruntime", "check.atol", 0),
+    Option("timeout", "int", 3600, "seconds `check` lets the runner run before it stops it and names the kernel "
+           "that was running", "check.timeout", 1),
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
     Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer"),
     Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd"),
@@ -285,9 +283,15 @@ def sha256_file(path) -> str:
 def load_recipe(path) -> Recipe:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
         raise RecipeError(path, 0, None, f"cannot read recipe: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise RecipeError(path, line, None, f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); "
+                                            "save the recipe as UTF-8") from None
     if path.suffix == ".toml":
         data, lines = _parse_toml(path, text)
     elif path.suffix in (".yaml", ".yml"):
@@ -295,76 +299,6 @@ def load_recipe(path) -> Recipe:
     else:
         raise RecipeError(path, 0, None, f"unknown recipe format '{path.suffix}' (use {', '.join(RECIPE_SUFFIXES)})")
     return _build(path, data, lines)
-
-
-def _parse_yaml(path, text):
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        raise RecipeError(path, mark.line + 1 if mark else 0, None,
-                          f"YAML syntax error: {e.problem or e.context}") from None
-    except yaml.YAMLError as e:
-        raise RecipeError(path, 0, None, f"YAML error: {e}") from None
-    finally:
-        loader.dispose()
-    lines = {}
-
-    def walk(n, prefix):
-        if isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
-                key = f"{prefix}.{k.value}" if prefix else str(k.value)
-                if key in lines:
-                    raise RecipeError(path, k.start_mark.line + 1, key, "duplicate key")
-                lines[key] = k.start_mark.line + 1
-                walk(v, key)
-        elif isinstance(n, yaml.SequenceNode):
-            for i, v in enumerate(n.value):
-                lines[f"{prefix}[{i}]"] = v.start_mark.line + 1
-                walk(v, f"{prefix}[{i}]")
-    if node is not None:
-        walk(node, "")
-    return data, lines
-
-
-_KEY = r'(?:[A-Za-z0-9_\-]+|"[^"]*")'
-
-
-def _parse_toml(path, text):
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"line (\d+)", str(e))
-        line = int(m.group(1)) if m else len(text.splitlines()) if "end of document" in str(e) else 0
-        raise RecipeError(path, line, None, f"TOML syntax error: {e}") from None
-    # tomllib keeps no positions: a light scan of headers and `key =` lines is enough
-    # to point at the line a user must fix.
-    lines, prefix, counts = {}, "", {}
-    for no, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if m := re.match(rf"\[\[\s*({_KEY}(?:\s*\.\s*{_KEY})*)\s*\]\]", s):
-            name = _dotted(m.group(1))
-            idx = counts[name] = counts.get(name, -1) + 1
-            prefix = f"{name}[{idx}]"
-            lines.setdefault(name, no)
-            lines[prefix] = no
-        elif m := re.match(rf"\[\s*({_KEY}(?:\s*\.\s*{_KEY})*)\s*\]", s):
-            prefix = _dotted(m.group(1))
-            lines.setdefault(prefix, no)
-        elif m := re.match(rf"({_KEY}(?:\s*\.\s*{_KEY})*)\s*=(.*)", s):
-            key = f"{prefix}.{_dotted(m.group(1))}" if prefix else _dotted(m.group(1))
-            lines.setdefault(key, no)
-            rest = m.group(2)
-            if rest.lstrip().startswith("{"):      # inline table: its keys are on this line
-                for sub in re.findall(rf"[{{,]\s*({_KEY})\s*=", rest):
-                    lines.setdefault(f"{key}.{_dotted(sub)}", no)
-    return data, lines
-
-
-def _dotted(key):
-    return ".".join(p.strip().strip('"') for p in key.split("."))
 
 
 def _line_in(lines, key):
@@ -401,6 +335,9 @@ def _build(path, data, lines) -> Recipe:
     name = data["model"]
     if not isinstance(name, str) or not name.strip():
         raise err("model", "must be a non-empty string")
+    bad = model_name_problem(name.strip())
+    if bad:
+        raise err("model", bad)
 
     source_kind, source, sha, ref, scop = _source(data["source"], path, err)
     batch_given = "batch" in data

@@ -11,7 +11,7 @@ from ..ir.loopnest import Acc, Bin, Const, Load, Select, Un, Var
 
 FLOAT_BIN = {
     "+": "({a} + {b})", "-": "({a} - {b})", "*": "({a} * {b})", "/": "({a} / {b})",
-    "min": "fminf({a}, {b})", "max": "fmaxf({a}, {b})", "pow": "powf({a}, {b})",
+    "min": "sw_fminf({a}, {b})", "max": "sw_fmaxf({a}, {b})", "pow": "powf({a}, {b})",
     "<": "({a} < {b})", "<=": "({a} <= {b})", ">": "({a} > {b})", ">=": "({a} >= {b})",
     "==": "({a} == {b})", "!=": "({a} != {b})", "and": "({a} && {b})", "or": "({a} || {b})",
 }
@@ -23,16 +23,17 @@ INT_BIN = {
 UNARY = {
     "neg": "(-{a})", "exp": "expf({a})", "log": "logf({a})", "sqrt": "sqrtf({a})",
     "tanh": "tanhf({a})", "erf": "erff({a})", "abs": "fabsf({a})", "floor": "floorf({a})",
-    "ceil": "ceilf({a})", "sigmoid": "(1.0f / (1.0f + expf(-{a})))", "relu": "fmaxf({a}, 0.0f)",
+    "ceil": "ceilf({a})", "sigmoid": "(1.0f / (1.0f + expf(-{a})))", "relu": "sw_fmaxf(0.0f, {a})",
     "not": "(!{a})", "round": "nearbyintf({a})", "sin": "sinf({a})", "cos": "cosf({a})",
     "tan": "tanf({a})", "asin": "asinf({a})", "acos": "acosf({a})", "atan": "atanf({a})",
     "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
-    "atanh": "atanhf({a})", "sign": "(float)(({a} > 0.0f) - ({a} < 0.0f))",
+    "atanh": "atanhf({a})", "sign": "sw_signf({a})",
 }
-CTYPE = {"float32": "float", "int64": "long long", "int32": "int"}   # tensor dtype -> C type
+CTYPE = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
+         "int64": "long long", "uint8": "unsigned char", "bool": "unsigned char"}   # tensor dtype -> C type
 # the reduction step of each combine, over the accumulator {a} and the value {v}
-COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = fmaxf({a}, {v});",
-           "min": "{a} = fminf({a}, {v});", "prod": "{a} *= {v};"}
+COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = sw_fmaxf({a}, {v});",
+           "min": "{a} = sw_fminf({a}, {v});", "prod": "{a} *= {v};"}
 # The C helper macros of generated files, one set: name -> (parameters, body).
 C_MACROS = {
     "min": ("a, b", "((a) < (b) ? (a) : (b))"),
@@ -53,7 +54,13 @@ def c_macros(prefix, names, upper=False):
 
 
 # helpers every generated file that uses the rules above carries
-PRELUDE = c_macros("SW_", ["min", "max", "floordiv", "mod"], upper=True)
+# Float max/min/sign as onnxruntime computes them: NaN in, NaN out (fmaxf would drop it),
+# and on equal operands the second one (max(-0, 0) = 0, max(0, -0) = -0; Relu keeps x).
+FLOAT_HELPERS = """static inline float sw_fmaxf(float a, float b) { return a != a ? a : b != b ? b : a > b ? a : b; }
+static inline float sw_fminf(float a, float b) { return a != a ? a : b != b ? b : a < b ? a : b; }
+static inline float sw_signf(float a) { return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a == a ? 0.0f : a; }
+"""
+PRELUDE = c_macros("SW_", ["min", "max", "floordiv", "mod"], upper=True) + FLOAT_HELPERS
 
 
 class Writer:
@@ -111,6 +118,8 @@ def render(e, var, load, acc="acc") -> str:
             table = INT_BIN if is_int(x) else FLOAT_BIN
             if x.op not in table:
                 raise ValueError(f"no C rule for {x.op}")
+            if table is FLOAT_BIN and x.op == "max" and isinstance(x.b, Const) and x.b.value == 0:
+                return UNARY["relu"].format(a=r(x.a))    # Relu keeps x on a tie: Relu(-0) = -0
             return table[x.op].format(a=r(x.a), b=r(x.b))
         if isinstance(x, Un):
             return UNARY[x.op].format(a=r(x.a))

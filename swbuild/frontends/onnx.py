@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from ..errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node, Tensor
+from .validate import check_graph, check_proto
 
 SMALL_CONST = 4096      # constants up to this many elements go to shape inference as values
 FOLD_LIMIT = 1 << 26    # do not fold nodes whose result would exceed this many elements
@@ -73,6 +74,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
             if used:
                 raise UnsupportedError(f"operator domain '{o.domain}' is not supported (only the default ONNX domain)")
     input_shapes = dict(input_shapes or {})
+    check_proto(model, input_shapes)
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     for sp in g.sparse_initializer:
         raise UnsupportedError(f"sparse initializer '{sp.values.name}' is not supported")
@@ -110,6 +112,10 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
                 raise UnsupportedError(f"node '{n.name or k}': {n.op_type} with subgraphs is not supported")
         nodes.append(Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs))
     outputs = [o.name for o in g.output]
+    for k, o in enumerate(outputs):   # a pass-through output gets a buffer of its own
+        if o in tensors and tensors[o].data is None:
+            outputs[k] = f"{o}:output"
+            nodes.append(Node("Identity", f"{o}:output", [o], [outputs[k]]))
     graph = Graph(name or g.name or "model", tensors, nodes, inputs, outputs)
 
     for _ in range(8):  # shapes enable folding (Shape of a static tensor) and vice versa
@@ -121,10 +127,12 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
     for n in graph.nodes:
         for o in n.outputs:
             if o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
-                raise ModelError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}'")
+                raise UnsupportedError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}' "
+                                       "(it depends on run-time data; swbuild compiles static shapes)")
     for o in outputs:
         if o not in graph.tensors:
             raise ModelError(f"graph output '{o}' is not produced by any node")
+    check_graph(graph)
     graph.opset = opset
     return graph
 
@@ -142,7 +150,9 @@ def _infer_shapes(graph: Graph, model, opset):
         elif t.data is not None or t.name in graph.inputs:
             ins.append(helper.make_tensor_value_info(t.name, _onnx_type(t.dtype), list(t.shape)))
     pnodes = [helper.make_node(n.op, n.inputs, n.outputs, name=n.name, **n.attrs) for n in graph.nodes]
-    outs = [helper.make_tensor_value_info(o, 0, None) for o in graph.outputs]
+    # An output that is also an input or a constant is already typed; name it once.
+    defined = {i.name for i in ins} | {t.name for t in inits}
+    outs = [helper.make_tensor_value_info(o, 0, None) for o in graph.outputs if o not in defined]
     pg = helper.make_graph(pnodes, "g", ins, outs, initializer=inits)
     # IR >= 4 lets initializers stand without being graph inputs.
     pm = helper.make_model(pg, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))

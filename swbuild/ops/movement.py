@@ -227,12 +227,34 @@ def lower_space_to_depth(ctx, node):
 
 @register("Cast", "CastLike")
 def lower_cast(ctx, node):
+    """Within float32 (run-time booleans are float32 0/1, optimizer/dtypes.py): an alias, or a
+    0/1 kernel for a Cast to bool. Across dtypes (a typed graph input read into float32, a
+    float32 result written to a typed graph output): a conversion kernel, kind "convert"."""
+    from onnx import TensorProto
+
+    from .logical import is_true, truth
     x = ctx.graph.tensors[node.inputs[0]]
     out = ctx.graph.tensors[node.outputs[0]]
+    to = node.attrs.get("to")
+    to_bool = to == TensorProto.BOOL if to is not None else out.dtype == "bool"
+    if x.dtype == out.dtype and not (to_bool and x.dtype == "float32"):
+        ctx.alias(out.name, x.name)
+        return
+    if x.dtype != out.dtype and "float32" not in (x.dtype, out.dtype):
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a run-time "
+                               "tensor is not supported (one side must be float32)")
+    if out.dtype != "float32" and out.name not in ctx.graph.outputs:
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a run-time "
+                               "tensor that feeds further kernels is not supported (kernels compute in float32; "
+                               "integer results are kept as graph outputs only)")
+    kb = KernelBuilder(ctx, node)
+    i = Axis("i", x.size)      # an empty tensor: a kernel of no points, which ctx.add drops
+    v = kb.load(x.name, [i.var], shape=[i.extent])
+    k = kb.kernel(out.name, [i], truth(is_true(v)) if to_bool else v, out_shape=[i.extent])
     if x.dtype != out.dtype:
-        raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a runtime "
-                               f"tensor is not supported (kernels compute in float32)")
-    ctx.alias(out.name, x.name)
+        k.kind = "convert"              # typed buffers: each backend prints its own converter
+        k.extra = {"src": v.buf, "to_bool": to_bool}
+    ctx.add(k)
 
 
 @register("Gather")

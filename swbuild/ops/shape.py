@@ -10,7 +10,24 @@ ALIASES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity")
 @register(*ALIASES)
 def lower_alias(ctx, node):
     # Row-major data is unchanged by these ops; the output names the same storage.
+    if node.op == "Dropout":
+        _inference_dropout(ctx, node)
     ctx.alias(node.outputs[0], node.inputs[0])
+
+
+def _inference_dropout(ctx, node):
+    """Dropout is the identity only in inference mode, and its mask is not computed."""
+    if len(node.inputs) > 2 and node.inputs[2]:
+        t = ctx.graph.tensors[node.inputs[2]]
+        if t.data is None or bool(t.data.reshape(-1)[0]):
+            raise UnsupportedError(f"node '{node.name}' (Dropout): training_mode (random dropping) is not supported; "
+                                   "input 'training_mode' must be a constant false")
+    if int(node.attrs.get("training_mode", 0)):     # opset < 12 spelled it as an attribute ('is_test')
+        raise UnsupportedError(f"node '{node.name}' (Dropout): attribute training_mode is not supported")
+    used = {i for n in ctx.graph.nodes for i in n.inputs} | set(ctx.graph.outputs)
+    if len(node.outputs) > 1 and node.outputs[1] in used:     # an unused mask (VGG's exports) costs nothing
+        mask = node.outputs[1].removesuffix(":as_float")   # the name in the model (optimizer/dtypes.py)
+        raise UnsupportedError(f"node '{node.name}' (Dropout): the mask output '{mask}' is not supported")
 
 
 @register("Transpose")

@@ -24,6 +24,7 @@ import onnx
 from onnx import numpy_helper
 
 from swbuild import build, toolchain
+from swbuild.backends.cexpr import CTYPE
 from swbuild.errors import SwbuildError, UnsupportedError
 from swbuild.ops import supported_ops
 
@@ -35,7 +36,8 @@ PARAM_INPUTS = {
     "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1},
     "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
 }
-# float32 is what kernels compute in; cases on other types get a named reason
+# kernels compute in float32 (booleans as 0/1); typed graph inputs/outputs are converted at
+# the boundary, and what the compiler cannot do it refuses with the dtype named
 RTOL_MIN, ATOL_MIN = 1e-3, 1e-5     # float32 kernels vs numpy references (erff, expf, ...)
 
 
@@ -71,6 +73,10 @@ def collect(ops=None):
     return sorted(out, key=lambda c: c.name)
 
 
+def _array(v):
+    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
+
+
 def bind_params(tc, index):
     """Model with parameter inputs turned into initializers; returns (model, runtime inputs)."""
     m = onnx.ModelProto()
@@ -84,7 +90,7 @@ def bind_params(tc, index):
                 bound.add(n.input[k])
     keep, run_inputs = [], []
     for vi, value in zip(list(m.graph.input), inputs):
-        value = np.asarray(value)
+        value = _array(value)
         if vi.name in bound:
             m.graph.initializer.append(numpy_helper.from_array(value, vi.name))
         else:
@@ -92,7 +98,7 @@ def bind_params(tc, index):
             run_inputs.append(value)
     del m.graph.input[:]
     m.graph.input.extend(keep)
-    return Case(index, tc.name, m, run_inputs, [np.asarray(o) for o in outputs],
+    return Case(index, tc.name, m, run_inputs, [_array(o) for o in outputs],
                 max(tc.rtol, RTOL_MIN), max(tc.atol, ATOL_MIN))
 
 
@@ -100,9 +106,9 @@ def compile_case(case, tc, out_dir):
     from swbuild.compiler import compile_to
     case.prefix = f"c{case.index}"
     try:
-        for v in case.inputs + case.outputs:
-            if v.dtype != np.float32:
-                raise UnsupportedError(f"dtype {v.dtype} of a graph input/output (kernels compute in float32)")
+        for v in case.inputs + case.outputs:    # strings, float8, bfloat16 arrive as TensorProto objects
+            if v.dtype.kind not in "biuf":
+                raise UnsupportedError(f"dtype {v.dtype} of a graph input/output (no numeric numpy type)")
         program, files = compile_to(case.model, tc, out_dir, case.prefix)
         case.plan = json.loads(files[f"{case.prefix}.plan.json"])
         case.status = "compiled"
@@ -119,26 +125,28 @@ def _dispatcher(cases):
     lines = ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>"]
     for c in cases:
         lines.append(f'#include "{c.prefix}.h"')
-    lines += ["static float *load(const char *p, size_t n) {",
-              "  float *b = malloc(n * sizeof(float) + 4); FILE *f = fopen(p, \"rb\");",
-              "  if (!b || !f || fread(b, sizeof(float), n, f) != n) { fprintf(stderr, \"cannot read %s\\n\", p); exit(2); }",
+    lines += ["static void *load(const char *p, size_t n, size_t sz) {",
+              "  void *b = malloc(n * sz + 8); FILE *f = fopen(p, \"rb\");",
+              "  if (!b || !f || fread(b, sz, n, f) != n) { fprintf(stderr, \"cannot read %s\\n\", p); exit(2); }",
               "  fclose(f); return b; }",
-              "static void save(const char *p, const float *b, size_t n) {",
-              "  FILE *f = fopen(p, \"wb\"); if (!f || fwrite(b, sizeof(float), n, f) != n) exit(2); fclose(f); }",
+              "static void save(const char *p, const void *b, size_t n, size_t sz) {",
+              "  FILE *f = fopen(p, \"wb\"); if (!f || fwrite(b, sz, n, f) != n) exit(2); fclose(f); }",
               "static char ws[1 << 26] __attribute__((aligned(64)));"]
     for c in cases:
         P, U = c.prefix, c.prefix.upper()
         nin, nout = len(c.plan["inputs"]), len(c.plan["outputs"])
-        args = [f"load(a[{i}], {U}_INPUT{i}_ELEMS)" for i in range(nin)]
+        ity = [CTYPE[s.get("dtype", "float32")] for s in c.plan["inputs"]]
+        oty = [CTYPE[s.get("dtype", "float32")] for s in c.plan["outputs"]]
+        args = [f"load(a[{i}], {U}_INPUT{i}_ELEMS, sizeof({ity[i]}))" for i in range(nin)]
         outs = [f"o{i}" for i in range(nout)]
         lines.append(f"static int run_{P}(char **a) {{")
         for i in range(nout):
-            lines.append(f"  float *o{i} = calloc({U}_OUTPUT{i}_ELEMS + 1, sizeof(float));")
+            lines.append(f"  {oty[i]} *o{i} = calloc({U}_OUTPUT{i}_ELEMS + 1, sizeof({oty[i]}));")
         lines.append(f"  if (sizeof ws < {U}_WORKSPACE_SIZE) return 3;")
         lines.append(f"  if ({P}_init() || {P}_run({', '.join(args + outs + ['ws'])})) return 1;")
         lines.append(f"  {P}_teardown();")
         for i in range(nout):
-            lines.append(f"  save(a[{nin + i}], o{i}, {U}_OUTPUT{i}_ELEMS);")
+            lines.append(f"  save(a[{nin + i}], o{i}, {U}_OUTPUT{i}_ELEMS, sizeof({oty[i]}));")
         lines.append("  return 0; }")
     lines.append("int main(int argc, char **argv) {")
     lines.append("  if (argc < 2) return 2;")
@@ -196,7 +204,7 @@ def run_case(case, exe, work_dir):
     ins = []
     for i, v in enumerate(case.inputs):
         p = work_dir / f"{case.prefix}_in{i}.bin"
-        np.ascontiguousarray(v, dtype="<f4").tofile(p)
+        np.ascontiguousarray(v, dtype=np.dtype(case.plan["inputs"][i].get("dtype", "float32")).newbyteorder("<")).tofile(p)
         ins.append(p)
     outs = [work_dir / f"{case.prefix}_out{i}.bin" for i in range(len(case.outputs))]
     stats = work_dir / f"{case.prefix}_stats.json"
@@ -204,7 +212,8 @@ def run_case(case, exe, work_dir):
     p = subprocess.run([str(exe), case.prefix] + [str(x) for x in ins + outs], capture_output=True, text=True, env=env)
     if p.returncode:
         return None, None, f"exit {p.returncode}: {p.stderr.strip()[-500:]}"
-    got = [np.fromfile(o, dtype="<f4").reshape(ref.shape) for o, ref in zip(outs, case.outputs)]
+    got = [np.fromfile(o, dtype=np.dtype(spec.get("dtype", "float32")).newbyteorder("<")).reshape(ref.shape)
+           for o, ref, spec in zip(outs, case.outputs, case.plan["outputs"])]
     return got, json.loads(stats.read_text()) if stats.exists() else None, p.stderr
 
 

@@ -45,3 +45,23 @@ def test_c_strings_hold_any_name_byte_for_byte(tmp_path):
     subprocess.run(["gcc", "-Wall", "-Werror", "-trigraphs", str(src), "-o", str(tmp_path / "s")], check=True)
     out = subprocess.run([str(tmp_path / "s")], capture_output=True, check=True).stdout
     assert out == b"".join(n.encode() + b"\n" for n in names)
+
+
+def test_keywords_macros_and_runtime_symbols_are_renamed():
+    for name in ["NULL", "EOF", "assert", "errno", "asm", "typeof", "class", "new", "this", "template", "bool",
+                 "operator", "true", "INFINITY", "M_PI", "memcpy", "athread_spawn", "CRTS_dma_get", "swemu_x",
+                 "cnrtMalloc", "sw_ws"]:
+        s = c_ident(name)
+        assert s != name and IDENT.match(s), (name, s)
+    assert c_ident("input_ids") == "input_ids"
+
+
+def test_prefix_never_names_a_runtime_or_standard_header():
+    for name in ["athread", "crts", "math", "stdio", "dma", "simd", "slave", "bang", "cnrt", "assert"]:
+        p = c_prefix(name)
+        assert p.lower() != name and IDENT.match(p), (name, p)
+
+
+def test_unique_names_avoid_the_models_own_globals():
+    u = UniqueNames(avoid_prefix="m_")
+    assert u("in:m_weights", "m_weights") != "m_weights"

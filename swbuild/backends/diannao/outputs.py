@@ -27,7 +27,7 @@ def arenas(program):
 
 
 def _names(program):
-    names = UniqueNames(reserved={"workspace", "ws"})
+    names = UniqueNames(reserved={"workspace", "ws"}, avoid_prefix=program.prefix + "_")
     out = {("in", t): names(f"in:{t}", t) for t in program.inputs}
     out.update({("out", t): names(f"out:{t}", t) for t in program.outputs})
     return out

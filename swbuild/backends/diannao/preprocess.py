@@ -137,7 +137,7 @@ def _merge_whens(nodes):
 
 def align_extents(nodes, dk, hw):
     m = vector_elems(hw)
-    for n in nodes:
+    for n in list(nodes):
         if isinstance(n, (For, When)):
             align_extents(n.body, dk, hw)
         elif isinstance(n, Stmt) and n.kind == "compute" and n.over and len(n.loops) == 1 and not n.red:
@@ -147,9 +147,36 @@ def align_extents(nodes, dk, hw):
                 continue
             want = round_up(e, m)
             caps = [dk.bufs[ld.buf].elems - (const(ld.index[0]) or 0) for ld in _nram_loads(n, dk)]
-            if all(want <= cap for cap in caps):
-                n.loops[0] = SLoop(lp.var, lp.lo, iconst(want))
-                n.note = (n.note + " " if n.note else "") + f"padded {e}->{want}"
+            if not all(want <= cap for cap in caps):
+                continue
+            # Partitioning may have split this statement's lanes: the piece right after it
+            # ([e, ...), same statement) covers lanes the padding would cover too. Statements in
+            # place (x = x + c) must not run twice on a lane: the padded piece absorbs that
+            # tail when it lies within the padding and is unguarded, else nothing is padded.
+            k = next((i for i, x in enumerate(nodes) if x is n), None)
+            if k is None:       # a tail absorbed by the piece before it
+                continue
+            nxt = nodes[k + 1] if k + 1 < len(nodes) else None
+            if isinstance(nxt, Stmt) and nxt.sid == n.sid and _lanes(nxt) and _lanes(nxt)[0] == e and _in_place(n):
+                if nxt.guard or nxt.guard_any or not nxt.over or _lanes(nxt)[1] > want:
+                    continue
+                nodes.remove(nxt)
+            n.loops[0] = SLoop(lp.var, lp.lo, iconst(want))
+            n.note = (n.note + " " if n.note else "") + f"padded {e}->{want}"
+
+
+def _in_place(s):
+    """The statement reads the buffer it writes (x = x + c): running a lane twice changes it."""
+    from .mapper import _accesses
+    return any(ld.buf == s.dst.buf for ld in _accesses(s) if ld is not s.dst)
+
+
+def _lanes(s):
+    """[lo, hi) of a one-loop statement's lanes when constant, else None."""
+    if len(s.loops) != 1:
+        return None
+    lo, e = const(s.loops[0].lo), const(s.loops[0].ext)
+    return None if lo is None or e is None else (lo, lo + e)
 
 
 def _nram_loads(s, dk):

@@ -15,12 +15,13 @@ import math
 import numpy as np
 
 from ..schedule import simd
+from ..convert import convert_predict
 from ..gather import gather_predict
 from ..schedule.dma import box_plans, transfers
 from ..schedule.grid import ROW, cpe_sequence, mixed_radix
 from . import model
 
-SPECIAL_PREDICTORS = {"gather": gather_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
+SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
 
 
 def footprints(b, ranges):
