@@ -5,6 +5,10 @@ read into float32 by one of these, and a float32 result written into a typed gra
 The view is flat: each CPE takes chunks of CHUNK elements round-robin, DMAs them into LDM,
 converts (C conversion: truncation toward zero into integers, `!= 0` into bool) and puts
 them back. The kernel is out[i] = convert(in[i]) over [N].
+
+DMA lengths must be multiples of the toolchain's `dma_align_bytes` (4 B): with 1- or 2-byte
+elements the last few (fewer than 4) cannot move by DMA, so CPE 0 converts them with direct
+main-memory loads and stores after the chunks (the CPEs' gld/gst; slow, but a few bytes).
 """
 from __future__ import annotations
 
@@ -25,14 +29,30 @@ def _bufs(k):
     return src, dst, dst.shape[0]
 
 
+def dma_elements(k):
+    """Elements the chunks move by DMA: a whole number of 4-byte words on both sides."""
+    src, dst, n = _bufs(k)
+    unit = max(4 // min(4, SIZES[src.dtype]), 4 // min(4, SIZES[dst.dtype]))
+    return n - n % unit
+
+
+def _conv(k, x):
+    dst = k.buffers[k.out]
+    if k.extra.get("to_bool"):
+        return f"({x} != 0 ? 1.0f : 0.0f)" if dst.dtype == "float32" else f"({x} != 0)"
+    return x
+
+
 def convert_c(k, cores, itemsize=4):
     src, dst, n = _bufs(k)
     it, ot = CTYPE[src.dtype], CTYPE[dst.dtype]
-    conv = "(a[j] != 0)" if k.extra.get("to_bool") else "a[j]"
-    if k.extra.get("to_bool") and dst.dtype == "float32":
-        conv = "(a[j] != 0 ? 1.0f : 0.0f)"
+    conv = _conv(k, "a[j]")
     s, d = k.extra["src"], k.out
-    nch = math.ceil(n / CHUNK)
+    na = dma_elements(k)
+    nch = math.ceil(na / CHUNK)
+    tail = [f"    if (cpe == 0)   /* the last {n - na} element(s): fewer bytes than one DMA word */",
+            f"        for (long i = {na}L; i < {n}L; i++) (({ot} *)p.{d})[i] = ({ot}){_conv(k, f'(({it} *)p.{s})[i]')};"] \
+        if na < n else []
     return "\n".join([
         f"/* Cast {src.dtype} -> {dst.dtype} (node {c_comment(k.node)}) */",
         f"void {k.name}(void *arg)",
@@ -47,7 +67,7 @@ def convert_c(k, cores, itemsize=4):
         f"    {ot} *b = ({ot} *)ldm_malloc({ldm_align(CHUNK * SIZES[dst.dtype])});",
         f"    for (long t = cpe; t < {nch}L; t += {cores}) {{",
         f"        const long i0 = t * {CHUNK};",
-        f"        const int n = (int)SW_MIN({CHUNK}, {n} - i0);",
+        f"        const int n = (int)SW_MIN({CHUNK}, {na} - i0);",
         f"        sw_get(a, (const {it} *)p.{s} + i0, n * (int)sizeof({it}), 0, 0, &rp);",
         "        ng++;",
         "        SW_WAIT(rp, ng);",
@@ -56,6 +76,7 @@ def convert_c(k, cores, itemsize=4):
         "        ng++;",
         "        SW_WAIT(rp, ng);",
         "    }",
+        *tail,
         f"    ldm_free(b, {ldm_align(CHUNK * SIZES[dst.dtype])});",
         f"    ldm_free(a, {ldm_align(CHUNK * SIZES[src.dtype])});",
         "}",
@@ -63,10 +84,11 @@ def convert_c(k, cores, itemsize=4):
 
 
 def convert_predict(k, cores, para_bytes):
-    src, dst, n = _bufs(k)
-    nch = math.ceil(n / CHUNK)
-    return {"get": {"ops": cores + nch, "bytes": cores * para_bytes + n * SIZES[src.dtype]},
-            "put": {"ops": nch, "bytes": n * SIZES[dst.dtype]}}
+    src, dst, _ = _bufs(k)
+    na = dma_elements(k)
+    nch = math.ceil(na / CHUNK)
+    return {"get": {"ops": cores + nch, "bytes": cores * para_bytes + na * SIZES[src.dtype]},
+            "put": {"ops": nch, "bytes": na * SIZES[dst.dtype]}}
 
 
 def convert_ldm_bytes(k):
