@@ -20,9 +20,10 @@ def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
 
 
 def main_memory_bytes(program):
-    """Main memory one core group holds for the program: weights, the arena, inputs and outputs."""
+    """Main memory one core group holds for the program: the constants its kernels read
+    (after the pipeline: re-laid-out copies, not their originals), the arena, inputs and outputs."""
     g = program.graph
-    read = {t for n in g.nodes for t in n.inputs if t}
+    read = {program.root(b.tensor) for k in program.kernels for b in k.buffers.values()}
     weights = sum(g.tensors[t].nbytes for t in sorted(read) if t in g.tensors and g.tensors[t].data is not None)
     io = sum(g.tensors[t].nbytes for t in program.inputs + program.outputs)
     arena = program.memory.arena_bytes if program.memory is not None else 0

@@ -1,8 +1,12 @@
 """Fixtures shared by every test directory."""
+import os
 import subprocess
 import sys
 
 import pytest
+
+# Tests never read or write the user's schedule cache; the cache's own tests give it a temp dir.
+os.environ["SWBUILD_SCHEDULE_CACHE"] = "off"
 
 
 @pytest.fixture

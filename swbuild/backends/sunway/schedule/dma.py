@@ -320,7 +320,7 @@ def apply_blocking(kernel, graph, boxes, tiles):
             arr, grid = blocked_array(src.data, b.shape, blocks)
         name = f"%swblk:{kernel.name}:{b.buf}"
         graph.tensors[name] = Tensor(name, tuple(arr.shape), src.dtype,
-                                     arr if is_splat(arr) else arr.astype(src.dtype))
+                                     arr if is_splat(arr) else arr.astype(src.dtype, copy=False))
         kernel.buffers[b.buf] = replace(kernel.buffers[b.buf], tensor=name)
         b.blocked, b.block_tensor = tuple(blocks), name
         b.notes.append(f"constant re-laid out in blocks {list(blocks)} (grid {grid})")

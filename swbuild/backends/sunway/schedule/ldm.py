@@ -34,7 +34,7 @@ import math
 from ....errors import LdmError
 from ....recipe import option_on
 from ..cost import model
-from . import reorder, simd
+from . import cache, reorder, simd
 from .dma import blockable, box_plans
 from .grid import ROW, spatial_tiles
 from .kernel_schedule import ldm_align
@@ -67,8 +67,9 @@ def candidates(extent):
 class Search:
     """The modelled time of a kernel for tile sizes, and its LDM use (cached)."""
 
-    def __init__(self, kernel, hw, budget, options, graph=None):
+    def __init__(self, kernel, hw, budget, options, graph=None, toolchain_hash=""):
         self.k, self.hw, self.budget = kernel, hw, budget
+        self.toolchain_hash = toolchain_hash     # keys the persistent schedule cache
         self.cores = int(hw["cpes"])
         self.boxes = box_plans(kernel)
         self.graph = graph
@@ -90,7 +91,8 @@ class Search:
         self.cache = {}
         self.red_points = math.prod(a.extent for a in kernel.reduce_axes)
         self._bs, self._vp, self._ldm = {}, {}, {}
-        self._bvars = {id(b): sorted(b.vars) for b in self.boxes}
+        self._vset = {id(b): b.vars for b in self.boxes}      # BoxPlan.vars rebuilds the set
+        self._bvars = {id(b): sorted(v) for b, v in zip(self.boxes, self._vset.values())}
 
     def box_static(self, b, tiles):
         """(LDM elements per half, DMA calls, bytes, contiguous chunk bytes) of one fetch."""
@@ -163,7 +165,7 @@ class Search:
         out = []
         for a in self.k.axes:
             n = math.ceil(a.extent / tiles[a.name])
-            if n % ROW == 0 and any(b.context != "out" and a.name not in b.vars for b in self.boxes):
+            if n % ROW == 0 and any(b.context != "out" and a.name not in self._vset[id(b)] for b in self.boxes):
                 out.append(a.name)
         return out
 
@@ -184,9 +186,10 @@ class Search:
         if single > self.budget:
             return None
         vkey = tuple(tiles[a.name] for a in k.axes)
-        if vkey not in self._vp:
-            self._vp[vkey] = simd.plan(k, tiles, hw, self.simd_ok)
-        vp = self._vp[vkey]
+        sp = self._vp.get(vkey)
+        if sp is None:
+            sp = self._vp[vkey] = self._spatial(tiles)
+        vp, base_cyc, step_full, step_zero, oby, put = sp
         tiled_r = reorder.tiled_reduce_axes(k, tiles)
         order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
         rcounts = reorder.reduce_counts(k, tiles)
@@ -205,12 +208,12 @@ class Search:
             cap, calls, by, chunk = self.box_static(b, tiles)
             secs = model.dma_seconds_per_cpe(hw, by, chunk)
             first += secs
-            shared = lane is not None and lane not in b.vars
+            shared = lane is not None and lane not in self._vset[id(b)]
             if shared:
                 # one broadcast feeds the row: 1/8 of the bytes per CPE at the core group's
                 # bandwidth, and row barriers around each fetch
                 secs, by = secs / ROW, by / ROW
-            if b.context == "body" and k.combine is not None and (b.vars & tiled):
+            if b.context == "body" and k.combine is not None and (self._vset[id(b)] & tiled):
                 lv = reorder.box_level(b, order)
                 n = math.prod(rcounts[x] for x in order[:lv + 1])
                 dma_tile += n * secs
@@ -218,7 +221,7 @@ class Search:
                 syncs_tile += n * shared
                 if b.pad_dims:
                     expand += n * simd.expand_cycles(hw, cap)
-            elif b.vars & split:
+            elif self._vset[id(b)] & split:
                 dma_tile += secs
                 bytes_tile += by
                 syncs_tile += shared
@@ -228,18 +231,12 @@ class Search:
                 dma_once += secs
                 bytes_once += by
                 syncs_once += shared
-        ob = self.boxes[-1]
-        ext = [tiles[a.name] for a in k.axes]
-        _, _, oby, ochunk = self._out_static(ob, tiles, ext)
-        put = model.dma_seconds_per_cpe(hw, oby, ochunk)
         dma_tile += put
         bytes_tile += oby
-        pext = {a.name: tiles[a.name] for a in k.axes}
-        points = math.prod(ext)
-        cyc = simd.init_cycles(k, hw, points) + simd.epilogue_cycles(k, hw, points) + expand
+        cyc = base_cyc + expand
         if k.combine is not None:
-            cyc += simd.step_cycles(k, vp, hw, pext, self.red_points)
-            cyc += (nsteps - 1) * simd.step_cycles(k, vp, hw, pext, 0)
+            cyc += step_full
+            cyc += (nsteps - 1) * step_zero
         comp_tile = cyc / model.clock(hw)
         D, C = waves * dma_tile + dma_once, waves * comp_tile
         sync = (waves * syncs_tile + syncs_once) * float(model.hwget(hw, "row_sync_cycles")) / model.clock(hw)
@@ -251,6 +248,24 @@ class Search:
             if over < serial:
                 best = (over, True, vp, traffic, lane)
         return best
+
+    def _spatial(self, tiles):
+        """What depends on the spatial tiles alone (many reduce tilings share it): the vector
+        plan, init + epilogue cycles, the cycles of a reduce step (the first, with all reduce
+        points, and a later one), the output's bytes and put seconds."""
+        k, hw = self.k, self.hw
+        vp = simd.plan(k, tiles, hw, self.simd_ok)
+        ext = [tiles[a.name] for a in k.axes]
+        _, _, oby, ochunk = self._out_static(self.boxes[-1], tiles, ext)
+        put = model.dma_seconds_per_cpe(hw, oby, ochunk)
+        pext = {a.name: tiles[a.name] for a in k.axes}
+        points = math.prod(ext)
+        base = simd.init_cycles(k, hw, points) + simd.epilogue_cycles(k, hw, points)
+        full = zero = 0.0
+        if k.combine is not None:
+            full = simd.step_cycles(k, vp, hw, pext, self.red_points)
+            zero = simd.step_cycles(k, vp, hw, pext, 0)
+        return vp, base, full, zero, oby, put
 
     def _out_static(self, ob, tiles, ext):
         m = ob.merge_dim(tiles)
@@ -401,21 +416,34 @@ _MEMO = {}
 
 
 def _signature(s):
-    """Kernels that differ only in names (repeated layers) get the same tiles."""
+    """The canonical form of a search: kernels that differ only in names (repeated layers)
+    get the same tiles, in this process (_MEMO) and across builds (cache.py)."""
     k = s.k
-    bufs = tuple(sorted((n, tuple(b.shape), b.tensor in s.graph.tensors and s.graph.tensors[b.tensor].data is not None
-                         if s.graph is not None else False) for n, b in k.buffers.items()))
+    g = s.graph
+
+    def buf(n, b):
+        t = g.tensors.get(b.tensor) if g is not None else None
+        return (n, tuple(b.shape), t is not None and t.data is not None, getattr(t, "dtype", None))
+    bufs = tuple(sorted(buf(n, b) for n, b in k.buffers.items()))
     return (tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
             str(k.body), str(k.epilogue), k.combine, k.init, tuple(k.out_offset), k.out, bufs,
             repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.share_ok, s.traffic_weight, s.quick)
 
 
 def search_tiles(s):
-    key = _signature(s)
-    if key in _MEMO:
-        return dict(_MEMO[key])
-    tiles = _search_tiles(s)
-    _MEMO[key] = dict(tiles)
+    """The chosen tiles of `s`'s kernel: from this process's memo, the persistent cache, or
+    the search (then remembered in both)."""
+    sig = _signature(s)
+    if sig in _MEMO:
+        return dict(_MEMO[sig])
+    key = cache.entry_key(sig, s.toolchain_hash)
+    stored = cache.load(key)
+    if stored is not None and sorted(a for a, _ in stored) == sorted(s.ext):
+        tiles = dict(stored)
+    else:
+        tiles = _search_tiles(s)
+        cache.store(key, list(tiles.items()))
+    _MEMO[sig] = dict(tiles)
     return tiles
 
 

@@ -8,7 +8,7 @@ read. Kernels the backend prints by itself (`kind != "compute"`) have their own 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ....errors import LdmError
 from ....ir.loopnest import Acc, Const, substitute_acc
@@ -58,7 +58,7 @@ def schedule_special_kernels(program, target, options):
     return program
 
 
-def traffic_weight_for(program, hw, budget, options, target):
+def traffic_weight_for(program, hw, budget, options, target, toolchain_hash=""):
     """The smallest price of main-memory traffic (seconds per byte, from TRAFFIC_WEIGHTS) at
     which the modelled traffic of the whole program is at most `target` times its compulsory
     traffic (a Lagrangian relaxation of that global constraint: every kernel then minimises
@@ -67,7 +67,7 @@ def traffic_weight_for(program, hw, budget, options, target):
     for w in TRAFFIC_WEIGHTS:
         est = 0
         for k in _compute(program):
-            s = Search(k, hw, budget, dict(options, traffic_weight=w), program.graph)
+            s = Search(k, hw, budget, dict(options, traffic_weight=w), program.graph, toolchain_hash)
             est += s.evaluate(search_tiles(s))[3]
         if est <= target * comp:
             return w
@@ -79,7 +79,7 @@ def price_traffic(program, target, options):
     if options.get("traffic_target") in (None, "", "off"):
         return program
     w = traffic_weight_for(program, target.hardware, ldm_budget(target, options), options,
-                           float(options["traffic_target"]))
+                           float(options["traffic_target"]), target.sha256)
     program.target_state.traffic_weight = w
     program.notes.append(f"traffic weight {w:g} s/B for traffic <= {options['traffic_target']} x compulsory")
     return program
@@ -101,7 +101,7 @@ def choose_tiles(program, target, options):
         options = dict(options, traffic_weight=state.traffic_weight)
     budget = ldm_budget(target, options)
     for k in _compute(program):
-        s = Search(k, target.hardware, budget, options, program.graph)
+        s = Search(k, target.hardware, budget, options, program.graph, target.sha256)
         state.drafts[k.name] = Draft(s, tiles=search_tiles(s))
     return program
 
@@ -124,14 +124,34 @@ def choose_row_sharing(program, target, options):
 
 def block_constants(program, target, options):
     """Fix each box at the chosen tiles; re-lay out constant boxes in blocks (dma.py)."""
+    relaid = set()
     for k in _compute(program):
         d = program.target_state.drafts[k.name]
         for b in d.search.boxes:
             b.finish(d.tiles)
             b.shared = d.lane is not None and b.context != "out" and d.lane not in b.vars
         if program.graph is not None:
+            before = dict(k.buffers)
             apply_blocking(k, program.graph, d.search.boxes, d.tiles)
+            relaid.update(before[n].tensor for n in k.buffers if k.buffers[n].tensor != before[n].tensor)
+    _drop_unused_constants(program, relaid)
     return program
+
+
+def _drop_unused_constants(program, names):
+    """Free the data of constants every reader of which now reads a re-laid-out copy: the
+    original would otherwise stay in memory beside its copy (vgg16: half a gigabyte)."""
+    if not names:
+        return
+    used = set(program.inputs) | set(program.outputs)
+    for k in program.kernels:
+        for b in k.buffers.values():
+            used.update((b.tensor, program.root(b.tensor)))
+    used.update(program.aliases.keys())
+    used.update(program.aliases.values())
+    g = program.graph
+    for n in sorted(names - used):
+        g.tensors[n] = replace(g.tensors[n], data=None)
 
 
 def order_loops(program, target, options):

@@ -76,7 +76,7 @@ def split_reductions(program, target, options):
                 or not k.reduce_axes or not k.axes or k.flops() < SPLIT_MIN_FLOPS):
             out.append(k)
             continue
-        s = Search(k, hw, budget, options, g)
+        s = Search(k, hw, budget, options, g, target.sha256)
         t0 = s.evaluate(search_tiles(s))[0]
         if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k)):
             out.append(k)                    # already close to its bound
@@ -89,7 +89,7 @@ def split_reductions(program, target, options):
                 continue
             t = 0.0
             for kk in pair:
-                ss = Search(kk, hw, budget, quick, g)
+                ss = Search(kk, hw, budget, quick, g, target.sha256)
                 t += ss.evaluate(search_tiles(ss))[0]
             if t < best[0]:
                 best = (t, pair)

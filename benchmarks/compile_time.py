@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Compile-time benchmark: ONNX -> generated C, cold and warm schedule cache, against TVM.
+
+For every model, whole `swbuild compile` processes (CPU seconds = user + system of the child,
+peak RSS from its rusage), median of --repeat runs:
+
+  cold   a fresh, empty schedule cache directory (every kernel searched);
+  warm   the same build again on the cache the cold run filled (a CI rebuild, an edit);
+
+and, when a Python with TVM is available (--tvm-python, or $SWBUILD_TVM_PYTHON; TVM is no
+dependency of swbuild: install apache-tvm in a separate venv), TVM's
+`relax.frontend.onnx.from_onnx` + `tvm.compile(target="llvm")` of the same ONNX model in the
+same run, and the ratio swbuild cold / TVM.
+
+    python benchmarks/compile_time.py                                   # light_resnet50 + vgg16
+    python benchmarks/compile_time.py --models light zoo --repeat 3 --tvm-python /work/tvm-venv/bin/python
+    python benchmarks/compile_time.py --models light_inception_v1 --target sunway-pro-emu
+
+Zoo models are written to a temporary .onnx file (the same bytes swbuild's recipe builds).
+Prints one JSON document.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sunway_report import expand, light_dir  # noqa: E402  (model names: light, zoo, paths)
+
+DEFAULT = ["light_resnet50", "vgg16"]
+
+TVM_SCRIPT = r"""
+import sys, onnx, tvm
+from tvm import relax
+from tvm.relax.frontend.onnx import from_onnx
+m = onnx.load(sys.argv[1])
+shapes = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in m.graph.input
+          if i.name not in {t.name for t in m.graph.initializer}}
+mod = from_onnx(m, shape_dict=shapes, keep_params_in_input=False)
+tvm.compile(mod, target="llvm")
+"""
+
+
+def run(argv, env):
+    """(cpu seconds, peak RSS bytes, returncode, stderr tail) of one child process."""
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read()[-800:].decode(errors="replace")
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode, tail
+
+
+def onnx_file(name, tmp):
+    """An .onnx file of a light model, a zoo model or a path."""
+    if name.endswith(".onnx"):
+        return Path(name)
+    if name.startswith("light_"):
+        return light_dir() / f"{name}.onnx"
+    import onnx
+    from swbuild import zoo
+    path = tmp / f"{name}.onnx"
+    onnx.save(zoo.build(name), str(path))
+    return path
+
+
+def median_runs(argv, env, repeat, before=None):
+    cpu, rss = [], []
+    for _ in range(repeat):
+        if before:
+            before()
+        c, r, rc, tail = run(argv, env)
+        if rc != 0:
+            raise SystemExit(f"{' '.join(map(str, argv))} failed (exit {rc}):\n{tail}")
+        cpu.append(c)
+        rss.append(r)
+    return round(statistics.median(cpu), 3), max(rss)
+
+
+def bench(name, target, repeat, tvm_python, tmp):
+    model = onnx_file(name, tmp)
+    cache = tmp / f"cache-{name}"
+    out = tmp / f"out-{name}"
+    env = dict(os.environ, SWBUILD_SCHEDULE_CACHE=str(cache))
+    argv = [sys.executable, "-m", "swbuild.cli", "compile", str(model), "--target", target, "-o", str(out)]
+    cold = median_runs(argv, env, repeat, before=lambda: shutil.rmtree(cache, ignore_errors=True))
+    warm = median_runs(argv, env, repeat)
+    row = {"model": name, "target": target, "cold_cpu_s": cold[0], "cold_peak_rss_mb": round(cold[1] / 2**20, 1),
+           "warm_cpu_s": warm[0], "warm_peak_rss_mb": round(warm[1] / 2**20, 1)}
+    if tvm_python:
+        tvm = median_runs([tvm_python, "-c", TVM_SCRIPT, str(model)], dict(os.environ), repeat)
+        row.update(tvm_cpu_s=tvm[0], tvm_peak_rss_mb=round(tvm[1] / 2**20, 1),
+                   cold_over_tvm=round(cold[0] / tvm[0], 3), warm_over_tvm=round(warm[0] / tvm[0], 3))
+    shutil.rmtree(out, ignore_errors=True)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=DEFAULT, help="light, zoo, light_NAME, a zoo name or .onnx")
+    ap.add_argument("--target", default="sunway-emu")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per measurement (median)")
+    ap.add_argument("--tvm-python", default=os.environ.get("SWBUILD_TVM_PYTHON"),
+                    help="a Python interpreter with TVM installed")
+    ap.add_argument("--out", help="also write the JSON here")
+    a = ap.parse_args()
+    tvm_python = a.tvm_python
+    if tvm_python and subprocess.run([tvm_python, "-c", "import tvm"], capture_output=True).returncode != 0:
+        tvm_python = None
+    tmp = Path(tempfile.mkdtemp(prefix="swbuild-compile-time-"))
+    try:
+        rows = [bench(m, a.target, max(1, a.repeat), tvm_python, tmp) for m in expand(a.models)]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    doc = {"target": a.target, "repeat": a.repeat, "tvm": bool(tvm_python), "models": rows}
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if a.out:
+        Path(a.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
