@@ -1,5 +1,5 @@
 """Fault suite of the BANG emulator (tests/bang/faults.mlu): per declared buffer and per
-cnrtMalloc block bounds, host pointers, __memcpy_async completion, overlapping NRAM copies,
+cnrtMalloc block bounds, plain stores past a buffer (redzones), host pointers, __memcpy_async completion, overlapping NRAM copies,
 tasks writing the same GDRAM bytes, the stack counted in NRAM; the clean kernel stays
 silent and right."""
 import re
@@ -28,6 +28,44 @@ def test_copy_past_its_buffer_into_the_neighbour(builds):
     assert re.fullmatch(r"bangemu: error: kernel buf_overrun task 0: __memcpy: dst must stay inside its buffer "
                         r"(na|nb) \(dst=NRAM\+0, bytes=8192, \1 holds 4096 B from NRAM\+0\)",
                         line(builds, "buf_overrun"))
+
+
+@pytest.mark.parametrize("case, at, buf, how, byte, size, start", [
+    ("plain_past", "kernel end", "na", "past its end", "na+4096", 4096, 0),
+    ("plain_before", "kernel end", "na", "before its start", "na-4", 4096, 0),
+    ("plain_sync", "__sync_io", "nb", "past its end", "nb+4120", 4096, 4096),
+    ("plain_memcpy", "__memcpy", "na", "past its end", "na+4159", 4096, 0),
+    ("plain_into_next", "kernel end", "na", "past its end", "na+4096", 4096, 0),
+    ("plain_local", "__memcpy", "plain_local(float*)::loc", "past its end", "plain_local(float*)::loc+64", 64, 8192),
+    # the program's last NRAM buffer: caught by the redzone opening the next section
+    ("plain_last", "__memcpy", "nlast", "past its end", "nlast+256", 256, 8256),
+])
+def test_plain_store_outside_its_buffer(builds, case, at, buf, how, byte, size, start):
+    """Offsets leave the redzones out: nb starts at NRAM+4096 right after na's 4096 B."""
+    assert line(builds, case) == (
+        f"bangemu: error: kernel {case} task 0: {at}: plain stores must stay inside their NRAM buffer: "
+        f"{buf} was written {how} (first bad byte {byte}, {buf} holds {size} B from NRAM+{start})")
+
+
+def test_intrinsic_operand_starting_in_a_redzone(builds):
+    assert line(builds, "gap_operand") == (
+        "bangemu: error: kernel gap_operand task 0: __memcpy: dst must start inside a declared NRAM buffer "
+        "(dst=NRAM+0 is between buffers)")
+
+
+def test_buffers_used_exactly_to_their_end_are_silent(builds, tmp_path):
+    r = run(builds["faults"], "clean_exact", stats=tmp_path / "s.json")
+    assert (r.stdout, r.stderr) == ("ok\n", "")
+    import json
+    st = json.loads((tmp_path / "s.json").read_text())
+    # redzones are not declared memory: na, nb, loc, nlast
+    assert st["nram_declared_bytes"] == 4096 + 4096 + 64 + 256
+    assert st["kernels"][0]["nram_peak_bytes"] == 4096
+
+
+def test_plain_store_reported_once_with_continue(builds):
+    r = run(builds["faults"], "plain_into_next", cont=True, check=False)
+    assert r.returncode == 0 and r.stderr.count("bangemu: error:") == 1, r.stderr
 
 
 @pytest.mark.parametrize("case, what", [("gdram_before", "src"), ("gdram_after", "dst"), ("host_ptr", "src")])
@@ -73,7 +111,7 @@ def test_tasks_writing_the_same_gdram_bytes(builds, tmp_path):
 def test_big_local_array_is_counted_in_nram(builds):
     assert line(builds, "local_array") == (
         "bangemu: error: kernel local_array task 0: stack: local arrays live in NRAM and need more than the "
-        "647168 B left by the __nram__ declarations (declared=8192 B, capacity=655360 B)")
+        "646848 B left by the __nram__ declarations (declared=8512 B, capacity=655360 B)")
 
 
 def test_gdram_rules_hold_when_the_toolchain_states_them(builds):

@@ -126,6 +126,7 @@ inline void run_launch(const char* name, cnrtDim3_t dim, cnrtFunctionType_t type
   L->sram.resize(nclusters);
   L->sram_valid.assign(nclusters, 0);
   L->arrived.assign(nclusters, 0);
+  fill_redzones();   /* buffers.h: plain stores past a buffer change them */
   for (int i = 0; i < L->ntasks; ++i) {
     auto t = std::make_unique<Task>();
     t->id = i;

@@ -20,21 +20,36 @@
 namespace bangemu {
 
 struct Buffer { uintptr_t lo, hi; std::string name; };
+struct Gap { uintptr_t lo, hi; };   // bytes no buffer owns: redzones and padding
 
-/* Declared on-chip buffers per space, by start address. */
-inline std::map<uintptr_t, Buffer>* read_buffers() {
-  static std::map<uintptr_t, Buffer> by[4];
+/* Per space: declared buffers by start address and the injected redzone variables (start,
+ * redzone bytes up to its end).  The on-chip sections and bangemu_tail lie side by side
+ * (core.h): `gaps` are the bytes of that run no buffer owns, kept filled with REDZONE_FILL;
+ * `owner` maps every buffer start of the run to its space, for naming the buffer below a
+ * changed byte even when it is in another section. */
+struct Layout {
+  std::map<uintptr_t, Buffer> by[4];
+  std::vector<std::pair<uintptr_t, long long>> rz[4];
+  long long rz_bytes[4] = {0, 0, 0, 0};
+  std::vector<Gap> gaps;
+  std::map<uintptr_t, int> owner;
+  std::vector<Gap> others;   // every other allocated section (run-time addresses)
+  bool symbols = false;
+};
+constexpr unsigned char REDZONE_FILL = 0xBD;
+
+inline void read_symbols(Layout& L) {
   int fd = open("/proc/self/exe", O_RDONLY);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) { if (fd >= 0) close(fd); return by; }
+  if (fd < 0 || fstat(fd, &st) != 0) { if (fd >= 0) close(fd); return; }
   void* m = mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (m == MAP_FAILED) return by;
+  if (m == MAP_FAILED) return;
   const char* base = (const char*)m;
   const Elf64_Ehdr* eh = (const Elf64_Ehdr*)base;
   if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) {
     munmap(m, (size_t)st.st_size);
-    return by;
+    return;
   }
   const Elf64_Shdr* sh = (const Elf64_Shdr*)(base + eh->e_shoff);
   const char* shstr = base + sh[eh->e_shstrndx].sh_offset;
@@ -48,6 +63,13 @@ inline std::map<uintptr_t, Buffer>* read_buffers() {
         shift[s] = (long long)(uintptr_t)region(s).lo - (long long)sh[i].sh_addr;
       }
   for (int i = 0; i < eh->e_shnum; ++i) {
+    const char* n = shstr + sh[i].sh_name;
+    if ((sh[i].sh_flags & SHF_ALLOC) && sh[i].sh_size && strncmp(n, "bangemu_", 8) && secidx[NRAM] >= 0) {
+      uintptr_t lo = (uintptr_t)((long long)sh[i].sh_addr + shift[NRAM]);
+      L.others.push_back(Gap{lo, lo + sh[i].sh_size});
+    }
+  }
+  for (int i = 0; i < eh->e_shnum; ++i) {
     if (sh[i].sh_type != SHT_SYMTAB) continue;
     const Elf64_Sym* sym = (const Elf64_Sym*)(base + sh[i].sh_offset);
     const char* str = base + sh[sh[i].sh_link].sh_offset;
@@ -57,19 +79,77 @@ inline std::map<uintptr_t, Buffer>* read_buffers() {
         if (secidx[s] < 0 || sym[k].st_shndx != secidx[s]) continue;
         uintptr_t lo = (uintptr_t)((long long)sym[k].st_value + shift[s]);
         const char* raw = str + sym[k].st_name;
+        L.symbols = true;
+        if (strstr(raw, "bangemu_redzone_")) {
+          L.rz[s].push_back({lo, (long long)sym[k].st_size});
+          continue;
+        }
         int status = 0;
         char* dem = abi::__cxa_demangle(raw, nullptr, nullptr, &status);
-        by[s][lo] = Buffer{lo, lo + sym[k].st_size, status == 0 && dem ? dem : raw};
+        L.by[s][lo] = Buffer{lo, lo + sym[k].st_size, status == 0 && dem ? dem : raw};
         free(dem);
       }
     }
   }
   munmap(m, (size_t)st.st_size);
-  return by;
 }
-inline std::map<uintptr_t, Buffer>* buffers() {
-  static std::map<uintptr_t, Buffer>* b = read_buffers();
-  return b;
+
+inline Layout read_layout() {
+  Layout L;
+  read_symbols(L);
+  for (int s = NRAM; s <= SRAM; ++s) {
+    /* redzone bytes are not declared memory: cumulative sizes give offsets without them */
+    std::sort(L.rz[s].begin(), L.rz[s].end());
+    for (auto& z : L.rz[s]) { L.rz_bytes[s] += z.second; z.second = L.rz_bytes[s]; }
+    for (auto& b : L.by[s]) L.owner[b.first] = s;
+  }
+  if (!L.symbols) return L;   /* stripped program: nothing known between buffers */
+  /* the sections, in address order; padding between two of them counts as a gap when no
+   * other section lies there */
+  std::vector<Gap> secs;
+  for (int s = NRAM; s <= SRAM; ++s)
+    if (region(s).hi > region(s).lo) secs.push_back(Gap{(uintptr_t)region(s).lo, (uintptr_t)region(s).hi});
+  if ((uintptr_t)__stop_bangemu_tail > (uintptr_t)__start_bangemu_tail)
+    secs.push_back(Gap{(uintptr_t)__start_bangemu_tail, (uintptr_t)__stop_bangemu_tail});
+  std::sort(secs.begin(), secs.end(), [](const Gap& a, const Gap& b) { return a.lo < b.lo; });
+  auto between = [&](uintptr_t lo, uintptr_t hi) {
+    if (hi - lo >= 4096) return true;
+    for (const Gap& o : L.others)
+      if (o.lo < hi && lo < o.hi) return true;
+    return false;
+  };
+  std::vector<Gap> runs;
+  for (const Gap& g : secs)
+    if (!runs.empty() && !between(runs.back().hi, g.lo)) runs.back().hi = g.hi;
+    else runs.push_back(g);
+  for (const Gap& r : runs) {
+    uintptr_t at = r.lo;
+    for (auto it = L.owner.lower_bound(r.lo); it != L.owner.end() && it->first < r.hi; ++it) {
+      const Buffer& b = L.by[it->second].at(it->first);
+      if (b.lo > at) L.gaps.push_back(Gap{at, b.lo});
+      at = std::max(at, b.hi);
+    }
+    if (r.hi > at) L.gaps.push_back(Gap{at, r.hi});
+  }
+  return L;
+}
+inline Layout& layout() {
+  static Layout L = read_layout();
+  return L;
+}
+inline std::map<uintptr_t, Buffer>* buffers() { return layout().by; }
+inline long long redzone_bytes(int s) { return s == GDRAM ? 0 : layout().rz_bytes[s]; }
+/* Offset of p from the start of space s, not counting the redzones below p. */
+inline long long offset_of(int s, const void* p) {
+  long long off = (const char*)p - region(s).lo;
+  auto& z = layout().rz[s];
+  auto it = std::upper_bound(z.begin(), z.end(), std::make_pair((uintptr_t)p, (long long)-1));
+  if (it == z.begin()) return off;
+  --it;
+  long long size = it->second - (it == z.begin() ? 0 : std::prev(it)->second);
+  long long below = it->second;   // redzone bytes up to the end of *it
+  if ((uintptr_t)p < it->first + (uintptr_t)size) below -= (long long)(it->first + size - (uintptr_t)p);
+  return off - below;
 }
 /* The declared buffer holding p, or nullptr. */
 inline const Buffer* buffer_of(int s, const void* p) {
@@ -78,6 +158,36 @@ inline const Buffer* buffer_of(int s, const void* p) {
   if (it == m.begin()) return nullptr;
   --it;
   return (uintptr_t)p < it->second.hi ? &it->second : nullptr;
+}
+
+/* ---- redzones: plain (non-intrinsic) stores past a buffer -------------------------------
+ * Filled at every launch; a changed byte is reported at __sync_io, barriers, __memcpy and
+ * the kernel's end, naming the buffer below it (the one overrun). */
+inline void fill_redzones() {
+  for (const Gap& g : layout().gaps) memset((void*)g.lo, REDZONE_FILL, g.hi - g.lo);
+}
+inline bool check_redzones(const char* fn) {
+  Layout& L = layout();
+  for (const Gap& g : L.gaps) {
+    static const std::vector<unsigned char> fill(4096, REDZONE_FILL);
+    const unsigned char* p = (const unsigned char*)g.lo;
+    const unsigned char* e = (const unsigned char*)g.hi;
+    if (g.hi - g.lo <= fill.size() && !memcmp(p, fill.data(), g.hi - g.lo)) continue;   // the usual case
+    while (p < e && *p == REDZONE_FILL) ++p;
+    if (p == e) continue;
+    memset((void*)g.lo, REDZONE_FILL, g.hi - g.lo);   // report once (BANGEMU_ON_VIOLATION=continue)
+    auto above = L.owner.lower_bound(g.hi);
+    bool before = above == L.owner.begin();           /* no buffer below: the one above underran */
+    auto it = before ? above : std::prev(above);
+    if (it == L.owner.end()) return violation(fn, "plain stores must stay inside their buffers", "no buffer declared");
+    const Buffer& b = L.by[it->second].at(it->first);
+    long long off = before ? (long long)(b.lo - (uintptr_t)p) : (long long)((uintptr_t)p - b.lo);
+    return violation(fn, fmt("plain stores must stay inside their %s buffer: %s was written %s",
+                             space_name(it->second), b.name.c_str(), before ? "before its start" : "past its end"),
+                     fmt("first bad byte %s%c%lld, %s holds %zu B from %s", b.name.c_str(), before ? '-' : '+',
+                         off, b.name.c_str(), (size_t)(b.hi - b.lo), where((const void*)b.lo).c_str()));
+  }
+  return true;
 }
 
 /* The cnrtMalloc block holding p: its start and size, or {0, 0}. */
@@ -206,12 +316,16 @@ inline bool operand(const char* fn, const char* what, const void* p, long long e
                      fmt("offset=%zu, bytes=%lld, block=%zu", (size_t)off, extent, b.second));
     return ok && check_in_flight(fn, what, (uintptr_t)p, (uintptr_t)p + extent, write);
   }
-  long long off = (const char*)p - region(sp).lo;
+  long long off = offset_of(sp, p);
   long long size = (long long)declared(sp);
+  const Buffer* b = buffer_of(sp, p);
   if (off + extent > size)
     ok = violation(fn, fmt("%s must stay inside the declared %s buffers", what, space_name(sp)),
                    fmt("%s=%s, bytes=%lld, declared=%lld", what, where(p).c_str(), extent, size));
-  else if (const Buffer* b = buffer_of(sp, p))
+  else if (!b && !buffers()[sp].empty())
+    ok = violation(fn, fmt("%s must start inside a declared %s buffer", what, space_name(sp)),
+                   fmt("%s=%s is between buffers", what, where(p).c_str()));
+  else if (b)
     if ((uintptr_t)p + extent > b->hi)
       ok = violation(fn, fmt("%s must stay inside its buffer %s", what, b->name.c_str()),
                      fmt("%s=%s, bytes=%lld, %s holds %zu B from %s", what, where(p).c_str(), extent,

@@ -32,10 +32,21 @@
 #define __mlu_host__
 /* `static` is what lets g++ honour the section inside a function. Not supported: these
  * qualifiers inside templates or inline functions (g++ drops or rejects the section
- * there), `static`/`extern` spelled next to them, and initialisers. */
-#define __nram__ static __attribute__((section("bangemu_nram"), aligned(64)))
-#define __wram__ static __attribute__((section("bangemu_wram"), aligned(64)))
-#define __mlu_shared__ static __attribute__((section("bangemu_sram"), aligned(64)))
+ * there), `static`/`extern` spelled next to them, and initialisers.
+ * Each declaration is preceded by a 64-B redzone (`bangemu_redzone_N`, filled with a
+ * pattern and verified, buffers.h); `no_reorder` keeps redzone and buffer in declaration
+ * order, so every buffer is followed by the next one's redzone.  Redzones are not counted
+ * in declared bytes, offsets or alignment. */
+#define BANGEMU_CAT2(a, b) a##b
+#define BANGEMU_CAT(a, b) BANGEMU_CAT2(a, b)
+#define BANGEMU_ONCHIP(sec)                                                                 \
+  static __attribute__((section(sec), aligned(64), used, no_reorder))                       \
+  unsigned char BANGEMU_CAT(bangemu_redzone_, __COUNTER__)[BANGEMU_REDZONE_BYTES];          \
+  static __attribute__((section(sec), aligned(64), no_reorder))
+#define BANGEMU_REDZONE_BYTES 64
+#define __nram__ BANGEMU_ONCHIP("bangemu_nram")
+#define __wram__ BANGEMU_ONCHIP("bangemu_wram")
+#define __mlu_shared__ BANGEMU_ONCHIP("bangemu_sram")
 #define __BANGEMU__ 1
 
 extern "C" {
@@ -45,7 +56,20 @@ extern char __start_bangemu_wram[] __attribute__((weak, visibility("hidden")));
 extern char __stop_bangemu_wram[] __attribute__((weak, visibility("hidden")));
 extern char __start_bangemu_sram[] __attribute__((weak, visibility("hidden")));
 extern char __stop_bangemu_sram[] __attribute__((weak, visibility("hidden")));
+extern char __start_bangemu_tail[] __attribute__((weak, visibility("hidden")));
+extern char __stop_bangemu_tail[] __attribute__((weak, visibility("hidden")));
 }
+/* Every translation unit opens each on-chip section with a redzone and puts one into
+ * bangemu_tail, which the linker lays after them: the last buffer of a space is then
+ * followed by the next section's redzone (buffers.h checks across adjacent sections). */
+static __attribute__((section("bangemu_nram"), aligned(64), used, no_reorder))
+unsigned char bangemu_redzone_nram[BANGEMU_REDZONE_BYTES];
+static __attribute__((section("bangemu_wram"), aligned(64), used, no_reorder))
+unsigned char bangemu_redzone_wram[BANGEMU_REDZONE_BYTES];
+static __attribute__((section("bangemu_sram"), aligned(64), used, no_reorder))
+unsigned char bangemu_redzone_sram[BANGEMU_REDZONE_BYTES];
+static __attribute__((section("bangemu_tail"), aligned(64), used, no_reorder))
+unsigned char bangemu_redzone_tail[BANGEMU_REDZONE_BYTES];
 
 typedef int8_t int8;
 typedef int16_t int16;
@@ -73,7 +97,10 @@ inline Region region(int s) {
   }
   return {nullptr, nullptr};
 }
-inline size_t declared(int s) { Region r = region(s); return (size_t)(r.hi - r.lo); }
+/* buffers.h: redzone bytes in space s, and p's offset from the space's start without them */
+inline long long redzone_bytes(int s);
+inline long long offset_of(int s, const void* p);
+inline size_t declared(int s) { Region r = region(s); return (size_t)(r.hi - r.lo - redzone_bytes(s)); }
 /* Usable bytes: what cncc leaves to the program. */
 inline long long capacity(int s) {
   switch (s) {
@@ -298,7 +325,7 @@ inline long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 inline std::string where(const void* p) {
   int s = space_of(p);
   if (s == GDRAM) return "GDRAM";
-  return fmt("%s+%lld", space_name(s), (long long)((const char*)p - region(s).lo));
+  return fmt("%s+%lld", space_name(s), offset_of(s, p));
 }
 
 }  // namespace bangemu

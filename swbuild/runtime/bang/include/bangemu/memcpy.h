@@ -41,6 +41,7 @@ inline void do_memcpy(int op, void* dst, const void* src, long long size, int di
                       long long dst_stride, long long src_stride, long long segnum) {
   const char* fn = op_name(op);
   Launch& L = launch_();
+  check_redzones(fn);
   if (dir < 0 || dir >= BANGEMU_DIRECTIONS) {
     violation(fn, "direction must be one of the mluMemcpyDirection_t values", fmt("dir=%d", dir));
     return;

@@ -102,6 +102,7 @@ inline void barrier(int kind) {
     return;
   }
   S().launch->ks->instr[kind == 1 ? OP_SYNC_CLUSTER : OP_SYNC_ALL]++;
+  check_redzones(fn);
   land_async(t);
   join_io(t);
   std::unique_lock<std::mutex> lk(L.m);
@@ -186,6 +187,7 @@ inline void run_task(Launch* L, Task* t, const std::function<void()>* fn) {
     t->cv.wait(lk, [&] { return t->go; });
   }
   (*fn)();
+  check_redzones("kernel end");
   auto fl = in_flight().find(t);
   if (fl != in_flight().end() && !fl->second.empty())
     violation("__memcpy_async", "every copy must be completed by __sync_io before the kernel ends",
@@ -218,7 +220,11 @@ inline void run_task(Launch* L, Task* t, const std::function<void()>* fn) {
 inline void __sync_cluster() { ::bangemu::barrier(1); }
 inline void __sync_all() { ::bangemu::barrier(2); }
 /* Queue barriers: compute waits for the async copies, or the copies for compute. */
-inline void __sync_io() { ::bangemu::land_async(::bangemu::cur()); ::bangemu::join_io(::bangemu::cur()); }
+inline void __sync_io() {
+  ::bangemu::check_redzones("__sync_io");
+  ::bangemu::land_async(::bangemu::cur());
+  ::bangemu::join_io(::bangemu::cur());
+}
 inline void __sync_compute() { ::bangemu::Task& t = ::bangemu::cur(); t.io = std::max(t.io, t.clock); }
 
 #endif
