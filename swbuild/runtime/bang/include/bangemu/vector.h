@@ -13,6 +13,10 @@ namespace bangemu {
 
 template <class T> struct same { typedef T type; };  // keeps scalars out of deduction
 
+/* max as the ISA table (backends/diannao/isa.py) declares it and the mapper relies on: the
+ * generated kernels' float max (sw_fmaxf), NaN in -> NaN out (std::max drops a NaN in b). */
+template <class T> inline T nan_max(T a, T b) { return a != a ? a : b != b ? b : a > b ? a : b; }
+
 inline long long vector_cycles(long long bytes, long long per_chunk = 1) {
   return BANGEMU_VECTOR_STARTUP_CYCLES + ceil_div(bytes, BANGEMU_VECTOR_BYTES_PER_CYCLE) * per_chunk;
 }
@@ -93,7 +97,7 @@ inline void pool(int op, T* dst, const T* src, int C, int H, int W, int kh, int 
         for (int y = 0; y < kh; ++y)
           for (int x = 0; x < kw; ++x) {
             T v = src[((long long)(oh * sh + y) * W + ow * sw + x) * C + c];
-            acc = op == OP_AVGPOOL ? acc + v : std::max(acc, v);
+            acc = op == OP_AVGPOOL ? acc + v : nan_max(acc, v);
           }
         dst[((long long)oh * Wo + ow) * C + c] = op == OP_AVGPOOL ? acc / (T)(kh * kw) : acc;
       }
@@ -127,8 +131,10 @@ BANGEMU_SCALAR(__bang_mul_scalar, OP_MUL_SCALAR, a * value)
   template <class T> inline void name(T* dst, const T* src, int n) {                      \
     ::bangemu::unary(::bangemu::OP, dst, src, n, [](T a) { return (T)(expr); }, chunk);   \
   }
-BANGEMU_ACTIVE(__bang_active_relu, OP_RELU, 1, a > (T)0 ? a : (T)0)
-BANGEMU_ACTIVE(__bang_active_abs, OP_ABS, 1, a < (T)0 ? -a : a)
+/* relu is nan_max(0, a) (relu(-0.0) = -0.0, as onnxruntime) and abs clears the sign bit
+ * (-0.0 -> +0.0), both NaN in -> NaN out, as isa.py declares them (docs/diannao.md). */
+BANGEMU_ACTIVE(__bang_active_relu, OP_RELU, 1, ::bangemu::nan_max((T)0, a))
+BANGEMU_ACTIVE(__bang_active_abs, OP_ABS, 1, a != a ? a : a < (T)0 ? -a : a == (T)0 ? (T)0 : a)
 BANGEMU_ACTIVE(__bang_active_sigmoid, OP_SIGMOID, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, 1.0f / (1.0f + std::exp(-(float)a)))
 BANGEMU_ACTIVE(__bang_active_tanh, OP_TANH, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::tanh((float)a))
 BANGEMU_ACTIVE(__bang_active_exp, OP_EXP, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::exp((float)a))
@@ -153,7 +159,7 @@ template <class T> inline void __bang_max(T* dst, const T* src, int n) {
   bool ok = vec(fn, "dst", dst, BANGEMU_VECTOR_SIZE_MULTIPLE_BYTES);
   if (!(vec(fn, "src", src, (long long)n * sizeof(T)) && ok)) return;
   T acc = src[0];
-  for (int i = 1; i < n; ++i) acc = std::max(acc, src[i]);
+  for (int i = 1; i < n; ++i) acc = nan_max(acc, src[i]);
   dst[0] = acc;
   charge(OP_MAX, vector_cycles((long long)n * sizeof(T)));
 }
