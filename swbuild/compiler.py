@@ -11,11 +11,12 @@ import onnx
 
 from .backends import family_of
 from .errors import ModelError, SwbuildError, UnsupportedError
-from .frontends.onnx import import_model, load_model
+from .frontends.onnx import Handover, import_model, load_model
 from .lowering import lower
 
 
 def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
+    """`model`: a path, a ModelProto, or a Handover of one (the import then holds it alone, and frees it)."""
     try:
         graph = import_model(load_model(model), input_shapes=input_shapes, batch=batch, name=name)
         program = lower(graph, name)
@@ -47,7 +48,7 @@ def check_main_memory(program, tc):
 
 def _in_file(model, e):
     """The error with the model file's name in front (a ModelProto has none)."""
-    if isinstance(model, onnx.ModelProto) or str(model) in str(e):
+    if isinstance(model, (onnx.ModelProto, Handover)) or str(model) in str(e):
         return e
     where = Path(model).name
     return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")
@@ -60,7 +61,11 @@ def write_outputs(out_dir, files: dict):
     stage = Path(tempfile.mkdtemp(prefix=".swbuild-", dir=out_dir))
     try:
         for name, data in files.items():
-            (stage / name).write_bytes(data)
+            with open(stage / name, "wb") as f:
+                if hasattr(data, "write_to"):   # the weights blob, streamed from the graph's arrays
+                    data.write_to(f)
+                else:
+                    f.write(data)
         for name in files:
             os.replace(stage / name, out_dir / name)
     finally:

@@ -23,8 +23,21 @@ SMALL_CONST = 4096      # constants up to this many elements go to shape inferen
 FOLD_LIMIT = 1 << 26    # do not fold nodes whose result would exceed this many elements
 
 
+class Handover:
+    """A ModelProto given to the compiler for good: load_model takes it out of the box, so the
+    importer holds the only reference and frees it once its weights are numpy arrays."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+
+
 def load_model(source) -> onnx.ModelProto:
     """Read an ONNX file (with external data) or accept a ModelProto; errors name the file."""
+    if isinstance(source, Handover):
+        model, source.model = source.model, None
+        if model is None:
+            raise ModelError("internal: a handed-over model was loaded twice")
+        return model
     if isinstance(source, onnx.ModelProto):
         return source
     path = os.fspath(source)
@@ -65,7 +78,8 @@ def _static_shape(vi):
 
 def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch: int | None = None,
                  name: str | None = None) -> Graph:
-    """ModelProto → Graph with static shapes and constants folded."""
+    """ModelProto → Graph with static shapes and constants folded. The proto is dropped once read:
+    when the caller holds no other reference (a file, a Handover) its weights are not held twice."""
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     for o in model.opset_import:
@@ -117,6 +131,9 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
             outputs[k] = f"{o}:output"
             nodes.append(Node("Identity", f"{o}:output", [o], [outputs[k]]))
     graph = Graph(name or g.name or "model", tensors, nodes, inputs, outputs)
+    model = _header(model)      # (a upb proto frees memory only as a whole)
+    del g
+
 
     for _ in range(8):  # shapes enable folding (Shape of a static tensor) and vice versa
         _infer_shapes(graph, model, opset)
@@ -135,6 +152,13 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
     check_graph(graph)
     graph.opset = opset
     return graph
+
+
+def _header(model):
+    """What shape inference needs of the model: its IR version and opsets, no graph."""
+    head = onnx.ModelProto(ir_version=model.ir_version)
+    head.opset_import.extend(model.opset_import)
+    return head
 
 
 def _onnx_type(dtype: str) -> int:

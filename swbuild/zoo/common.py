@@ -31,12 +31,7 @@ class GraphBuilder:
         return out
 
     def finish(self, x_name, x_shape, out, out_shape):
-        g = helper.make_graph(self.nodes, self.name,
-                              [helper.make_tensor_value_info(x_name, TensorProto.FLOAT, x_shape)],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
-                              initializer=self.inits)
-        return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
-                                 producer_name="swbuild.zoo")
+        return finish_io(self, [(x_name, TensorProto.FLOAT, x_shape)], [(out, TensorProto.FLOAT, out_shape)])
 
 
 # --- helpers shared by the swTVM model set (resnet, mobilenet, shufflenet, dcgan, yolov3, bert) ---
@@ -95,9 +90,14 @@ def finish_io(gb, inputs, outputs, opset=OPSET):
     """Model with several inputs/outputs: lists of (name, elem_type, shape)."""
     vi = helper.make_tensor_value_info
     g = helper.make_graph(gb.nodes, gb.name, [vi(n, t, s) for n, t, s in inputs],
-                          [vi(n, t, s) for n, t, s in outputs], initializer=gb.inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION,
-                             producer_name="swbuild.zoo")
+                          [vi(n, t, s) for n, t, s in outputs])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION,
+                              producer_name="swbuild.zoo")
+    # weights go straight into the model's graph: make_graph and make_model each copy their
+    # argument, so passing them in would hold vgg16's 550 MB three times at once
+    model.graph.initializer.extend(gb.inits)
+    gb.inits.clear()
+    return model
 
 
 def param_count(m, skip=("running_mean", "running_var")):

@@ -44,7 +44,7 @@ def render(program, tc):
         f["device"]: device_file(program, tc, v, st.dev, arenas(program)).encode(),
         f["host"]: host_file(program, tc, v, st.dev, image, names).encode(),
         f["header"]: model_header(program, v, names).encode(),
-        f["weights"]: bytes(image.blob),
+        f["weights"]: image.blob,      # a WeightsBlob: write_outputs streams it to the file
         f["weights_asm"]: weights_asm(program, image).encode(),
         f["runner"]: runner_file(program, v).encode(),
     }

@@ -18,6 +18,7 @@ from ...ir.graph import is_splat
 from ...ir.loopnest import Bin, Const, index_range
 from ...names import c_comment
 from .. import cexpr, common, watchdog
+from ..blob import WeightsBlob
 from ..cexpr import COMBINE, CTYPE, Writer as W
 from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
 
@@ -307,7 +308,7 @@ class Image:
 
     def __init__(self, program, store):
         self.p, self.store = program, store
-        self.blob, self.blob_off = bytearray(), {}
+        self.blob, self.blob_off = WeightsBlob(64), {}
         self.ops = []
         for key, off, n, spec in store.entries:
             if spec[0] == "raw":
@@ -324,9 +325,7 @@ class Image:
         if (is_splat(a) or a.size == 1) and t.dtype == "float32":
             return ("splat", float(np.asarray(a).reshape(-1)[0]))
         if root not in self.blob_off:
-            self.blob += bytes((-len(self.blob)) % 64)
-            self.blob_off[root] = len(self.blob)
-            self.blob += np.ascontiguousarray(a, dtype=np.dtype(t.dtype).newbyteorder("<")).tobytes()
+            self.blob_off[root] = self.blob.add(a, t.dtype)
         return ("blob", self.blob_off[root] // 4)
 
 

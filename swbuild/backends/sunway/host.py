@@ -13,6 +13,7 @@ from ...ir.graph import is_splat
 from ...ir.sizes import round_up
 from ...names import UniqueNames, c_comment, c_string
 from .. import cexpr, common, watchdog
+from ..blob import WeightsBlob
 
 ALIGN = 64
 
@@ -37,7 +38,7 @@ class Storage:
         names = UniqueNames(reserved={"workspace", "sw_ws", "sw_para", "i"}, avoid_prefix=program.prefix + "_")
         self.params = {t: names(f"in:{t}", t) for t in program.inputs}
         self.params.update({t: names(f"out:{t}", t) for t in program.outputs})
-        self.blob, self.blob_off, self.splats, self.splat_off = bytearray(), {}, [], {}
+        self.blob, self.blob_off, self.splats, self.splat_off = WeightsBlob(ALIGN), {}, [], {}
         splat_elems = 0
         for k in program.kernels:
             for b in sorted(k.buffers.values(), key=lambda b: b.name):
@@ -50,11 +51,7 @@ class Storage:
                     self.splats.append((splat_elems, t.size, float(t.data.reshape(-1)[0])))
                     splat_elems = round_up((splat_elems + t.size) * 4, ALIGN) // 4
                 else:
-                    self.blob += bytes(round_up(len(self.blob), ALIGN) - len(self.blob))
-                    self.blob_off[r] = len(self.blob)
-                    # appended through a byte view: no temporary copy of the tensor (vgg16's fc6 is 400 MB)
-                    a = np.ascontiguousarray(t.data, dtype=np.dtype(t.dtype).newbyteorder("<"))
-                    self.blob += memoryview(a.reshape(-1)).cast("B")
+                    self.blob_off[r] = self.blob.add(t.data, t.dtype)
         self.splat_elems = splat_elems
 
     def pointer(self, tensor, prefix, ty="float"):

@@ -27,7 +27,7 @@ def render(program, tc):
         f["slave"]: slave_file(program, tc, v, kernels).encode(),
         f["para"]: para_header(program, v).encode(),
         f["header"]: model_header(program, storage, v).encode(),
-        f["weights"]: storage.blob,      # a bytearray: not copied once more
+        f["weights"]: storage.blob,      # a WeightsBlob: write_outputs streams it to the file
         f["weights_asm"]: weights_asm(program, storage).encode(),
         f["runner"]: runner_c(program, storage, v).encode(),
     }
