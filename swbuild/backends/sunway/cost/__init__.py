@@ -1,0 +1,1 @@
+"""Sunway cost model (model.py) and the exact DMA predictor (predict.py)."""

@@ -1,0 +1,1 @@
+"""Sunway scheduling passes: tile search, LDM layout, DMA footprints, loop order, SIMD, CPE split."""
