@@ -23,8 +23,8 @@ class LowerCtx:
         self._n = 0
 
     def kernel_name(self, op):
-        name = f"{self.prefix}_k{len(self.kernels)}_{c_ident(op.split('.')[0]).lower()}"
-        return name
+        # lower-case first: the op is a suffix of a prefixed name, never a macro (LRN -> lrn, not x_lrn)
+        return f"{self.prefix}_k{len(self.kernels)}_{c_ident(op.split('.')[0].lower())}"
 
     def add(self, kernel):
         if kernel.points == 0:   # an empty output: nothing to compute or move
