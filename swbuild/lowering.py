@@ -6,7 +6,7 @@ import numpy as np
 from .errors import UnsupportedError
 from .ir.graph import Tensor
 from .ir.program import Program
-from .names import c_ident, c_prefix
+from .names import c_part, c_prefix
 from .ops import LOWERINGS, supported_ops
 
 DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py)
@@ -23,8 +23,7 @@ class LowerCtx:
         self._n = 0
 
     def kernel_name(self, op):
-        # lower-case first: the op is a suffix of a prefixed name, never a macro (LRN -> lrn, not x_lrn)
-        return f"{self.prefix}_k{len(self.kernels)}_{c_ident(op.split('.')[0].lower())}"
+        return f"{self.prefix}_k{len(self.kernels)}_{c_part(op.split('.')[0]).lower()}"
 
     def add(self, kernel):
         if kernel.points == 0:   # an empty output: nothing to compute or move

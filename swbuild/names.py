@@ -58,6 +58,12 @@ def c_ident(name: str, fallback: str = "t") -> str:
     return s[:48]
 
 
+def c_part(text: str, fallback: str = "t") -> str:
+    """A sanitised piece of a longer identifier (`<prefix>_k3_` + piece): only the characters
+    need care, a piece is never an identifier on its own, so no reserved-word renaming."""
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", text or "")).strip("_")[:48] or fallback
+
+
 def c_prefix(model_name: str) -> str:
     """The prefix every symbol and file of a built model carries (`bert-base` → `bert_base`)."""
     p = c_ident(model_name, "model")

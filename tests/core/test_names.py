@@ -65,3 +65,11 @@ def test_prefix_never_names_a_runtime_or_standard_header():
 def test_unique_names_avoid_the_models_own_globals():
     u = UniqueNames(avoid_prefix="m_")
     assert u("in:m_weights", "m_weights") != "m_weights"
+
+
+def test_kernel_name_pieces_keep_op_names():
+    """A piece of a prefixed identifier is only sanitised: `abs`, `not` or `LRN` need no renaming
+    there, and hostile text still cannot leave the identifier."""
+    from swbuild.names import c_part
+    assert [c_part(op).lower() for op in ("Abs", "Not", "LRN", "Conv")] == ["abs", "not", "lrn", "conv"]
+    assert c_part("a*/b\n#x") == "a_b_x" and c_part("") == "t"
