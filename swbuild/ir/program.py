@@ -23,6 +23,16 @@ class Program:
             t = self.aliases[t]
         return t
 
+    def io_slot(self, root):
+        """("in", i) or ("out", j) when graph input i / output j has storage `root`, else None."""
+        for i, t in enumerate(self.inputs):
+            if self.root(t) == root:
+                return "in", i
+        for j, t in enumerate(self.outputs):
+            if self.root(t) == root:
+                return "out", j
+        return None
+
     def __str__(self):
         lines = [f"program {self.prefix}: inputs {self.inputs} outputs {self.outputs}"]
         for a, b in sorted(self.aliases.items()):

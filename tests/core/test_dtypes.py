@@ -5,16 +5,14 @@ transformers BertModel, opset 17) emits it: Cast(int64 -> bool), Flatten, a Gath
 constant indices, Reshape, And, Expand, Where(bool, 0, -inf), then Softmax and
 Where(IsNaN(p), 0, p) behind it; and the older form Unsqueeze, Unsqueeze, Cast(float),
 Sub(1 - m), Mul(m, finfo.min). One program per target holds every case."""
-import json
 
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from core_models import rand
-from swbuild import build, check, toolchain
-from swbuild.compiler import compile_to
+from core_models import build_and_run, rand
+from swbuild import check
 from swbuild.errors import UnsupportedError
 from swbuild.frontends.onnx import import_model
 from swbuild.lowering import lower
@@ -99,23 +97,11 @@ def _inputs():
             "token_type_ids": (np.arange(S) >= 8).astype(np.int64).reshape(1, S)}
 
 
-def _build_and_run(m, target, tmp_path, ins):
-    tc = toolchain.load(target)
-    prog, _ = compile_to(m, tc, tmp_path, "bm")
-    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "rt")
-    steps, _, exe = build.model_steps(tc, prog.prefix, tmp_path, tmp_path, rt_lib)
-    build.run_steps(rt_steps + steps, log=lambda s: None)
-    plan = json.loads((tmp_path / f"{prog.prefix}.plan.json").read_text())
-    got, _, err, code, _ = check.run_runner(exe, plan, ins, tmp_path)
-    assert code == 0, err
-    return plan, got
-
-
 @pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu", "diannao-emu"])
 def test_exporter_mask_arithmetic_and_typed_outputs_match_onnxruntime(tmp_path, target):
     m = bert_masks_model()
     ins = _inputs()
-    plan, got = _build_and_run(m, target, tmp_path, ins)
+    plan, got = build_and_run(m, target, tmp_path, ins, "bm")
     assert [s["dtype"] for s in plan["inputs"]] == ["int64"] * 3
     assert [s["dtype"] for s in plan["outputs"]] == ["float32", "float32", "bool", "int64", "int32", "bool", "bool"]
     ref = check.onnxruntime_reference(m, ins)

@@ -5,15 +5,13 @@ Element-wise results are compared with onnxruntime, NaN positions and the sign o
 Min/max reductions and MaxPool propagate NaN (as numpy does): onnxruntime's own result there
 depends on where the NaN falls in its SIMD packets (a row [1.5, -2.5, 0.3, NaN, inf, ...]
 reduces to -inf), so they are compared with numpy."""
-import json
 
 import numpy as np
 import pytest
 from onnx import helper
 
-from core_models import make
-from swbuild import build, check, toolchain
-from swbuild.compiler import compile_to
+from core_models import build_and_run, make
+from swbuild import check
 
 UNARY = ["Relu", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh", "Abs", "Neg", "Sign", "Floor", "Elu",
          "Selu", "Softplus", "Softsign", "ThresholdedRelu", "Shrink", "Exp", "Erf", "Round", "Ceil", "Reciprocal"]
@@ -65,15 +63,8 @@ def _same(g, r):
 @pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu", "diannao-emu"])
 def test_nan_inf_and_negative_zero_match_onnxruntime(tmp_path, target):
     m = _model()
-    tc = toolchain.load(target)
-    prog, _ = compile_to(m, tc, tmp_path, "sv")
-    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "rt")
-    steps, _, exe = build.model_steps(tc, prog.prefix, tmp_path, tmp_path, rt_lib)
-    build.run_steps(rt_steps + steps, log=lambda s: None)
-    plan = json.loads((tmp_path / f"{prog.prefix}.plan.json").read_text())
     ins = _inputs()
-    got, _, err, code, _ = check.run_runner(exe, plan, ins, tmp_path)
-    assert code == 0, err
+    plan, got = build_and_run(m, target, tmp_path, ins, "sv")
     ref = check.onnxruntime_reference(m, ins)
     wrong = []
     for spec, g, r in zip(plan["outputs"], got, ref):

@@ -427,12 +427,9 @@ def device_pointer(program, ref, P):
     kind, r = ref
     if kind == "image":
         return f"{P}_image + {r}UL"
-    for i, t in enumerate(program.inputs):
-        if program.root(t) == r:
-            return f"{P}_din{i}"
-    for i, t in enumerate(program.outputs):
-        if program.root(t) == r:
-            return f"{P}_dout{i}"
+    slot = program.io_slot(r)
+    if slot:
+        return f"{P}_d{slot[0]}{slot[1]}"
     return f"(float *)((char *){P}_arena + {program.memory.offsets[r]}UL)"
 
 

@@ -17,7 +17,7 @@ import math
 from ...errors import LdmError
 from ...names import c_comment
 from ..cexpr import CTYPE
-from .gather import FixedSchedule
+from .gather import FixedSchedule, special_prologue
 from .schedule.kernel_schedule import ldm_align
 
 CHUNK = 1024            # elements per DMA: at most 8 KB of int64/float64 and 4 KB of float32 in LDM
@@ -55,14 +55,7 @@ def convert_c(k, cores, itemsize=4):
         if na < n else []
     return "\n".join([
         f"/* Cast {src.dtype} -> {dst.dtype} (node {c_comment(k.node)}) */",
-        f"void {k.name}(void *arg)",
-        "{",
-        f"    struct {k.name}_para p;",
-        "    SW_REPLY rp = 0;",
-        "    int ng = 1;",
-        "    sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);",
-        "    SW_WAIT(rp, ng);",
-        "    const int cpe = SW_CPE_ID();",
+        *special_prologue(k),
         f"    {it} *a = ({it} *)ldm_malloc({ldm_align(CHUNK * SIZES[src.dtype])});",
         f"    {ot} *b = ({ot} *)ldm_malloc({ldm_align(CHUNK * SIZES[dst.dtype])});",
         f"    for (long t = cpe; t < {nch}L; t += {cores}) {{",

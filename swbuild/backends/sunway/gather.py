@@ -42,6 +42,12 @@ def row_chunk(k):
     return min(_shape(k)[2], ROW_CHUNK)
 
 
+def special_prologue(k):
+    """The opening of a special CPE kernel: fetch its parameter struct, wait, know its CPE."""
+    return [f"void {k.name}(void *arg)", "{", f"    struct {k.name}_para p;", "    SW_REPLY rp = 0;", "    int ng = 1;",
+            "    sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);", "    SW_WAIT(rp, ng);", "    const int cpe = SW_CPE_ID();"]
+
+
 def gather_c(k, cores, itemsize=4):
     O, N, I, Q = _shape(k)
     T = row_chunk(k)
@@ -51,14 +57,7 @@ def gather_c(k, cores, itemsize=4):
     nchunks = math.ceil(Q / IDX_CHUNK)
     return "\n".join([
         f"/* Gather (node {c_comment(k.node)}): rows chosen at run time */",
-        f"void {k.name}(void *arg)",
-        "{",
-        f"    struct {k.name}_para p;",
-        "    SW_REPLY rp = 0;",
-        "    int ng = 1;",
-        "    sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);",
-        "    SW_WAIT(rp, ng);",
-        "    const int cpe = SW_CPE_ID();",
+        *special_prologue(k),
         f"    {ity} *ix = ({ity} *)ldm_malloc({IDX_CHUNK * 8});",
         f"    float *row = (float *)ldm_malloc({ldm_align(T * 4)});",
         f"    for (long t = cpe; t < {O * nchunks}L; t += {cores}) {{",

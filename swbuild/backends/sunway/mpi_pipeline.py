@@ -18,12 +18,9 @@ INT_MAX = 2**31 - 1
 
 def _where(program, r):
     """C expression (char *) of root r on a rank: its local input/output buffer or its arena bytes."""
-    for i, t in enumerate(program.inputs):
-        if program.root(t) == r:
-            return f"(char *)lin{i}"
-    for j, t in enumerate(program.outputs):
-        if program.root(t) == r:
-            return f"(char *)lout{j}"
+    slot = program.io_slot(r)
+    if slot:
+        return f"(char *)l{slot[0]}{slot[1]}"
     return f"(char *)workspace + {program.memory.offsets[r]}"
 
 
@@ -55,11 +52,11 @@ def pipeline_c(program, lay, version, mpi_type):
          f"    fprintf(stderr, \"{P}: rank %d: %s failed (%d)\\n\", rank, what, rc);",
          "    MPI_Abort(comm, 1);", "}", "",
          f"static void {P}_send(MPI_Comm comm, int rank, const void *p, int n, int to, int tag)", "{",
-         f"    int rc = MPI_Send(p, n, MPI_BYTE, to, tag, comm);",
+         "    int rc = MPI_Send(p, n, MPI_BYTE, to, tag, comm);",
          f"    if (rc != MPI_SUCCESS) {P}_fail(comm, rank, \"MPI_Send\", rc);",
          f"    {P}_mpi_sent_bytes += (unsigned long long)n; {P}_mpi_messages++;", "}", "",
          f"static void {P}_recv(MPI_Comm comm, int rank, void *p, int n, int from, int tag)", "{",
-         f"    int rc = MPI_Recv(p, n, MPI_BYTE, from, tag, comm, MPI_STATUS_IGNORE);",
+         "    int rc = MPI_Recv(p, n, MPI_BYTE, from, tag, comm, MPI_STATUS_IGNORE);",
          f"    if (rc != MPI_SUCCESS) {P}_fail(comm, rank, \"MPI_Recv\", rc);",
          f"    {P}_mpi_recv_bytes += (unsigned long long)n; {P}_mpi_messages++;", "}", "",
          f"int {P}_run_mpi(MPI_Comm comm, {', '.join(args)})", "{",
