@@ -123,20 +123,26 @@ def do_compile(job, tc, out_dir, last_use=False):
     return program
 
 
-def do_build(tc, prefix, out_dir, overrides=None, verbose=False):
-    """Compile and link the generated sources; returns the runner path."""
-    from . import build
-    tc.check_compilers(overrides)
-    rt_steps, rt_lib = build.runtime_steps(tc, Path(out_dir) / "_runtime")
-    plan = Path(out_dir) / f"{prefix}.plan.json"
-    mpi = plan.exists() and "mpi" in json.loads(plan.read_text())
-    steps, _, exe = build.model_steps(tc, prefix, out_dir, out_dir, rt_lib, overrides, mpi=mpi)
-    build.run_steps(rt_steps + steps, verbose=verbose, log=lambda s: print(s, file=sys.stderr))
-    return exe
+def scons_build(args, job, tc, out):
+    """Build (or find up to date) the model's library and runner through SCons, on the
+    same description a project's SConstruct uses (swbuild/scons/driver.py); returns the runner."""
+    from .recipe import project_dir_of
+    from .scons import driver
+    if job.recipe is not None:
+        spec = driver.job_spec(tc, out, bool(args.out), project_dir_of(args.recipe), recipe=args.recipe,
+                               sets=args.set, verbose=args.verbose)
+    else:
+        spec = driver.job_spec(tc, out, bool(args.out), Path.cwd(), onnx=args.model, inputs=job.input_shapes,
+                               name=args.name, sets=args.set, verbose=args.verbose)
+    driver.build(spec, quiet=getattr(args, "quiet", False))
+    from .names import c_prefix
+    return Path(out) / f"{c_prefix(job.name)}_runner"
 
 
 def _out_dir(args, job, tc):
-    return Path(args.out) if args.out else Path("build") / tc.name / job.name
+    from .build import variant_name
+    from .recipe import parse_sets
+    return Path(args.out) if args.out else Path("build") / tc.name / variant_name(job.name, parse_sets(args.set))
 
 
 def _toolchain(args):
@@ -178,13 +184,14 @@ def cmd_compile(args):
         return 0
     job = make_job(args)
     out = _out_dir(args, job, tc)
+    if args.exe:    # generate and build through SCons: an up-to-date build is left alone
+        exe = scons_build(args, job, tc, out)
+        print(f"swbuild: built {exe}", file=sys.stderr)
+        return 0
     with locked(out):
         program = do_compile(job, tc, out, last_use=True)
         print(f"swbuild: {job.name} -> {out} ({len(program.kernels)} kernels, arena {program.memory.arena_bytes} bytes)",
               file=sys.stderr)
-        if args.exe:
-            exe = do_build(tc, program.prefix, out, verbose=args.verbose)
-            print(f"swbuild: built {exe}", file=sys.stderr)
     return 0
 
 
@@ -202,9 +209,8 @@ def _prepare_run(args, job, tc):
         from .names import c_prefix
         plan_path = out / f"{c_prefix(job.name)}.plan.json"
     else:
-        program = do_compile(job, tc, out)
-        runner = do_build(tc, program.prefix, out, verbose=getattr(args, "verbose", False))
-        plan_path = out / f"{program.prefix}.plan.json"
+        runner = scons_build(args, job, tc, out)
+        plan_path = runner.parent / f"{runner.name[:-len('_runner')]}.plan.json"
     return runner, json.loads(plan_path.read_text())
 
 
@@ -245,11 +251,10 @@ def cmd_check(args):
             job = make_job(args)
             if args.timeout is not None:
                 job.check["timeout"] = args.timeout
-            with locked(_out_dir(args, job, tc)):
-                runner, plan = _prepare_run(args, job, tc)
-                inputs, ref = _reference(args, job, plan)
-                doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]),
-                                        timeout=float(job.check["timeout"]))
+            runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock
+            inputs, ref = _reference(args, job, plan)
+            doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]),
+                                    timeout=float(job.check["timeout"]))
     except UnsupportedError as e:
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
@@ -267,7 +272,17 @@ def cmd_check(args):
         print(f"swbuild: check passed for {doc['model']} on {doc['target']}: max abs err {doc['max_abs_err']:.3g}, "
               f"max rel err {doc['max_rel_err']:.3g}", file=sys.stderr)
     print(json.dumps(doc, sort_keys=True))
+    write_result(args, doc)
     return 0 if doc["status"] == "pass" else 1
+
+
+def write_result(args, doc):
+    """--result FILE: the JSON document as a file (the SCons check/report targets); replaced
+    in one step so a reader never sees half of it."""
+    if getattr(args, "result", None):
+        tmp = Path(args.result + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        tmp.replace(args.result)
 
 
 def cmd_report(args):
@@ -278,11 +293,10 @@ def cmd_report(args):
     tc = _toolchain(args)
     fam = family_of(tc)
     job = make_job(args)
-    with locked(_out_dir(args, job, tc)):
-        runner, plan = _prepare_run(args, job, tc)
-        inputs, _ = _reference(args, job, plan)
-        with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
-            _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp, timeout=float(job.check["timeout"]))
+    runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock
+    inputs, _ = _reference(args, job, plan)
+    with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
+        _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp, timeout=float(job.check["timeout"]))
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
     if plan.get("mpi"):     # one report of a rank's kernels (rank 0's counters), plus the ranks
@@ -295,6 +309,7 @@ def cmd_report(args):
         if args.plot and fam.plot is not None:
             fam.plot(rep, tc, args.plot)
     print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
+    write_result(args, rep)
     return 0
 
 
@@ -329,6 +344,7 @@ def _model_args(p, out_help="output directory (default build/<target>/<model>)")
     p.add_argument("--name", help="model name for file and symbol prefixes (default: the file's stem)")
     p.add_argument("-o", "--out", help=out_help)
     p.add_argument("-v", "--verbose", action="store_true", help="print full compiler commands")
+    p.add_argument("-Q", "--quiet", action="store_true", help="no progress lines, only errors and results")
 
 
 def parser():
@@ -349,6 +365,7 @@ def parser():
     p.add_argument("--inputs", help="npz of inputs keyed by graph input names (default: seeded normal)")
     p.add_argument("--expected", help="npz of expected outputs keyed by graph output names (default: onnxruntime)")
     p.add_argument("--runner", help="use this already built runner (its directory holds the plan)")
+    p.add_argument("--result", metavar="FILE", help="also write the JSON document to FILE")
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="stop the runner after this long and name the kernel it was in (default: the recipe's "
                         "check.timeout, 3600)")
@@ -359,6 +376,7 @@ def parser():
     p.add_argument("--inputs", help=argparse.SUPPRESS)
     p.add_argument("--expected", help=argparse.SUPPRESS)
     p.add_argument("--runner", help="use this already built runner")
+    p.add_argument("--result", metavar="FILE", help="also write the JSON document to FILE")
     p.add_argument("--json", action="store_true", help="compact JSON on one line")
     p.add_argument("--plot", metavar="FILE.png", help="draw the roofline and per-kernel times (needs matplotlib)")
     p.set_defaults(fn=cmd_report)
@@ -388,12 +406,17 @@ def main(argv=None):
             print("swbuild: error: give either MODEL or --recipe, not both", file=sys.stderr)
             return 2
         args.recipe, args.model = model, None
+    if getattr(args, "quiet", False):
+        from .progress import quiet
+        quiet()
     try:
         return args.fn(args)
     except RecipeError as e:
+        _record(e)
         print(f"swbuild: error: {e}", file=sys.stderr)
         return 2
     except SwbuildError as e:
+        _record(e)
         print(f"swbuild: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -405,6 +428,12 @@ def main(argv=None):
         print(f"swbuild: error: {_input_of(args)}: internal error {type(e).__name__}: {_one_line(e)} "
               "(please report it with the model)", file=sys.stderr)
         return 2
+
+
+def _record(e):
+    """When SCons runs this generator for the CLI, tell the CLI why it failed (driver.py)."""
+    from .scons.driver import record_failure
+    record_failure(e)
 
 
 def _one_line(e):

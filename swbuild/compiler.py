@@ -13,6 +13,7 @@ from .backends import family_of
 from .errors import ModelError, SwbuildError, UnsupportedError
 from .frontends.onnx import Handover, import_model, load_model
 from .lowering import lower
+from . import weights_file
 
 
 def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
@@ -84,6 +85,7 @@ def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=
         plan = fam.plan(program, tc)
         if post is not None:
             files, plan = post(program, files, plan)
+        files = weights_file.apply(program, tc, files, options)
     except SwbuildError:
         raise
     except RecursionError as e:

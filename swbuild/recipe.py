@@ -30,7 +30,7 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 @dataclass(frozen=True)
 class Option:
     key: str
-    kind: str             # "int", "float", "onoff", "int_or_auto", "float_or_off" or "parallel"
+    kind: str             # "int", "float", "onoff", "int_or_auto", "float_or_off", "parallel" or "weights"
     default: object
     help: str
     field: str            # where it lives in a recipe: "batch", "check.seed", "options.simd"
@@ -42,7 +42,7 @@ class Option:
         lo = "" if self.minimum is None else f" >= {self.minimum:g}"
         return {"int": f"an integer{lo}", "float": f"a number{lo}", "onoff": "on, off",
                 "int_or_auto": f"auto or an integer{lo} (bytes)", "float_or_off": f"off or a number{lo}",
-                "parallel": "data, pipeline"}[self.kind]
+                "parallel": "data, pipeline", "weights": "embed, file"}[self.kind]
 
     def parse(self, value):
         """The typed value of `value` (a recipe value or a command-line string); ValueError."""
@@ -50,6 +50,10 @@ class Option:
             if isinstance(value, bool):      # YAML 1.1 reads a bare on/off as a boolean
                 return "on" if value else "off"
             if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+                return value.strip().lower()
+            raise ValueError(f"bad value {value!r}")
+        if self.kind == "weights":
+            if isinstance(value, str) and value.strip().lower() in ("embed", "file"):
                 return value.strip().lower()
             raise ValueError(f"bad value {value!r}")
         if self.kind == "parallel":
@@ -112,13 +116,15 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
     Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
            "options.parallel"),
+    Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
+           "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
 )}
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file
 # and SCons signature (swbuild/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "weights")
 
 
 def option_on(options, key):

@@ -42,9 +42,12 @@ class Family:
 
     def optimize(self, program, target, options):
         """Run the pipeline over a lowered program."""
+        from ..progress import Steps
         program.target_state = self.state()
-        for run in self.pipeline:
-            program = run(program, target, options)
+        with Steps(len(self.pipeline), program.name) as p:
+            for run in self.pipeline:
+                p.step(f"{run.__name__} ({len(program.kernels)} kernels)")
+                program = run(program, target, options)
         return program
 
 

@@ -92,7 +92,7 @@ def exe_steps(tc, paths, others, out_dir, exe, includes=(), defines=(), source_d
 
     def cc(tool, side, src, extra):
         obj = obj_dir / (Path(src).stem + ".o")
-        argv = tc.argv(tool) + build._cflags(tc, side, out_dir) + extra + ["-c", str(src), "-o", str(obj)]
+        argv = tc.argv(tool) + build.cflags(tc, side, out_dir) + extra + ["-c", str(src), "-o", str(obj)]
         steps.append(build.Step(f"{'CC-SLAVE' if side == 'slave' else 'CC-HOST'} {Path(src).name}",
                                 argv, [Path(src)], [obj]))
         objs.append(obj)

@@ -14,7 +14,7 @@ MAX_LINES = 600
 # Low to high. A module may import modules of its own layer or of lower ones. An entry is a
 # module name or `package.*` (its modules below); the most specific entry names a module.
 LAYERS = [
-    ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.runtime", "swbuild.runtime.*"]),
+    ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.progress", "swbuild.runtime", "swbuild.runtime.*"]),
     ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe", "swbuild.lockfile"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
     ("frontends and ops", ["swbuild.frontends", "swbuild.frontends.onnx", "swbuild.frontends.scop",
@@ -34,7 +34,7 @@ LAYERS = [
     ("sunway: printers, outputs, report", ["swbuild.backends.sunway.*"]),
     ("diannao", ["swbuild.backends.diannao", "swbuild.backends.diannao.*"]),
     ("target registry", ["swbuild.backends"]),
-    ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
+    ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.weights_file", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
                  "swbuild.scop_recipe", "swbuild.outlock"]),
     ("interfaces", ["swbuild.cli", "swbuild.__main__", "swbuild.scons", "swbuild.scons.*"]),
 ]

@@ -45,3 +45,32 @@ def test_real_check_alias(built):
     r = run_scons(p, "-Q", "target=sunway-emu", "model=tiny", "check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "CHECK tiny (sunway-emu)" in r.stdout and '"status": "pass"' in r.stdout
+    assert json.loads((p / "build/sunway-emu/tiny/tiny.check.json").read_text())["status"] == "pass"
+    r = run_scons(p, "-Q", "-q", "target=sunway-emu", "model=tiny", "check")     # reused, silent
+    assert r.returncode == 0 and r.stdout + r.stderr == ""
+
+
+def test_compiledb_lists_the_models_c_with_user_flags(built):
+    p, _ = built
+    r = run_scons(p, "-Q", "target=sunway-emu", "model=tiny", "CCFLAGS=-DUSER_FLAG=1 -g", "compiledb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = {os.path.basename(e["file"]): e for e in json.loads((p / "compile_commands.json").read_text())}
+    for f in ("tiny_host.c", "tiny_slave.c", "tiny_runner.c", "dma.c"):
+        assert f in db, sorted(db)
+    slave = db["tiny_slave.c"]["command"]
+    # the target's flags first, the user's after them, SCons' -I/-D from the toolchain
+    assert slave.index("-O2") < slave.index("-DUSER_FLAG=1") and "-DSWEMU_LDM_BYTES=65536" in slave
+    assert "swbuild.runtime.slavecc" in slave and db["tiny_slave.c"]["output"] == "build/sunway-emu/tiny/tiny_slave.o"
+    # the flags change the objects: SCons rebuilds them, and the build is up to date with them
+    r = run_scons(p, "-Q", "target=sunway-emu", "model=tiny", "CCFLAGS=-DUSER_FLAG=1 -g")
+    assert r.returncode == 0 and "CC-SLAVE tiny_slave.c" in r.stdout and "SWGEN" not in r.stdout
+    assert run_scons(p, "-q", "target=sunway-emu", "model=tiny", "CCFLAGS=-DUSER_FLAG=1 -g").returncode == 0
+
+
+def test_clean_removes_the_runtime(tmp_path):
+    p = make_project(tmp_path / "proj", fake=False)
+    assert run_scons(p, "-Q", "target=sunway-emu", "model=tiny").returncode == 0
+    assert (p / "build/sunway-emu/_runtime/libswemu.a").is_file()
+    r = run_scons(p, "-Q", "-c", "target=sunway-emu", "model=tiny")
+    assert r.returncode == 0 and not list((p / "build/sunway-emu").rglob("*.[oa]"))
+    assert not (p / "build/sunway-emu/tiny/tiny_runner").exists()
