@@ -19,6 +19,7 @@ import numpy as np
 from .backends import family_of_plan
 from .backends.common import BANG_EXIT, LDM_EXIT  # noqa: F401  (scop_recipe reads LDM_EXIT here)
 from .errors import SwbuildError
+from .progress import Steps
 
 
 def seeded_inputs(specs, seed, bounds=None):
@@ -203,19 +204,25 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     """Run and compare; returns the result document (status pass/fail; a timeout is a fail)."""
     fam = family_of_plan(plan)
     doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol}
+    progress = Steps(2, f"check {plan['model']}")     # the two long parts, on a terminal
     try:
+        progress.step(f"running {Path(runner).name}")
         with tempfile.TemporaryDirectory(prefix="swcheck-") as tmp:
             got, stats, err, code, secs = run_runner(runner, plan, inputs, workdir or tmp, timeout)
     except RunnerTimeout as e:
+        progress.close()
         doc.update(status="fail", reason=str(e), max_abs_err=None, max_rel_err=None, run_seconds=timeout)
         return doc
     doc["run_seconds"] = round(secs, 3)
     if code != 0:
+        progress.close()
         doc.update(status="fail", reason=f"runner exited with status {code}" +
                    (f" ({fam.exit_reasons[code]})" if code in fam.exit_reasons else ""),
                    stderr=err.strip().splitlines()[-5:], max_abs_err=None, max_rel_err=None)
         return doc
+    progress.step("the reference (onnxruntime)" if callable(reference) else "comparing")
     ref = reference(inputs) if callable(reference) else reference
+    progress.close()
     ok, a, r, per = compare(got, ref, rtol, atol)
     if plan.get("mpi"):
         from .mpi import findings as mpi_findings
