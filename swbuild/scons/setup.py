@@ -114,7 +114,10 @@ def setup(ARGUMENTS, project_dir=None, default_target=None, **env_kw):
     if env["model"] == "all":   # every recipe that allows this target
         env["SWBUILD_MODELS"] = [m for m in models if _allows(project_dir, m, env["SWBUILD_TARGET"])]
         if models and not env["SWBUILD_MODELS"] and not SCons.Script.GetOption("help"):
-            allowed = "; ".join(f"{m}: {', '.join(_targets(project_dir, m))}" for m in models)
+            groups = {}     # recipes with the same targets on one line
+            for m in models:
+                groups.setdefault(", ".join(_targets(project_dir, m)) or "any", []).append(m)
+            allowed = "; ".join(f"{', '.join(ms)}: {ts}" for ts, ms in groups.items())
             abort(f"no recipe in {Path(project_dir) / 'recipes'} allows target={env['SWBUILD_TARGET']} "
                   f"(recipes and their targets: {allowed})")
     else:
