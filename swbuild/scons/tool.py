@@ -199,6 +199,7 @@ def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
     report = env.Command(out.File(f"{prefix}.report.json"), [exe_node, plan] + run_deps,
                          Action("$SWREPORTCOM", "$SWREPORTCOMSTR"), **meta)
     env.Clean(exe_node, check + report)     # `scons -c` leaves no result of a removed runner
+    env.NoCache(check + report)             # results of a run on this machine, not build products
     check = env.Alias(f"check-{model}", check)
     report = env.Alias(f"report-{model}", report)
     env.Alias("check", check)
@@ -225,6 +226,7 @@ def _scop_model(env, r, path, model, prefix, out, meta, deps):
     env.Depends(prog, deps)
     check = env.Command(out.File(f"{prefix}.check.json"), [exe] + srcs + deps,
                         Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
+    env.NoCache(check)
     check = env.Alias(f"check-{model}", check)
     env.Alias("check", check)
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=gen, lib=None,
