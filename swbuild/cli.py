@@ -26,7 +26,7 @@ EPILOG = """examples:
 class Job:
     """One model to build: where it comes from and every option that shapes the output."""
     name: str
-    model: object                 # ModelProto or path
+    source: object                # ModelProto, path, or a function that builds the model (zoo)
     model_path: Path | None       # the file, when there is one (light references, hashing)
     input_shapes: dict
     batch: int | None
@@ -34,6 +34,18 @@ class Job:
     check: dict
     recipe: object = None
     lock_inputs: dict = field(default_factory=dict)
+
+    @property
+    def model(self):
+        """The model, built on first use: `swbuild check` of a zoo recipe builds it only after
+        SCons built the runner (its generator builds its own copy), not both at once."""
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
+
+    @model.setter
+    def model(self, value):
+        self.source = value
 
 
 def _shape(text):
@@ -70,7 +82,7 @@ def make_job(args) -> Job:
         r.check_target(args.target)
         if r.source_kind == "zoo":
             from . import zoo
-            model, path = zoo.build(r.source, batch=r.batch, seed=int(r.check["seed"])), None
+            model, path = (lambda: zoo.build(r.source, batch=r.batch, seed=int(r.check["seed"]))), None
         else:
             r.verify_source()
             model = path = Path(r.source)
