@@ -35,7 +35,10 @@ def _why(node, lines=4):
     lists every other input too, which says nothing more."""
     if not node.exists():
         return "it does not exist"
-    text = (node.explain() or "").strip().removeprefix("scons: ")
+    try:
+        text = (node.explain() or "").strip().removeprefix("scons: ")
+    except Exception:   # explain() is SCons' debugging aid; an odd node must not hide the answer
+        text = ""
     if not text:
         return "its sources changed"
     parts = [ln.strip() for ln in text.splitlines() if ln.strip()]

@@ -81,3 +81,13 @@ def test_weights_file(proj, target):
     assert r.returncode != 0 and "cannot open the weights file" in r.stderr
     assert run({"TINY_WEIGHTS": str(out / "moved.bin")}).returncode == 0
     assert np.array_equal(np.fromfile(out / "o.bin", np.float32), good)
+
+
+def test_progress_lines_only_when_asked(proj):
+    import re
+    r = cli(proj, "compile", "tiny.onnx", "--target", "sunway-emu", "-o", "out-progress", env={"SWBUILD_PROGRESS": "1"})
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^\[\d+/(\d+)\] tiny: choose_tiles \(1 kernels\)$", r.stderr, re.M), r.stderr
+    assert re.search(r"^\[1/1\] schedule: tiny_k0_conv$", r.stderr, re.M), r.stderr
+    r = cli(proj, "compile", "tiny.onnx", "--target", "sunway-emu", "-o", "out-progress")   # not a terminal: quiet
+    assert r.returncode == 0 and "[1/" not in r.stderr and "\r" not in r.stderr, r.stderr
