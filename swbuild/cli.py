@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, toolchain
-from .errors import RecipeError, SwbuildError, UnsupportedError
+from .errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
 from .names import model_name_problem
 from .outlock import locked
 
@@ -115,12 +115,32 @@ def do_compile(job, tc, out_dir, last_use=False):
     if last_use and post is None and job.model_path is None:   # the MPI post step compiles job.model again
         from .frontends.onnx import Handover
         model, job.model = Handover(job.model), None
-    program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
+    try:
+        program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
+    except UnknownInputs as e:
+        raise blame_inputs(job, e) from None
     names = family_of(tc).generated_files(program.prefix)
     outputs = {n: Path(out_dir) / n for n in sorted(files)}
     write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
                toolchain=tc, outputs=outputs, swbuild_version=__version__)
     return program
+
+
+def blame_inputs(job, e):
+    """Input names the model lacks, blamed where the user wrote them: the recipe's
+    `inputs[i].name` line, or the --input flag."""
+    from .errors import did_you_mean
+    given = [i.name for i in job.recipe.inputs] if job.recipe is not None else []
+    errors = []
+    for name in e.names:
+        msg = f"'{name}' is not an input of the model{did_you_mean(name, e.inputs)}; its inputs: {', '.join(e.inputs)}"
+        if name in given:
+            errors.append(job.recipe.error(f"inputs[{given.index(name)}].name", msg))
+        else:
+            errors.append(SwbuildError(f"--input {name}=...: {msg}"))
+    if all(isinstance(x, RecipeError) for x in errors):
+        return RecipeError.of(errors)
+    return errors[0]
 
 
 def do_build(tc, prefix, out_dir, overrides=None, verbose=False):
@@ -254,7 +274,8 @@ def cmd_check(args):
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
     except (SwbuildError, OSError) as e:
-        print(f"swbuild: error: {e}", file=sys.stderr)
+        for one in getattr(e, "errors", [e]):     # a recipe's errors, one line each
+            print(f"swbuild: error: {one}", file=sys.stderr)
         print(json.dumps({"status": "error", "reason": str(e).splitlines()[0]}))
         return 2
     except Exception as e:  # e.g. onnxruntime rejecting the reference model: still one JSON line
@@ -391,7 +412,8 @@ def main(argv=None):
     try:
         return args.fn(args)
     except RecipeError as e:
-        print(f"swbuild: error: {e}", file=sys.stderr)
+        for one in e.errors:        # every error of the recipe, one `file:line: field: message` each
+            print(f"swbuild: error: {one}", file=sys.stderr)
         return 2
     except SwbuildError as e:
         print(f"swbuild: error: {_one_line(e)}", file=sys.stderr)
