@@ -19,6 +19,7 @@ EPILOG = """examples:
   swbuild report model.onnx --target sunway-emu --json
   swbuild report recipes/vgg16.yaml --target sunway-emu --plot vgg16.png
   swbuild ops --target sunway-emu
+  swbuild ops model.onnx --target diannao-emu             (per node: supported or why not)
 """
 
 
@@ -320,12 +321,26 @@ def cmd_report(args):
 
 
 def cmd_ops(args):
+    """Without MODEL: the operators (of a target); with MODEL: per node, supported or why not."""
+    from . import ops_report
     from .ops import supported_ops
-    if args.target:
-        toolchain.load(args.target)
-    for op in supported_ops():
-        print(op)
-    return 0
+    if not args.model and not args.recipe:
+        if args.target:
+            print(ops_report.target_list(_toolchain(args)))
+        else:
+            print("\n".join(supported_ops()))
+        return 0
+    if not args.target:
+        raise SwbuildError("give --target T: whether a node is supported depends on the target "
+                           f"({', '.join(toolchain.available())})")
+    tc = _toolchain(args)
+    job = make_job(args)
+    try:
+        doc = ops_report.analyse(job.model, tc, job.name, job.input_shapes, job.batch, job.options)
+    except UnknownInputs as e:
+        raise blame_inputs(job, e) from None
+    print(json.dumps(doc, sort_keys=True) if args.json else ops_report.format_table(doc))
+    return 0 if doc["supported"] else 3
 
 
 def cmd_pipeline(args):
@@ -383,8 +398,17 @@ def parser():
     p.add_argument("--json", action="store_true", help="compact JSON on one line")
     p.add_argument("--plot", metavar="FILE.png", help="draw the roofline and per-kernel times (needs matplotlib)")
     p.set_defaults(fn=cmd_report)
-    p = sub.add_parser("ops", help="list the supported ONNX operators")
-    p.add_argument("--target", "-t", help="target name")
+    p = sub.add_parser("ops", help="supported ONNX operators; with MODEL, per node: supported or why not",
+                       description="Without MODEL: the ONNX operators swbuild lowers (with --target: what the "
+                       "target does with them). With MODEL (and --target): every node of the model, supported or "
+                       "why not (operator, attribute, dtype, local memory); exit 3 when any node is not.")
+    p.add_argument("model", nargs="?", help="an .onnx file, or a recipe (.yaml/.yml/.toml)")
+    p.add_argument("--recipe", help="a recipe file (YAML or TOML)")
+    p.add_argument("--target", "-t", help="target name: " + ", ".join(toolchain.available()))
+    p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe option (see docs/recipes.md)")
+    p.add_argument("--name", help="model name (default: the file's stem)")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     p.set_defaults(fn=cmd_ops)
     p = sub.add_parser("pipeline", help="list a target's optimizer passes in order",
                        description="Print the passes of the target family's pipeline, in the order they run.")
@@ -420,6 +444,10 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:     # `swbuild ops ... | head`: the reader has all it wanted
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except MemoryError:
         print(f"swbuild: error: {_input_of(args)}: out of memory", file=sys.stderr)
         return 2
