@@ -292,11 +292,23 @@ def cmd_check(args):
     return 0 if doc["status"] == "pass" else 1
 
 
+def _plot_needs():
+    """--plot is the `plot` extra: say so before building anything."""
+    try:
+        import matplotlib  # noqa: F401  (only whether it is there)
+    except ImportError:
+        raise SwbuildError("--plot needs matplotlib, the `plot` extra: pip install 'swbuild[plot]' "
+                           "(or leave out --plot)") from None
+
+
 def cmd_report(args):
     import tempfile
 
     from . import check
     from .backends import family_of
+    from .report_text import format_report
+    if args.plot:
+        _plot_needs()
     tc = _toolchain(args)
     fam = family_of(tc)
     job = make_job(args)
@@ -314,9 +326,11 @@ def cmd_report(args):
             mpi.plot(rep["mpi"], args.plot)
     else:
         rep = fam.report(plan, stats, tc)
-        if args.plot and fam.plot is not None:
+        if args.plot:
             fam.plot(rep, tc, args.plot)
-    print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
+    if args.plot:
+        print(f"swbuild: plot written to {args.plot}", file=sys.stderr)
+    print(json.dumps(rep, sort_keys=True) if args.json else format_report(rep))
     return 0
 
 
@@ -389,14 +403,16 @@ def parser():
                    help="stop the runner after this long and name the kernel it was in (default: the recipe's "
                         "check.timeout, 3600)")
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("report", help="predicted and measured kernel numbers as JSON",
-                       description="Build, run under emulation and print one JSON report per build.")
+    p = sub.add_parser("report", help="predicted and measured kernel numbers: a table, or JSON",
+                       description="Build, run under emulation and print the report: a table of the kernels "
+                       "(time, traffic, roofline fraction) with totals, or with --json the whole JSON document.")
     _model_args(p)
     p.add_argument("--inputs", help=argparse.SUPPRESS)
     p.add_argument("--expected", help=argparse.SUPPRESS)
     p.add_argument("--runner", help="use this already built runner")
-    p.add_argument("--json", action="store_true", help="compact JSON on one line")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the roofline and per-kernel times (needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="the whole report document as JSON on one line")
+    p.add_argument("--plot", metavar="FILE.png", help="Sunway: the roofline and per-kernel times; DianNao: cycles by "
+                   "kernel and instruction class; MPI: the ranks' timelines (needs the `plot` extra: matplotlib)")
     p.set_defaults(fn=cmd_report)
     p = sub.add_parser("ops", help="supported ONNX operators; with MODEL, per node: supported or why not",
                        description="Without MODEL: the ONNX operators swbuild lowers (with --target: what the "

@@ -55,7 +55,7 @@ FAMILIES = {
                      {LDM_EXIT: "emulated hardware limit violated"}, sunway_mpi.render),
     "diannao": Family("diannao", diannao_pipeline.PIPELINE, diannao_pipeline.STATE, diannao_outputs.render,
                       diannao_outputs.plan, diannao_report.build_report, diannao_report.emulator_findings,
-                      None, diannao_outputs.FILES, diannao_outputs.UNITS,
+                      diannao_report.plot_report, diannao_outputs.FILES, diannao_outputs.UNITS,
                       {LDM_EXIT: "emulated hardware limit violated", BANG_EXIT: "emulated BANG rule violated"}),
 }
 
