@@ -20,6 +20,7 @@ EPILOG = """examples:
   swbuild report recipes/vgg16.yaml --target sunway-emu --plot vgg16.png
   swbuild ops --target sunway-emu
   swbuild ops model.onnx --target diannao-emu             (per node: supported or why not)
+  swbuild export model.onnx --target sunway -o model.tar   (sources, weights, Makefile for sw5cc, metadata)
 """
 
 
@@ -357,6 +358,25 @@ def cmd_ops(args):
     return 0 if doc["supported"] else 3
 
 
+def cmd_export(args):
+    """Generate the model's sources in a scratch directory and archive them with a Makefile
+    and metadata (swbuild/export.py)."""
+    import tempfile
+
+    from .export import export
+    tc = _toolchain(args)
+    if _scop_recipe(args) is not None:
+        raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
+                           "(swbuild compile writes it)")
+    job = make_job(args)
+    with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
+        program = do_compile(job, tc, tmp, last_use=True)
+        path, meta = export(tmp, tc, program.prefix, args.out or f"{job.name}-{tc.name}.tar")
+    print(f"swbuild: {job.name} for {tc.name} -> {path} ({len(meta['files'])} files + Makefile, metadata.json; "
+          f"workspace {meta['workspace_bytes']} bytes)", file=sys.stderr)
+    return 0
+
+
 def cmd_pipeline(args):
     """The target family's passes, in the order they run, each with its one-line doc."""
     from .backends import family_of
@@ -426,6 +446,12 @@ def parser():
     p.add_argument("--name", help="model name (default: the file's stem)")
     p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     p.set_defaults(fn=cmd_ops)
+    p = sub.add_parser("export", help="one archive to build on the machine without swbuild",
+                       description="Generate the model for the target and write one archive: sources, headers, "
+                       "weights, a Makefile for the target's own compilers (make CC=... to override), the lock "
+                       "file, the plan and metadata.json (inputs, outputs, dtypes, shapes, workspace, versions).")
+    _model_args(p, out_help="the archive: .tar, .tar.gz or .tgz (default <model>-<target>.tar)")
+    p.set_defaults(fn=cmd_export)
     p = sub.add_parser("pipeline", help="list a target's optimizer passes in order",
                        description="Print the passes of the target family's pipeline, in the order they run.")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
