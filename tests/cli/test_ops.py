@@ -1,6 +1,7 @@
 """`swbuild ops`: per node of a model, supported or why not, per target; without a model
 the operator list of a target; an unsupported op names its nearest alternatives."""
 import json
+from pathlib import Path
 
 import onnx
 from onnx import helper
@@ -82,3 +83,16 @@ def test_operator_list_per_target(capsys):
 def test_model_needs_a_target(tmp_path, capsys):
     code, _, err = ops(capsys, model(tmp_path))
     assert code == 2 and "give --target" in err
+
+
+def test_light_resnet50_node_by_node(capsys):
+    """The ONNX package's light_resnet50: every node accounted for on Sunway."""
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
+    n_nodes = len(onnx.load(path, load_external_data=False).graph.node)
+    code, out, _ = ops(capsys, path, "--target", "sunway-emu", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["supported"] and len(doc["nodes"]) == n_nodes
+    convs = [r for r in doc["nodes"] if r["op"] == "Conv"]
+    assert len(convs) == 53 and all(r["status"] == "supported" and "LDM" in r["detail"] for r in convs)
+    assert doc["counts"]["unsupported"] == doc["counts"]["unchecked"] == 0
+    assert sum(doc["counts"].values()) == n_nodes
