@@ -64,8 +64,8 @@ def analyse(model, tc, name, input_shapes=None, batch=None, options=None) -> dic
         elif rows.get(n) is not None:
             doc["nodes"].append({**rows[n], "op": op})
         else:
-            doc["nodes"].append(_row(n, op, *_lowered(kernels_of.get(n, []), by_kernel, complete, tc.family,
-                                                      program.prefix)))
+            doc["nodes"].append(_row(n, op, *_lowered(kernels_of.get(n, []), by_kernel, complete,
+                                                      family_of(tc).summary, program.prefix)))
     return _count(doc)
 
 
@@ -94,7 +94,7 @@ def _target_pass(program, tc, fam, options, doc):
     return {k["name"]: k for k in plan.get("kernels", [])}, True
 
 
-def _lowered(kernels, by_kernel, complete, family, prefix):
+def _lowered(kernels, by_kernel, complete, summary, prefix):
     """(status, detail) of a node whose lowering succeeded."""
     if not kernels:
         return "supported", "no kernel: a view of its input (reshape-like) or an empty tensor"
@@ -107,21 +107,9 @@ def _lowered(kernels, by_kernel, complete, family, prefix):
         if info is None:
             parts.append(f"{short}: fused into a neighbouring kernel")
         else:
-            parts.append(f"{short}: {_describe(info, family)}")
+            parts.append(f"{short}: {summary.kernel_note(info)}")
     status = "fused" if all(by_kernel.get(k) is None for k in kernels) else "supported"
     return status, "; ".join(parts)
-
-
-def _describe(info, family):
-    if family == "diannao":
-        cls = info.get("class", "?")
-        if cls == "scalar":
-            why = info.get("schedule", {}).get("why")
-            return f"scalar device code, not tensorized{f' ({why})' if why else ''}"
-        return f"{cls}, tensorized ({', '.join(sorted(i for i in info.get('static_instructions', {}) if i.startswith('__bang')))})"
-    ldm = f"LDM {info['ldm_bytes']} of {info['ldm_budget']} B" if "ldm_bytes" in info else ""
-    cpes = f"{info['busy_cpes']} CPEs" if "busy_cpes" in info else "CPE kernel"
-    return ", ".join(x for x in (cpes, ldm, "SIMD" if str(info.get("simd", "")).startswith("simd") else "") if x)
 
 
 def _row(node, op, status, detail):
@@ -156,15 +144,10 @@ def format_table(doc) -> str:
 
 def target_list(tc) -> str:
     """The operators a target takes, with what its family does with them."""
+    from .backends import family_of
     from .ops import supported_ops
     ops = supported_ops()
-    if tc.family == "diannao":
-        from .backends.diannao.schedule import CONV_OPS, POOL_OPS
-        note = (f"{', '.join(CONV_OPS)} map to __bang_conv, {', '.join(POOL_OPS)} to __bang_*pool, kernels without "
-                "a reduction to vector __bang_* instructions; reductions and index lookups run as scalar device code")
-    else:
-        note = "every operator runs as CPE kernels (LDM tiles, DMA); a kernel whose working set cannot fit the LDM is refused"
-    return "\n".join([f"{tc.name} ({tc.family}): {len(ops)} ONNX operators; {note}.",
+    return "\n".join([f"{tc.name} ({tc.family}): {len(ops)} ONNX operators; {family_of(tc).summary.OPS_NOTE}.",
                       f"Check a model node by node: swbuild ops MODEL.onnx --target {tc.name}"] + ops)
 
 
