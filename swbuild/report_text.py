@@ -14,7 +14,8 @@ def mpi_lines(doc):
              + (f"; modelled speed-up {m['speedup_over_one_core_group']:.2f}x over one core group"
                 if "speedup_over_one_core_group" in m else "")]
     for r in doc.get("measured", {}).get("ranks", []):
-        lines.append("  rank " + ", ".join(f"{k} {v}" for k, v in sorted(r.items()) if not isinstance(v, (dict, list))))
+        lines.append(f"  rank {r.get('rank')}: " + ", ".join(f"{k} {v}" for k, v in sorted(r.items())
+                                                          if k != "rank" and not isinstance(v, (dict, list))))
     return lines
 
 

@@ -108,3 +108,10 @@ def test_emulated_archive_carries_its_runtime(tmp_path, model, capsys):
 def test_export_refuses_a_bad_archive_name(tmp_path, model, capsys):
     assert cli.main(["export", str(model), "--target", "sunway", "-o", str(tmp_path / "small.zip")]) == 2
     assert "must end in .tar, .tar.gz or .tgz" in capsys.readouterr().err
+
+
+def test_export_refuses_an_mpi_build(tmp_path, model, capsys):
+    assert cli.main(["export", str(model), "--target", "sunway", "--set", "core_groups=2", "--set", "batch=2",
+                     "-o", str(tmp_path / "small.tar")]) == 2
+    err = capsys.readouterr().err
+    assert "exporting a build over MPI ranks" in err and not (tmp_path / "small.tar").exists()
