@@ -14,22 +14,66 @@ from .errors import ModelError, SwbuildError, UnknownInputs, UnsupportedError
 STATUS = ("supported", "folded", "fused", "unsupported", "unchecked")
 
 
+MAX_REFUSED = 8     # kernels the target may refuse before the rest is left unchecked
+
+
 def analyse(model, tc, name, input_shapes=None, batch=None, options=None) -> dict:
-    """The per-node document: {model, target, family, nodes: [{node, op, status, detail}], problems}."""
+    """The per-node document: {model, target, family, nodes: [{node, op, status, detail}], problems}.
+    A kernel the target refuses (local memory) is left out and the pipeline runs again over
+    the others, so every node gets its own answer (up to MAX_REFUSED refusals)."""
     from .backends import family_of
+    fam = family_of(tc)
+    refused = {}
+    while True:
+        doc = {"model": name, "target": tc.name, "family": tc.family, "nodes": [], "problems": []}
+        low = _lower(model, name, input_shapes, batch, doc)
+        if low is None:
+            return _count(doc)
+        original, imported, graph, rows, kernels_of, program = low
+        program.kernels = [k for k in program.kernels if k.name not in refused]
+        by_kernel, refusal = _target_pass(program, tc, fam, options or {}, doc)
+        if refusal is None or not refusal[0] or len(refused) >= MAX_REFUSED:
+            break       # done, a whole-model problem (in doc["problems"]), or too many refusals
+        refused[refusal[0]] = refusal[1]
+    complete = refusal is None
+    if refusal is not None and refusal[0]:
+        doc["problems"].append(f"{refusal[1]}; the {fam.name} pipeline stopped there after {len(refused)} other "
+                               "refused kernels: later kernels are not checked")
+        refused[refusal[0]] = refusal[1]
+    node_of_kernel = {k: n for n, ks in kernels_of.items() for k in ks}
+    for kname, why in refused.items():
+        n = node_of_kernel.get(kname)
+        if n is not None:
+            rows[n] = _row(n, None, "unsupported", why if rows.get(n) is None else f"{rows[n]['detail']}; {why}")
+    names = {x.name for x in graph.nodes}
+    for n, op in original:
+        if n not in imported:
+            doc["nodes"].append(_row(n, op, "folded", "computed at compile time (constant inputs) or unused"))
+        elif n not in names:
+            doc["nodes"].append(_row(n, op, "folded", "folded into its neighbour (BatchNormalization into the "
+                                                      "convolution before it) or unused"))
+        elif rows.get(n) is not None:
+            doc["nodes"].append({**rows[n], "op": op})
+        else:
+            doc["nodes"].append(_row(n, op, *_lowered(kernels_of.get(n, []), by_kernel, complete,
+                                                      fam.summary, program.prefix)))
+    return _count(doc)
+
+
+def _lower(model, name, input_shapes, batch, doc):
+    """Import and lower node by node: (original nodes, imported names, graph, {node: row of an
+    unsupported node}, {node: its kernels}, program), or None when the model as a whole is refused."""
     from .frontends.onnx import import_model, load_model
     from .lowering import LOWERINGS, boundary_problem, finish, node_problem, prepare
-
     proto = load_model(model)
     original = [(n.name or f"{n.op_type}_{k}", n.op_type) for k, n in enumerate(proto.graph.node)]
-    doc = {"model": name, "target": tc.name, "family": tc.family, "nodes": [], "problems": []}
     try:
         graph = import_model(proto, input_shapes=input_shapes, batch=batch, name=name)
     except (ModelError, UnsupportedError) as e:     # the model as a whole (inputs, domains, subgraphs)
         doc["problems"].append(str(e))
         doc["nodes"] = [_row(n, op, "unchecked", "the model was refused before its nodes (see problems)")
                         for n, op in original]
-        return _count(doc)
+        return None
     del proto
     imported = {n.name for n in graph.nodes}
     graph, ctx = prepare(graph, name)
@@ -49,33 +93,15 @@ def analyse(model, tc, name, input_shapes=None, batch=None, options=None) -> dic
     why = boundary_problem(graph)
     if why:
         doc["problems"].append(why)
-    program = finish(ctx, name)
-    by_kernel, complete = _target_pass(program, tc, family_of(tc), options or {}, doc)
-    node_of_kernel = {k: n for n, ks in kernels_of.items() for k in ks}
-    for kname, info in list(by_kernel.items()):
-        if isinstance(info, str) and kname in node_of_kernel:     # the pipeline refused this kernel
-            rows[node_of_kernel[kname]] = _row(node_of_kernel[kname], None, "unsupported", info)
-    for n, op in original:
-        if n not in imported:
-            doc["nodes"].append(_row(n, op, "folded", "computed at compile time (constant inputs) or unused"))
-        elif n not in {x.name for x in graph.nodes}:
-            doc["nodes"].append(_row(n, op, "folded", "folded into its neighbour (BatchNormalization into the "
-                                                      "convolution before it) or unused"))
-        elif rows.get(n) is not None:
-            doc["nodes"].append({**rows[n], "op": op})
-        else:
-            doc["nodes"].append(_row(n, op, *_lowered(kernels_of.get(n, []), by_kernel, complete,
-                                                      family_of(tc).summary, program.prefix)))
-    return _count(doc)
+    return original, imported, graph, rows, kernels_of, finish(ctx, name)
 
 
 def _target_pass(program, tc, fam, options, doc):
-    """({kernel name: its plan entry, or the reason the target refused it}, complete) from
-    running the family's pipeline over the kernels that lowered. It stops at the first
-    kernel the target refuses: the kernels after it are not checked (complete is False)."""
+    """({kernel name: its plan entry}, None) from running the family's pipeline over the
+    kernels that lowered, or ({}, (kernel, reason)) when the target refuses a kernel."""
     from .compiler import check_main_memory
     if not program.kernels:
-        return {}, True
+        return {}, None
     try:
         program = fam.optimize(program, tc, options)
         check_main_memory(program, tc)
@@ -83,15 +109,14 @@ def _target_pass(program, tc, fam, options, doc):
     except SwbuildError as e:
         kernel = getattr(e, "kernel", None)
         if kernel:
-            doc["problems"].append(f"{e}; the {fam.name} pipeline stopped there, later kernels are not checked")
-            return {kernel: str(e)}, False
+            return {}, (kernel, str(e))
         doc["problems"].append(str(e))
-        return {}, False
+        return {}, ("", str(e))
     except Exception as e:   # e.g. a pipeline that needs the nodes that did not lower
         doc["problems"].append(f"the {fam.name} pipeline did not run over the nodes that lowered "
                                f"({type(e).__name__}: {e}); fix the unsupported nodes first")
-        return {}, False
-    return {k["name"]: k for k in plan.get("kernels", [])}, True
+        return {}, ("", str(e))
+    return {k["name"]: k for k in plan.get("kernels", [])}, None
 
 
 def _lowered(kernels, by_kernel, complete, summary, prefix):

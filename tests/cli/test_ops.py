@@ -1,6 +1,7 @@
 """`swbuild ops`: per node of a model, supported or why not, per target; without a model
 the operator list of a target; an unsupported op names its nearest alternatives."""
 import json
+import re
 from pathlib import Path
 
 import onnx
@@ -62,12 +63,14 @@ def test_the_family_decides(tmp_path, capsys):
     code, out, _ = ops(capsys, path, "--target", "sunway-emu", "--json")
     sw = {r["node"]: r for r in json.loads(out)["nodes"]}
     assert code == 0 and "CPEs" in sw["softmax"]["detail"] and "tensorized" not in sw["softmax"]["detail"]
-    # a local memory the kernels cannot fit: the target refuses the kernel and says how much it needs
+    # a local memory the kernels cannot fit: the target refuses each kernel and says how much it needs
     code, out, _ = ops(capsys, path, "--target", "sunway-emu", "--json", "--set", "ldm_reserve=65500")
     doc = json.loads(out)
-    refused = [r for r in doc["nodes"] if r["status"] == "unsupported"]
-    assert code == 3 and refused and "bytes of local memory per core, budget is" in refused[0]["detail"]
-    assert any("later kernels are not checked" in p for p in doc["problems"])
+    rows = {r["node"]: r for r in doc["nodes"]}
+    assert code == 3 and doc["counts"]["unchecked"] == 0
+    for node in ("conv", "softmax", "pad"):
+        assert rows[node]["status"] == "unsupported", rows[node]
+        assert re.search(r"needs at least \d+ bytes of local memory per core, budget is 36 bytes", rows[node]["detail"])
 
 
 def test_operator_list_per_target(capsys):
