@@ -104,6 +104,23 @@ def _normalized(job, tc):
             "batch": job.batch, "options": job.options, "check": job.check}
 
 
+def blame_inputs(job, e):
+    """Input names the model lacks, blamed where the user wrote them: the recipe's
+    `inputs[i].name` line, or the --input flag."""
+    from .errors import did_you_mean
+    given = [i.name for i in job.recipe.inputs] if job.recipe is not None else []
+    errors = []
+    for name in e.names:
+        msg = f"'{name}' is not an input of the model{did_you_mean(name, e.inputs)}; its inputs: {', '.join(e.inputs)}"
+        if name in given:
+            errors.append(job.recipe.error(f"inputs[{given.index(name)}].name", msg))
+        else:
+            errors.append(SwbuildError(f"--input {name}=...: {msg}"))
+    if all(isinstance(x, RecipeError) for x in errors):
+        return RecipeError.of(errors)
+    return errors[0]
+
+
 def do_compile(job, tc, out_dir, last_use=False):
     """Generate sources and the lock file into out_dir; returns (program, prefix).
     `last_use`: nothing reads job.model afterwards, so a ModelProto's weights are freed during
@@ -126,23 +143,6 @@ def do_compile(job, tc, out_dir, last_use=False):
     write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
                toolchain=tc, outputs=outputs, swbuild_version=__version__)
     return program
-
-
-def blame_inputs(job, e):
-    """Input names the model lacks, blamed where the user wrote them: the recipe's
-    `inputs[i].name` line, or the --input flag."""
-    from .errors import did_you_mean
-    given = [i.name for i in job.recipe.inputs] if job.recipe is not None else []
-    errors = []
-    for name in e.names:
-        msg = f"'{name}' is not an input of the model{did_you_mean(name, e.inputs)}; its inputs: {', '.join(e.inputs)}"
-        if name in given:
-            errors.append(job.recipe.error(f"inputs[{given.index(name)}].name", msg))
-        else:
-            errors.append(SwbuildError(f"--input {name}=...: {msg}"))
-    if all(isinstance(x, RecipeError) for x in errors):
-        return RecipeError.of(errors)
-    return errors[0]
 
 
 def do_build(tc, prefix, out_dir, overrides=None, verbose=False):
@@ -293,15 +293,6 @@ def cmd_check(args):
     return 0 if doc["status"] == "pass" else 1
 
 
-def _plot_needs():
-    """--plot is the `plot` extra: say so before building anything."""
-    try:
-        import matplotlib  # noqa: F401  (only whether it is there)
-    except ImportError:
-        raise SwbuildError("--plot needs matplotlib, the `plot` extra: pip install 'swbuild[plot]' "
-                           "(or leave out --plot)") from None
-
-
 def cmd_report(args):
     import tempfile
 
@@ -333,6 +324,15 @@ def cmd_report(args):
         print(f"swbuild: plot written to {args.plot}", file=sys.stderr)
     print(json.dumps(rep, sort_keys=True) if args.json else format_report(rep))
     return 0
+
+
+def _plot_needs():
+    """--plot is the `plot` extra: say so before building anything."""
+    try:
+        import matplotlib  # noqa: F401  (only whether it is there)
+    except ImportError:
+        raise SwbuildError("--plot needs matplotlib, the `plot` extra: pip install 'swbuild[plot]' "
+                           "(or leave out --plot)") from None
 
 
 def cmd_ops(args):
