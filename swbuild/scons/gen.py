@@ -27,7 +27,7 @@ SWGENCOM = "$SWCLI compile $SWGENSRC --target $SWBUILD_TARGET -o ${TARGET.dir} $
 _RUN_ARGS = ("$SWRUNSRC --target $SWBUILD_TARGET --runner $SOURCE -o $SWBUILD_OUT --result $TARGET "
              "$SWGENFLAGS $SWRUNFLAGS")
 SWCHECKCOM = "$SWCLI check " + _RUN_ARGS
-SWREPORTCOM = "$SWCLI report " + _RUN_ARGS
+SWREPORTCOM = "$SWCLI report --json " + _RUN_ARGS   # the document (CI keeps it), not the table
 
 
 def swgen_emitter(target, source, env):

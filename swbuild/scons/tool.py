@@ -21,6 +21,7 @@ from . import compile, question
 from .actions import fail_action
 from .driver import FAIL_FILE
 from .gen import PACKAGE_DIR, SWCHECKCOM, SWCLI, SWGENCOM, SWREPORTCOM, package_sources, signature_value, swgen_builder
+from .export import add_export
 from .scop import add_scop_builder
 
 
@@ -204,6 +205,8 @@ def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
     report = env.Alias(f"report-{model}", report)
     env.Alias("check", check)
     env.Alias("report", report)
+    if not mpi:     # swbuild export refuses builds over MPI ranks
+        add_export(env, tc, out, prefix, model, sources)
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources,
                            lib=lib_node, runner=exe_node, check=check, report=report,
                            runtime=runtime_node[0] if runtime_node else None)
