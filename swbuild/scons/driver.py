@@ -25,7 +25,9 @@ FAIL_FILE = "SWBUILD_FAIL_FILE"     # the generator writes why it failed here (c
 
 
 def job_spec(tc, out, explicit_out, project, recipe=None, onnx=None, inputs=None, name=None, sets=(), verbose=False):
-    root = Path(out) if explicit_out else Path.cwd()
+    # absolute: SCons reads a relative SConsignFile() against the SConstruct's directory (ours
+    # is in the package), not the directory it builds in
+    root = (Path(out) if explicit_out else Path.cwd()).absolute()
     return {"target": tc.name, "project": str(project), "out": str(out), "verbose": bool(verbose),
             "runtime_dir": str(Path(out) / "_runtime") if explicit_out else f"build/{tc.name}/_runtime",
             "sconsign": str(root / ".sconsign"), "recipe": str(recipe) if recipe else None,

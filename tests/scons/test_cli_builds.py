@@ -50,6 +50,8 @@ def test_generator_error_reaches_the_cli_once(proj):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     doc = json.loads(r.stdout.splitlines()[-1])
     assert doc["status"] == "error" and "broken.onnx" in doc["reason"] and "scons" not in doc["reason"], doc
+    # SCons' signatures of a relative -o live in it, not beside the driver's SConstruct
+    assert (proj / "out-broken" / ".sconsign.dblite").is_file()
 
 
 @pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
