@@ -120,12 +120,26 @@ def build_report(plan, stats, tc):
         "arena_ratio": plan["arena_bytes"] / plan["arena_lower_bound"] if plan["arena_lower_bound"] else 1.0,
         "main_memory_bytes": main, "compulsory_bytes": tot["comp"],
         "traffic_ratio": main / tot["comp"] if tot["comp"] else 0.0,
+        "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
+        "model_traffic_ratio": main / plan["model_compulsory_bytes"] if plan.get("model_compulsory_bytes") else 0.0,
+        "grouping": grouping_summary(plan),
         "modeled_seconds": tot["mod"], "roofline_seconds": tot["roof"],
         "roofline_fraction": tot["roof"] / tot["mod"] if tot["mod"] else 0.0,
         "emulated_seconds": tot["emu"],
         "peak_flops": model.peak_flops(hw), "roof_bytes_per_s": model.roof_bandwidth(hw),
         "kernels": kernels,
     }
+
+
+def grouping_summary(plan):
+    """Option `grouping`: per group its kernels, split and binding as the plan recorded them,
+    and whether this generator realised it. Sunway prints every kernel of a group as its own
+    launch (the groups are not stitched into one CPE kernel yet), and says so."""
+    g = plan.get("grouping")
+    if g is None:
+        return None
+    return dict(g, realised=False, launches_per_kernel=True,
+                note="groups decided by optimizer/grouping; Sunway runs each kernel of a group as its own launch")
 
 
 def plot_report(rep, tc, path):
@@ -158,9 +172,26 @@ def plot_report(rep, tc, path):
     b.bar(x, comp, bottom=dma, label="compute (busiest CPE)", alpha=0.7)
     b.plot(x, [k["modeled_seconds"] * 1e3 for k in rep["kernels"]], "k.", label="modelled (overlapped)")
     b.plot(x, [k["roofline_seconds"] * 1e3 for k in rep["kernels"]], "r_", label="roofline bound")
+    shade_groups(b, rep)
     b.set_xticks(list(x), names, rotation=90, fontsize=5)
     b.set_ylabel("ms")
     b.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def shade_groups(ax, rep):
+    """Option `grouping`: a band behind each group's kernels, labelled with its id and split."""
+    g = rep.get("grouping")
+    if not g:
+        return
+    pos = {k["name"]: i for i, k in enumerate(rep["kernels"])}
+    for grp in g["groups"]:
+        xs = [pos[n] for n in grp["kernels"] if n in pos]
+        if not xs:
+            continue
+        ax.axvspan(min(xs) - 0.45, max(xs) + 0.45, color="C%d" % (grp["group"] % 10), alpha=0.12, lw=0)
+        sp = grp["split"]
+        ax.text((min(xs) + max(xs)) / 2, ax.get_ylim()[1] * 0.97, f"g{grp['group']} {sp['axis']}/{sp['factor']}",
+                ha="center", va="top", fontsize=5, rotation=90)
