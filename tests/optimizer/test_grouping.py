@@ -245,3 +245,26 @@ def test_model_compulsory_bytes_counts_weights_inputs_outputs_once():
     p = program(residual_model(c=8, hw=16))
     weights = (8 * 8 + 2 * 8 * 8 * 9) * 4
     assert model_compulsory_bytes(p) == weights + 2 * 8 * 16 * 16 * 4
+
+
+def test_planned_traffic_of_a_group_held_in_local_memory_is_the_compulsory_traffic():
+    p = program(chain_model(c=8, hw=16, strides=(1, 1, 1)))
+    one = grouping_of(p, Budget(local_bytes=1 << 20, cores=1))
+    assert one.groups[0].split.factor == 1
+    assert one.planned_bytes == model_compulsory_bytes(p)
+    # on four cores: four instances by rows (by channels every instance would recompute the
+    # earlier layers whole); each reads its rows of x and all three weights
+    four = grouping_of(p, Budget(local_bytes=1 << 20, cores=4))
+    assert four.groups[0].split.factor == 4 and four.groups[0].split.axis == p.kernels[-1].axes[2].name
+    assert four.planned_bytes == model_compulsory_bytes(p) + 3 * (3 * 8 * 8 * 4)
+
+
+def test_diannao_pipeline_records_the_groups_in_its_plan(tmp_path):
+    from swbuild.backends import family_of
+    dn = toolchain.load("diannao-emu")
+    p = program(residual_model(), fuse=False)
+    fam = family_of(dn)
+    p = fam.optimize(p, dn, {"grouping": "on"})
+    assert p.grouping is not None and p.grouping.budget == target_budget(dn, {})
+    plan = fam.plan(p, dn)
+    assert plan["grouping"]["groups"] and plan["model_compulsory_bytes"] == model_compulsory_bytes(p)

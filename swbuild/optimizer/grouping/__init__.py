@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from .binding import Move, bind_cores, scopes_and_moves
 from .instances import Edge, Instance, choose_order, instance_edges, instance_io
-from .kgraph import kernel_graph, out_root, tensor_bytes
+from .kgraph import box_points, kernel_graph, out_root, tensor_bytes
 from .merge import merge_groups
-from .split_info import Budget, SplitInfo
+from .split_info import Budget, SplitInfo, instance_boxes
 
 __all__ = ["Budget", "Edge", "Group", "Grouping", "Instance", "Move", "SplitInfo", "group_kernels", "grouping_of",
            "model_compulsory_bytes", "target_budget"]
@@ -57,6 +57,7 @@ class Grouping:
     dropped_edges: int    # producer/consumer instance pairs that share no data
     scopes: tuple         # (root, "local" | "global"), sorted
     moves: tuple          # Move
+    planned_bytes: int = 0   # main-memory traffic of the plan if realised (planned_traffic)
 
     def group_of(self, kernel):
         return next((g for g in self.groups if kernel in g.kernels), None)
@@ -64,7 +65,8 @@ class Grouping:
     def __str__(self):
         lines = [f"grouping: {len(self.groups)} groups, {len(self.order)} instances ({self.order_kind} order, "
                  f"peaks {dict(self.peaks)}), {self.edges} instance edges ({self.dropped_edges} dropped), "
-                 f"local memory {self.budget.local_bytes} B x {self.budget.cores} cores"]
+                 f"local memory {self.budget.local_bytes} B x {self.budget.cores} cores, "
+                 f"planned traffic {self.planned_bytes} B"]
         for g in self.groups:
             lines.append("  " + str(g))
         local = [r for r, s in self.scopes if s == "local"]
@@ -76,7 +78,8 @@ class Grouping:
         return {"groups": [g.to_json() for g in self.groups], "order": self.order_kind, "peaks": dict(self.peaks),
                 "instances": len(self.order), "instance_edges": self.edges, "dropped_edges": self.dropped_edges,
                 "local_tensors": sum(1 for _, s in self.scopes if s == "local"),
-                "moves": [{"kind": m.kind, "tensor": m.tensor, "count": m.count} for m in self.moves]}
+                "moves": [{"kind": m.kind, "tensor": m.tensor, "count": m.count} for m in self.moves],
+                "planned_main_memory_bytes": self.planned_bytes}
 
 
 def target_budget(target, options):
@@ -125,9 +128,30 @@ def grouping_of(program, budget):
     core = bind_cores(groups, edges, budget.cores)
     nbytes = {r: tensor_bytes(program, r) for g in groups for r in g.outputs}
     scope, moves = scopes_and_moves(groups, edges, core, kg.graph_io, nbytes, budget.local_bytes)
+    traffic = planned_traffic(program, groups, kernels, scope, kg)
     return Grouping(budget, tuple(groups), kind, tuple(sorted(peaks.items())),
                     tuple(Instance(g, i, core[(g, i)]) for g, i in order), len(edges), dropped,
-                    tuple(sorted(scope.items())), tuple(moves))
+                    tuple(sorted(scope.items())), tuple(moves), traffic)
+
+
+def planned_traffic(program, groups, kernels, scope, kg):
+    """Main-memory bytes the plan implies if every group ran as its instances: per instance
+    the weight slabs, graph inputs and main-memory tensors it reads (its boxes), and the
+    main-memory tensors it writes. Tensors kept local cost nothing; the halo of a split is
+    read again by both instances. Groups that do not fit count as one instance."""
+    total = 0
+    for g in groups:
+        ks = [kernels[n] for n in g.kernels]
+        f = g.split.factor if g.split.fits else 1
+        for i in range(f):
+            need, external = instance_boxes(program, ks, set(g.sinks), g.split.dim, f, i)
+            for r, (nbytes, const) in external.items():
+                if const or r in kg.graph_io or scope.get(r, "global") == "global":
+                    total += nbytes
+            for n in g.sinks:
+                if scope.get(out_root(program, kernels[n]), "global") == "global":
+                    total += box_points(need[n]) * 4
+    return total
 
 
 def group_kernels(program, target, options):
