@@ -20,7 +20,7 @@ from .merge import merge_groups
 from .split_info import Budget, SplitInfo, instance_boxes
 
 __all__ = ["Budget", "Edge", "Group", "Grouping", "Instance", "Move", "SplitInfo", "group_kernels", "grouping_of",
-           "model_compulsory_bytes", "target_budget"]
+           "launch_steps", "model_compulsory_bytes", "target_budget"]
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,42 @@ def planned_traffic(program, groups, kernels, scope, kg):
 def group_kernels(program, target, options):
     """Option `grouping`: GraphTurbo groups, instances, order, binding and scope of the kernels."""
     program.grouping = grouping_of(program, target_budget(target, options)) if grouping_on(options) else None
+    if program.grouping is not None:
+        program.kernels = contiguous(program, program.grouping.groups)
     return program
+
+
+def contiguous(program, groups):
+    """The kernels in a topological order where each group's kernels are consecutive (groups
+    are convex, so their graph is acyclic): groups by Kahn's algorithm, the earliest first."""
+    kg = kernel_graph(program)
+    pos = {k.name: i for i, k in enumerate(program.kernels)}
+    of = {n: g.gid for g in groups for n in g.kernels}
+    first = {g.gid: min(pos[n] for n in g.kernels) for g in groups}
+    before = {g.gid: {of[w] for n in g.kernels for r in kg.reads[n] for w in kg.writers.get(r, ())} - {g.gid}
+              for g in groups}
+    done, order = set(), []
+    while len(order) < len(groups):
+        gid = min((x for x in before if x not in done and before[x] <= done), key=first.get)
+        done.add(gid)
+        order.append(gid)
+    by = {g.gid: g for g in groups}
+    return [program.kernels[pos[n]] for gid in order for n in sorted(by[gid].kernels, key=pos.get)]
+
+
+def launch_steps(program):
+    """{kernel name: step}: kernels of one group share a step (they may run in one launch),
+    others have their own; in program order. Without grouping every kernel is a step."""
+    g = program.grouping
+    step, out, last = -1, {}, None
+    for k in program.kernels:
+        grp = g.group_of(k.name) if g is not None else None
+        key = grp.gid if grp is not None and len(grp.kernels) > 1 else ("k", k.name)
+        if key != last:
+            step += 1
+            last = key
+        out[k.name] = step
+    return out
 
 
 def model_compulsory_bytes(program):
