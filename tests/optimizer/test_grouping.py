@@ -268,3 +268,22 @@ def test_diannao_pipeline_records_the_groups_in_its_plan(tmp_path):
     assert p.grouping is not None and p.grouping.budget == target_budget(dn, {})
     plan = fam.plan(p, dn)
     assert plan["grouping"]["groups"] and plan["model_compulsory_bytes"] == model_compulsory_bytes(p)
+
+
+def test_a_concat_part_read_directly_depends_on_its_own_writer_only():
+    # a is both a Concat part and read by b, whose chain writes the other part (yolov3's
+    # route layers): b must not wait for the other part's writer, which comes after it
+    nodes = [conv("x", "a", "wa"), conv("a", "b", "wb"), conv("b", "u", "wu"),
+             helper.make_node("Concat", ["a", "u"], ["c"], axis=1), conv("c", "y", "wy")]
+    m = make(nodes, [("x", [1, 4, 8, 8])], [("y", [1, 4, 8, 8])],
+             [("wa", rand(4, 4, 1, 1, seed=1)), ("wb", rand(4, 4, 1, 1, seed=2)), ("wu", rand(4, 4, 1, 1, seed=3)),
+              ("wy", rand(4, 8, 1, 1, seed=4))])
+    p = inplace_concat(program(m))
+    ka, kb, ku, ky = kernels_of(p)
+    kg = kernel_graph(p)
+    (a_root,) = [r for r in kg.reads[kb] if r not in kg.constants]
+    (c_root,) = [r for r in kg.reads[ky] if r not in kg.constants]
+    assert kg.writers[a_root] == (ka,) and set(kg.writers[c_root]) == {ka, ku}
+    for budget in (Budget(local_bytes=64, cores=1), BIG):      # every kernel alone, or merged
+        g = grouping_of(p, budget)
+        assert sorted(n for grp in g.groups for n in grp.kernels) == sorted(kernels_of(p))

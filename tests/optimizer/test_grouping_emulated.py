@@ -6,6 +6,7 @@ the model makes fewer launches than it has kernels."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import onnx
 import pytest
@@ -52,3 +53,22 @@ def test_grouped_launches_match_and_predict_exactly(model_file, tmp_path, target
     # every kernel runs in exactly one launch
     ran = [n for k in launches for n in (k["fused"] if k["op"] == "Group" else [k["name"]])]
     assert sorted(ran) == sorted(n for g in plan["grouping"]["groups"] for n in g["kernels"])
+
+
+LIGHT = ["light_resnet50", "light_inception_v1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT)
+def test_grouped_light_model_matches_in_a_third_of_the_launches(tmp_path, name):
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"{name}.onnx"
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(light), "--target", "sunway-emu",
+                        "--grouping", "on", "-o", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    em = doc["emulator"]
+    assert doc["status"] == "pass" and em["dma_mismatches"] == [] and em["write_conflicts"] == 0
+    assert em["races"] == 0 and em["ldm_over_budget"] == []
+    plan = json.loads(next(tmp_path.glob("*.plan.json")).read_text())
+    kernels = sum(len(g["kernels"]) for g in plan["grouping"]["groups"])
+    assert 3 * len(plan["kernels"]) <= kernels

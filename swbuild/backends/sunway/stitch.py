@@ -42,11 +42,13 @@ def plan_launches(program):
     """Launches covering program.kernels in order: consecutive shareable kernels of one group
     form one launch."""
     g = program.grouping
-    out, run, run_gid = [], [], None
+    out, run, run_gid, parts = [], [], None, {}
 
     def flush():
         if len(run) > 1:
-            out.append(Launch(f"{program.prefix}_g{run_gid}_{len(out)}", tuple(k.name for k in run), run_gid))
+            n = parts[run_gid] = parts.get(run_gid, 0) + 1     # a special kernel may cut a group in parts
+            name = f"{program.prefix}_g{run_gid}" + (f"_{n}" if n > 1 else "")
+            out.append(Launch(name, tuple(k.name for k in run), run_gid))
         else:
             out.extend(Launch(k.name, (k.name,)) for k in run)
         run.clear()

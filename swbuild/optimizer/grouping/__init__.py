@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .binding import Move, bind_cores, scopes_and_moves
 from .instances import Edge, Instance, choose_order, instance_edges, instance_io
-from .kgraph import box_points, kernel_graph, out_root, tensor_bytes
+from .kgraph import box_points, containing, kernel_graph, out_root, tensor_bytes, written
 from .merge import merge_groups
 from .split_info import Budget, SplitInfo, instance_boxes
 
@@ -112,13 +112,13 @@ def grouping_of(program, budget):
     for gid, members in enumerate(m.groups):
         names = tuple(sorted(members, key=m.order.get))
         sinks = m.sinks(members)
-        made = {out_root(program, kernels[n]) for n in names}
+        made = {r for n in names for r in written(program, kernels[n])}
         inputs = sorted({r for n in names for r in kg.reads[n] if r not in kg.constants
                          and (r not in made or set(kg.writers.get(r, ())) - members)})
         outs = tuple(dict.fromkeys(out_root(program, kernels[n]) for n in names if n in sinks))
         inter = tuple(dict.fromkeys(r for r in (out_root(program, kernels[n]) for n in names if n not in sinks)
                                     if r not in outs))
-        reused = tuple(r for r in outs if any(c in members for c in kg.consumers.get(r, ())))
+        reused = tuple(r for r in outs if any(c in members for c in kg.readers(r, program)))
         ops = tuple("+".join((kernels[n].op,) + tuple(kernels[n].fused)) for n in names)
         groups.append(Group(gid, names, ops, tuple(n for n in names if n in sinks), m.split(members),
                             tuple(inputs), outs, inter, reused))
@@ -127,7 +127,8 @@ def grouping_of(program, budget):
     kind, order, peaks = choose_order(io, edges, budget.itemsize)
     core = bind_cores(groups, edges, budget.cores)
     nbytes = {r: tensor_bytes(program, r) for g in groups for r in g.outputs}
-    scope, moves = scopes_and_moves(groups, edges, core, kg.graph_io, nbytes, budget.local_bytes)
+    around = {r: containing(program, r) for r in nbytes}
+    scope, moves = scopes_and_moves(groups, edges, core, kg.graph_io, nbytes, budget.local_bytes, around)
     traffic = planned_traffic(program, groups, kernels, scope, kg)
     return Grouping(budget, tuple(groups), kind, tuple(sorted(peaks.items())),
                     tuple(Instance(g, i, core[(g, i)]) for g, i in order), len(edges), dropped,

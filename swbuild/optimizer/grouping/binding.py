@@ -42,10 +42,11 @@ def bind_cores(groups, edges, cores):
     return core
 
 
-def scopes_and_moves(groups, edges, core, graph_io, nbytes, local_bytes):
+def scopes_and_moves(groups, edges, core, graph_io, nbytes, local_bytes, around=None):
     """({root: "local" | "global"}, [Move]) for every tensor a group writes. A tensor kept
     local between groups must also fit whole next to the larger of the two groups' instance
-    footprints (nbytes: root -> bytes); otherwise it spills to main memory."""
+    footprints (nbytes: root -> bytes); otherwise it spills to main memory. `around`: root ->
+    the roots it lives inside (itself first; a Concat part is read through its output too)."""
     fp = {g.gid: g.split.footprint for g in groups}
     scope, moves = {}, []
     by_tensor = {}
@@ -54,7 +55,7 @@ def scopes_and_moves(groups, edges, core, graph_io, nbytes, local_bytes):
     for g in groups:
         n = g.split.factor if g.split.fits else 1
         for r in g.outputs:
-            es = by_tensor.get(r, [])
+            es = [e for c in (around or {}).get(r, [r]) for e in by_tensor.get(c, [])]
             crossing = sum(1 for e in es if core[e.src] != core[e.dst] or core[e.src] < 0)
             room = all(nbytes[r] + max(fp[g.gid], fp[e.dst[0]]) <= local_bytes for e in es)
             local = g.split.fits and bool(es) and not crossing and r not in graph_io and room

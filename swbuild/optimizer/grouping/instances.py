@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .kgraph import box_points, boxes_meet, out_root, store
+from .kgraph import box_points, boxes_meet, written
 from .split_info import instance_boxes
 
 
@@ -33,26 +33,27 @@ def instance_count(group):
 
 
 def instance_io(program, groups, kernels):
-    """Per instance (group, index): ({(store, writer): box it writes}, {(store, writer): box it
+    """Per instance (group, index): ({(root, writer): box it writes}, {(root, writer): box it
     reads from another group's writer}); boxes are over the writer kernel's axes."""
     writers = {}
     for g in groups:
         for n in g.kernels:
-            writers.setdefault(out_root(program, kernels[n]), []).append(kernels[n])
+            for r in written(program, kernels[n]):
+                writers.setdefault(r, []).append(kernels[n])
     io = {}
     for g in groups:
         ks = [kernels[n] for n in g.kernels]
         outside = {}
         for n in g.kernels:
             for b in kernels[n].buffers.values():
-                r = store(program, b.tensor)
+                r = program.root(b.tensor)
                 ws = [w for w in writers.get(r, ()) if w.name not in g.kernels]
                 if ws:
                     outside[r] = ws
         f = instance_count(g)
         for i in range(f):
             need, _, reads = instance_boxes(program, ks, set(g.sinks), g.split.dim, f, i, outside)
-            writes = {(out_root(program, kernels[n]), n): need[n] for n in g.sinks if n in need}
+            writes = {(r, n): need[n] for n in g.sinks if n in need for r in written(program, kernels[n])}
             io[(g.gid, i)] = (writes, reads)
     return io
 

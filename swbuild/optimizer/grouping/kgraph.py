@@ -19,37 +19,47 @@ from ...ir.loopnest import index_range, iter_loads
 @dataclass(frozen=True)
 class KernelGraph:
     names: tuple          # kernel names in program order (a topological order)
-    writers: dict         # store -> kernel names writing it (a Concat container: one per part)
-    reads: dict           # kernel name -> tuple of stores it reads (activations and constants)
-    consumers: dict       # store -> tuple of kernel names reading it
-    constants: frozenset  # stores holding compile-time data (weights)
-    graph_io: frozenset   # stores of graph inputs and outputs (always in main memory)
+    writers: dict         # root -> kernel names writing it, or writing a part inside it (a Concat output)
+    reads: dict           # kernel name -> tuple of roots it reads (activations and constants)
+    consumers: dict       # root -> tuple of kernel names reading it
+    constants: frozenset  # roots holding compile-time data (weights)
+    graph_io: frozenset   # roots of graph inputs and outputs (always in main memory)
+
+    def readers(self, root, program):
+        """Kernels reading `root` or a Concat output it lives inside."""
+        return [n for r in containing(program, root) for n in self.consumers.get(r, ())]
 
 
-def store(program, t):
-    """The tensor whose memory `t` is: its alias root, or the Concat output it lives inside."""
-    r = program.root(t)
-    while r in program.slices:
-        r = program.root(program.slices[r][0])
-    return r
+def containing(program, root):
+    """`root` and the Concat outputs it lives inside (inplace_concat), innermost first."""
+    out = [root]
+    while out[-1] in program.slices:
+        out.append(program.root(program.slices[out[-1]][0]))
+    return out
 
 
 def out_root(program, k):
-    return store(program, k.buffers[k.out].tensor)
+    return program.root(k.buffers[k.out].tensor)
+
+
+def written(program, k):
+    """Roots a kernel's output writes: its own and every Concat output around it."""
+    return containing(program, out_root(program, k))
 
 
 def kernel_graph(program):
     g = program.graph
     writers, reads, consumers = {}, {}, {}
     for k in program.kernels:
-        writers.setdefault(out_root(program, k), []).append(k.name)
+        for r in written(program, k):
+            writers.setdefault(r, []).append(k.name)
     for k in program.kernels:
-        rs = sorted({store(program, b.tensor) for n, b in k.buffers.items() if n != k.out})
+        rs = sorted({program.root(b.tensor) for n, b in k.buffers.items() if n != k.out})
         reads[k.name] = tuple(rs)
         for r in rs:
             consumers.setdefault(r, []).append(k.name)
     consts = frozenset(r for rs in reads.values() for r in rs if g.tensors[r].data is not None)
-    io = frozenset(store(program, t) for t in list(program.inputs) + list(program.outputs))
+    io = frozenset(program.root(t) for t in list(program.inputs) + list(program.outputs))
     return KernelGraph(tuple(k.name for k in program.kernels), {r: tuple(v) for r, v in writers.items()}, reads,
                        {r: tuple(v) for r, v in consumers.items()}, consts, io)
 

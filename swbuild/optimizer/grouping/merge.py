@@ -71,16 +71,16 @@ class Merger:
         out = []
         for n in members:
             r = out_root(self.p, self.kernels[n])
-            readers = self.kg.consumers.get(r, ())
+            readers = self.kg.readers(r, self.p)
             if r in self.kg.graph_io or not readers or any(c not in members for c in readers):
                 out.append(n)
         return frozenset(out)
 
-    def split(self, members):
-        members = frozenset(members)
-        if members not in self.cache:
-            self.cache[members] = split_info(self.p, self.kernels_of(members), self.sinks(members), self.budget)
-        return self.cache[members]
+    def split(self, members, limit=None):
+        key = (frozenset(members), limit)
+        if key not in self.cache:
+            self.cache[key] = split_info(self.p, self.kernels_of(key[0]), self.sinks(key[0]), self.budget, limit)
+        return self.cache[key]
 
     def mergeable(self, i):
         return all(self.kernels[n].kind == "compute" and not any(self.kernels[n].out_offset) for n in self.groups[i])
@@ -99,9 +99,11 @@ class Merger:
         ranks = {len(self.kernels[n].axes) for n in self.sinks(members)}
         if len(ranks) != 1:
             return None
-        merged = self.split(members)           # rule 2
-        if not merged.fits or merged.factor > max(s.factor for s in splits.values()):
+        largest = max(s.factor for s in splits.values())
+        merged = self.split(members, largest)   # rule 2
+        if not merged.fits or merged.factor > largest:
             return None
+        self.cache[(members, None)] = merged
         return members
 
     # -- the three merges -----------------------------------------------------------------

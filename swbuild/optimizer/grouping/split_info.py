@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .kgraph import box_points, box_union, input_boxes, out_root, producer_box, store
+from .kgraph import box_points, box_union, input_boxes, producer_box, written
 
 MAX_RECOMPUTE = 1.25    # computed points over kernel points a split may cost in halo recompute
 WEIGHT_SLAB = 4         # weights stream through 1/WEIGHT_SLAB of local memory
@@ -76,13 +76,14 @@ def slice_of(extent, f, i):
 
 def instance_boxes(program, kernels, sinks, dim, f, i, outside=None):
     """Boxes of instance i of a group cut into f along `dim` of its sinks:
-    need {kernel name: box of its output axes it computes}, external {store: (bytes, is
+    need {kernel name: box of its output axes it computes}, external {root: (bytes, is
     constant)} it reads from outside; with `outside` ({store: [writer Kernel outside the
-    group]}) also reads {(store, writer name): box of that writer's axes}."""
+    group]}) also reads {(root, writer name): box of that writer's axes}."""
     byname = {k.name: k for k in kernels}
     made = {}
     for k in kernels:
-        made.setdefault(out_root(program, k), []).append(k.name)
+        for r in written(program, k):
+            made.setdefault(r, []).append(k.name)
     need = {}
     for k in kernels:
         if k.name in sinks:
@@ -94,7 +95,7 @@ def instance_boxes(program, kernels, sinks, dim, f, i, outside=None):
         if k.name not in need:
             continue
         for buf, box in input_boxes(k, need[k.name]).items():
-            r = store(program, k.buffers[buf].tensor)
+            r = program.root(k.buffers[buf].tensor)
             inside = [p for p in made.get(r, ()) if p != k.name]
             for p in inside:
                 need[p] = box_union(need.get(p), producer_box(program, k, buf, box, byname[p]))
@@ -115,18 +116,19 @@ def footprint(program, kernels, sinks, dim, f, i, budget):
     slab = budget.local_bytes // WEIGHT_SLAB
     writers = {}
     for k in kernels:
-        writers.setdefault(out_root(program, k), []).append(k.name)
+        for r in written(program, k):
+            writers.setdefault(r, []).append(k.name)
     last_use = {}
     for j, k in enumerate(kernels):
         for n, b in k.buffers.items():
             if n != k.out:
-                for w in writers.get(store(program, b.tensor), ()):
+                for w in writers.get(program.root(b.tensor), ()):
                     last_use[w] = j
     peak, live = 0, {}
     for j, k in enumerate(kernels):
         live[k.name] = box_points(need.get(k.name, ())) * item
         ext = 0
-        for r in {store(program, b.tensor) for n, b in k.buffers.items() if n != k.out}:
+        for r in {program.root(b.tensor) for n, b in k.buffers.items() if n != k.out}:
             if r in external:
                 nbytes, const = external[r]
                 ext += min(nbytes, slab) if const else nbytes
@@ -143,26 +145,33 @@ def recompute_ratio(program, kernels, need_mid, f):
     return sum(box_points(need_mid.get(k.name, ())) for k in kernels) * f / total
 
 
-def split_info(program, kernels, sinks, budget):
+def split_info(program, kernels, sinks, budget, limit=None):
     """The best SplitInfo of a group (kernels in program order; sinks: the names whose
-    output leaves the group), or one with fits=False."""
+    output leaves the group), or one with fits=False. Candidates are tried best first in
+    (n_d, -f_d, -d), so the first that fits is the lexmax. With `limit`, the search stops
+    (fits=False) once only factors above it are left: the caller would refuse those."""
     first = next(k for k in kernels if k.name in sinks)
     rank = min(len(k.axes) for k in kernels if k.name in sinks)
-    best, fallback = None, None
+    cands = []
     for d in range(rank):
         extent = min(k.axes[d].extent for k in kernels if k.name in sinks)
-        for f in candidate_factors(extent, budget.cores):
-            fp0, _ = footprint(program, kernels, sinks, d, f, 0, budget)
-            fpm, need = footprint(program, kernels, sinks, d, f, f // 2, budget)
-            fp = max(fp0, fpm)
-            rc = recompute_ratio(program, kernels, need, f)
-            n = balanced_cores(f, budget.cores)
-            info = SplitInfo(d, first.axes[d].name, f, n, fp, round(rc, 4))
-            if fp <= budget.local_bytes and rc <= MAX_RECOMPUTE:
-                if best is None or (n, -f, -d) > (best.cores, -best.factor, -best.dim):
-                    best = info
-            elif fallback is None or (fp, -n) < (fallback.footprint, -fallback.cores):
-                fallback = info
-    if best is not None:
-        return best
+        cands += [(d, f) for f in candidate_factors(extent, budget.cores)]
+    cands.sort(key=lambda c: (-balanced_cores(c[1], budget.cores), c[1], c[0]))
+    fallback = None
+    last_within = max((i for i, (_, f) in enumerate(cands) if f <= limit), default=-1) if limit else len(cands)
+    for i, (d, f) in enumerate(cands):
+        if i > last_within:
+            break
+        fp0, _ = footprint(program, kernels, sinks, d, f, 0, budget)
+        fpm, need = footprint(program, kernels, sinks, d, f, f // 2, budget) if f > 1 else (fp0, _)
+        fp = max(fp0, fpm)
+        rc = recompute_ratio(program, kernels, need, f)
+        info = SplitInfo(d, first.axes[d].name, f, balanced_cores(f, budget.cores), fp, round(rc, 4))
+        if fp <= budget.local_bytes and rc <= MAX_RECOMPUTE:
+            return info
+        if fallback is None or (fp, -info.cores) < (fallback.footprint, -fallback.cores):
+            fallback = info
+    if fallback is None:      # nothing within the limit: the smallest split, unevaluated
+        d, f = cands[0]
+        fallback = SplitInfo(d, first.axes[d].name, f, balanced_cores(f, budget.cores), budget.local_bytes + 1, 1.0)
     return replace(fallback, fits=False)
