@@ -287,3 +287,27 @@ def test_a_concat_part_read_directly_depends_on_its_own_writer_only():
     for budget in (Budget(local_bytes=64, cores=1), BIG):      # every kernel alone, or merged
         g = grouping_of(p, budget)
         assert sorted(n for grp in g.groups for n in grp.kernels) == sorted(kernels_of(p))
+
+
+def test_sunway_plan_and_report_count_a_group_as_one_launch():
+    from swbuild.backends import family_of
+    from swbuild.backends.sunway.report import build_report
+    tc = sunway()
+    fam = family_of(tc)
+    p = fam.optimize(program(residual_model(), fuse=False), tc, {"grouping": "on"})
+    (launch,) = p.target_state.launches
+    assert launch.stitched and launch.kernels == tuple(kernels_of(p))
+    plan = fam.plan(p, tc)
+    (entry,) = plan["kernels"]
+    assert entry["op"] == "Group" and entry["fused"] == kernels_of(p)
+    # its DMA is its kernels' plus one 8-byte pointer per kernel fetched by every CPE
+    assert entry["dma"]["get"]["bytes"] == sum(k["dma"]["get"]["bytes"] for k in entry["kernels"]) + 64 * 8 * 3
+    rep = build_report(plan, None, tc)
+    assert rep["kernel_launches"] == 1 and rep["model_compulsory_bytes"] == model_compulsory_bytes(p)
+    assert rep["model_traffic_ratio"] == rep["main_memory_bytes"] / rep["model_compulsory_bytes"]
+    assert rep["grouping"]["groups"][0]["launches"] == [launch.name]
+    # off: one launch per kernel, as before; a pipeline over MPI ranks keeps them too
+    off = fam.optimize(program(residual_model(), fuse=False), tc, {})
+    assert off.target_state.launches is None and len(fam.plan(off, tc)["kernels"]) == 3
+    piped = fam.optimize(program(residual_model(), fuse=False), tc, {"grouping": "on", "parallel": "pipeline"})
+    assert piped.target_state.launches is None

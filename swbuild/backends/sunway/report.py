@@ -92,6 +92,10 @@ def build_report(plan, stats, tc):
                     "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind", "group"):
             if key in k:
                 entry[key] = k[key]
+        if "kernels" in k:      # a grouped launch (stitch.py): its kernels' own numbers
+            entry["kernels"] = [dict({x: sub.get(x, 0) for x in ("name", "op", "flops", "modeled_seconds", "roofline_seconds",
+                                                                    "dma_seconds", "compute_seconds")},
+                                     dma={"predicted": _tot(sub["dma"]), "measured": None}) for sub in k["kernels"]]
         kernels.append(entry)
         tot["flops"] += flops
         tot["pg"] += predicted["ops"]
@@ -158,11 +162,12 @@ def plot_report(rep, tc, path):
     fig, (a, b) = plt.subplots(1, 2, figsize=(14, 5.5))
     xs = [10 ** (i / 10) for i in range(-30, 41)]
     a.loglog(xs, [min(peak, x * bw) / 1e9 for x in xs], "k-", label=f"roofline ({peak / 1e9:.0f} GFLOPS, {bw / 1e9:.1f} GB/s)")
-    ops = sorted({k["op"] for k in rep["kernels"]})
+    rows = [sub for k in rep["kernels"] for sub in k.get("kernels", [k])]   # a grouped launch: its kernels
+    ops = sorted({k["op"] for k in rows})
     marks = "os^vD<>ph*x+"
     for i, op in enumerate(ops):
         pts = [(k["flops"] / max(1, (k["dma"]["measured"] or k["dma"]["predicted"])["bytes"]),
-                k["flops"] / k["modeled_seconds"] / 1e9) for k in rep["kernels"]
+                k["flops"] / k["modeled_seconds"] / 1e9) for k in rows
                if k["op"] == op and k["flops"] and k["modeled_seconds"]]
         if pts:
             a.loglog([p[0] for p in pts], [p[1] for p in pts], marks[i % len(marks)], ms=5, label=op, alpha=0.8)
@@ -170,14 +175,14 @@ def plot_report(rep, tc, path):
     a.set_ylabel("modelled GFLOPS")
     a.set_title(f"{rep['model']} on {rep['target']}")
     a.legend(fontsize=7)
-    names = [k["name"].split("_k", 1)[-1] for k in rep["kernels"]]
-    dma = [k["dma_seconds"] * 1e3 for k in rep["kernels"]]
-    comp = [k["compute_seconds"] * 1e3 for k in rep["kernels"]]
+    names = [k["name"].split("_k", 1)[-1] for k in rows]
+    dma = [k["dma_seconds"] * 1e3 for k in rows]
+    comp = [k["compute_seconds"] * 1e3 for k in rows]
     x = range(len(names))
     b.bar(x, dma, label="DMA (busiest CPE)", alpha=0.7)
     b.bar(x, comp, bottom=dma, label="compute (busiest CPE)", alpha=0.7)
-    b.plot(x, [k["modeled_seconds"] * 1e3 for k in rep["kernels"]], "k.", label="modelled (overlapped)")
-    b.plot(x, [k["roofline_seconds"] * 1e3 for k in rep["kernels"]], "r_", label="roofline bound")
+    b.plot(x, [k["modeled_seconds"] * 1e3 for k in rows], "k.", label="modelled (overlapped)")
+    b.plot(x, [k["roofline_seconds"] * 1e3 for k in rows], "r_", label="roofline bound")
     shade_groups(b, rep)
     b.set_xticks(list(x), names, rotation=90, fontsize=5)
     b.set_ylabel("ms")
@@ -192,9 +197,10 @@ def shade_groups(ax, rep):
     g = rep.get("grouping")
     if not g:
         return
-    pos = {k["name"]: i for i, k in enumerate(rep["kernels"])}
+    rows = [sub for k in rep["kernels"] for sub in k.get("kernels", [k])]
+    pos = {k["name"]: i for i, k in enumerate(rows)}
     for grp in g["groups"]:
-        xs = [pos[n] for n in grp.get("launches", []) + grp["kernels"] if n in pos]
+        xs = [pos[n] for n in grp["kernels"] if n in pos]
         if not xs:
             continue
         ax.axvspan(min(xs) - 0.45, max(xs) + 0.45, color="C%d" % (grp["group"] % 10), alpha=0.12, lw=0)

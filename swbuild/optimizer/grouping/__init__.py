@@ -75,7 +75,12 @@ class Grouping:
         return "\n".join(lines)
 
     def to_json(self):
-        return {"groups": [g.to_json() for g in self.groups], "order": self.order_kind, "peaks": dict(self.peaks),
+        cores, scope = {}, dict(self.scopes)
+        for ins in self.order:
+            cores.setdefault(ins.group, []).append(ins.core)
+        groups = [dict(g.to_json(), binding=sorted(cores.get(g.gid, [])),
+                       scope={r: scope.get(r, "global") for r in g.outputs}) for g in self.groups]
+        return {"groups": groups, "order": self.order_kind, "peaks": dict(self.peaks),
                 "instances": len(self.order), "instance_edges": self.edges, "dropped_edges": self.dropped_edges,
                 "local_tensors": sum(1 for _, s in self.scopes if s == "local"),
                 "moves": [{"kind": m.kind, "tensor": m.tensor, "count": m.count} for m in self.moves],
