@@ -116,8 +116,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
     Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
            "options.parallel"),
-    Option("grouping", "onoff", "off", "GraphTurbo grouping: kernels grouped across layers, split into instances that "
-           "keep intermediates in local memory (docs/grouping.md)", "options.grouping"),
+    Option("grouping", "onoff", "off", "GraphTurbo grouping of kernels across layers; Sunway runs each group in one "
+           "launch (docs/grouping.md)", "options.grouping"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
 )}
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
