@@ -76,6 +76,8 @@ def _seconds(text):
 def make_job(args) -> Job:
     from . import recipe as rc
     sets = rc.parse_sets(args.set)
+    if getattr(args, "grouping", None):
+        sets.update(rc.parse_sets([f"grouping={args.grouping}"]))
     shapes = dict(_shape(s) for s in args.input or [])
     if args.recipe:
         if args.model:
@@ -423,6 +425,7 @@ def _model_args(p, out_help="output directory (default build/<target>/<model>)")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
     p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe option (see docs/recipes.md)")
+    p.add_argument("--grouping", choices=["on", "off"], help="GraphTurbo grouping (same as --set grouping=...)")
     p.add_argument("--name", help="model name for file and symbol prefixes (default: the file's stem)")
     p.add_argument("-o", "--out", help=out_help)
     p.add_argument("-v", "--verbose", action="store_true", help="print full compiler commands")

@@ -120,6 +120,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
     Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
            "options.parallel"),
+    Option("grouping", "onoff", "off", "GraphTurbo grouping of kernels across layers; Sunway runs each group in one "
+           "launch (docs/grouping.md)", "options.grouping"),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
            "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
@@ -128,7 +130,7 @@ _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.sta
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file
 # and SCons signature (swbuild/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "weights")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights")
 
 
 def option_on(options, key):
