@@ -11,7 +11,7 @@ import onnx
 
 from .backends import family_of
 from .errors import ModelError, SwbuildError, UnsupportedError
-from .frontends.onnx import Handover, import_model, load_model
+from .frontends.onnx import ArrayModel, Handover, import_model, load_model
 from .lowering import lower
 
 
@@ -48,7 +48,7 @@ def check_main_memory(program, tc):
 
 def _in_file(model, e):
     """The error with the model file's name in front (a ModelProto has none)."""
-    if isinstance(model, (onnx.ModelProto, Handover)) or str(model) in str(e):
+    if isinstance(model, (onnx.ModelProto, ArrayModel, Handover)) or str(model) in str(e):
         return e
     where = Path(model).name
     return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")

@@ -17,6 +17,11 @@ def names():
 
 def build(name, batch=1, seed=0):
     """ModelProto of zoo model `name` at the given batch size."""
+    return build_model(name, batch, seed).to_proto()
+
+
+def build_model(name, batch=1, seed=0):
+    """Zoo model `name` as an ArrayModel (weights as numpy arrays): what the compiler imports."""
     if name not in MODELS:
         raise ModelError(f"unknown zoo model '{name}' (zoo: {', '.join(sorted(MODELS))})")
     fn, _ = MODELS[name]
