@@ -24,7 +24,7 @@ def _search(case, target, options=None):
 
 def _fresh(s):
     s2 = copy.copy(s)
-    s2.cache, s2._vp, s2._bs, s2._ldm = {}, {}, {}, {}
+    s2.cache, s2._vp, s2._bs, s2._ldm, s2._secs = {}, {}, {}, {}, {}
     return s2
 
 

@@ -74,58 +74,61 @@ def _cost_chunk(s, chunk, main, cands):
     those not yet in the search's cache (pre, by key), and the spatial part (vector plan...)
     the first evaluation of the shape would memoise (spatial)."""
     k = s.k
-    bases = []
-    for combo in chunk:
-        base = dict(zip([a.name for a in k.axes], combo))
-        for a in k.reduce_axes:
-            base[a.name] = a.extent
-        bases.append(base)
-    tried = {}
-    if main and bases:
-        cm = cands[main]
-        rows = [dict(b, **{main: t}) for b in bases for t in cm]
-        T, n = batch._table(rows, s.axes)
-        st = batch.statics(s, T, n)
+    tried, pre, spatial = {}, {}, {}
+    if not chunk:
+        return tried, pre, spatial
+    names = [a.name for a in k.axes]
+    shapes = np.array(chunk, np.int64).reshape(len(chunk), len(names))
+    cm = cands[main] if main else [None]
+    T = {n: np.repeat(shapes[:, i], len(cm)) for i, n in enumerate(names)}
+    for a in k.reduce_axes:
+        T[a.name] = np.tile(np.array(cm, np.int64), len(chunk)) if a.name == main \
+            else np.full(len(chunk) * len(cm), a.extent, np.int64)
+    n = len(chunk) * len(cm)
+    st = batch.statics(s, T, n)
+    L0 = batch.ldm(s, T, n, st, False) <= s.budget
+    picks = []                       # per shape: indices into cm of the tilings tried
+    if main:
         fits = []
         for db in (False, True):      # LDM grows with the tile: binary search the largest fit
-            L = batch.ldm(s, T, n, st, db).reshape(len(bases), len(cm)) <= s.budget
-            lo, hi = np.zeros(len(bases), np.int64), np.full(len(bases), len(cm) - 1)
-            r = np.arange(len(bases))
+            L = (L0 if not db else batch.ldm(s, T, n, st, True) <= s.budget).reshape(len(chunk), len(cm))
+            lo, hi = np.zeros(len(chunk), np.int64), np.full(len(chunk), len(cm) - 1)
+            r = np.arange(len(chunk))
             while (lo < hi).any():
                 mid = (lo + hi + 1) // 2
-                ok = L[r, np.minimum(mid, len(cm) - 1)]
+                ok = L[r, mid]
                 act = lo < hi
                 lo = np.where(act & ok, mid, lo)
                 hi = np.where(act & ~ok, mid - 1, hi)
             fits.append(np.where(L[:, 0], lo, -1).tolist())
-        for j, (combo, base) in enumerate(zip(chunk, bases)):
-            idx = set()
-            for f in fits:
-                if f[j] >= 0:
-                    idx.update({f[j], max(f[j] - 1, 0)})
-            tried[combo] = [dict(base, **{main: cm[i]}) for i in sorted(idx)]
-    elif bases:
-        T, n = batch._table(bases, s.axes)
-        ok = batch.ldm(s, T, n, batch.statics(s, T, n), False) <= s.budget
-        for combo, base, f in zip(chunk, bases, ok.tolist()):
-            tried[combo] = [base] if f else []
-    todo = [(combo, t) for combo in chunk for t in tried[combo]
-            if tuple(t[a.name] for a in s.axes) not in s.cache]
-    pre, spatial = {}, {}
+        for j in range(len(chunk)):
+            picks.append(sorted({x for f in fits if f[j] >= 0 for x in (f[j], max(f[j] - 1, 0))}))
+    else:
+        picks = [[0] if f else [] for f in L0.tolist()]
+    todo = []                        # (shape, tiles, row of the table)
+    for j, combo in enumerate(chunk):
+        base = dict(zip(names, combo))
+        for a in k.reduce_axes:
+            base[a.name] = a.extent
+        tried[combo] = ts = [dict(base, **{main: cm[i]}) if main else base for i in picks[j]]
+        for i, t in zip(picks[j], ts):
+            if tuple(t[a.name] for a in s.axes) not in s.cache:
+                todo.append((combo, t, j * len(cm) + i))
     if not todo:
         return tried, pre, spatial
-    T, n = batch._table([t for _, t in todo], s.axes)
-    st = batch.statics(s, T, n)
-    fit = (batch.ldm(s, T, n, st, False) <= s.budget).tolist()
+    sel = np.array([r for _, _, r in todo])
+    fit = L0[sel].tolist()
     first = {}                         # shape -> the row whose tiles set its spatial memo
-    for i, (combo, _) in enumerate(todo):
+    for i, (combo, _, r) in enumerate(todo):
         if fit[i] and combo not in s._vp and combo not in first:
-            first[combo] = i
+            first[combo] = r
     if first:
-        Tf, nf = batch._table([todo[i][1] for i in first.values()], s.axes)
-        spatial = dict(zip(first, batch.spatial(s, Tf, nf)))
+        rows = np.array(list(first.values()))
+        spatial = dict(zip(first, batch.spatial(s, {a: c[rows] for a, c in T.items()}, len(rows))))
     dummy = (None, 0.0, 0.0, 0.0, 0, 0.0)
-    sps = [s._vp.get(combo) or spatial.get(combo) or dummy for combo, _ in todo]
-    for (combo, t), r in zip(todo, batch.evaluate(s, T, n, st, sps)):
+    sps = [s._vp.get(combo) or spatial.get(combo) or dummy for combo, _, _ in todo]
+    Ts = {a: c[sel] for a, c in T.items()}
+    sts = {b: tuple(x[sel] for x in v) for b, v in st.items()}
+    for (combo, t, _), r in zip(todo, batch.evaluate(s, Ts, len(sel), sts, sps)):
         pre[tuple(t[a.name] for a in s.axes)] = r
     return tried, pre, spatial

@@ -90,7 +90,7 @@ class Search:
                 self.can_block[id(b)] = False
         self.cache = {}
         self.red_points = math.prod(a.extent for a in kernel.reduce_axes)
-        self._bs, self._vp, self._ldm = {}, {}, {}
+        self._bs, self._vp, self._ldm, self._secs = {}, {}, {}, {}
         self._vset = {id(b): b.vars for b in self.boxes}      # BoxPlan.vars rebuilds the set
         self._bvars = {id(b): sorted(v) for b, v in zip(self.boxes, self._vset.values())}
 
@@ -172,15 +172,25 @@ class Search:
     def _evaluate(self, tiles):
         """The best of: no sharing, and row sharing over each lane axis."""
         best = None
+        order = None
         for lane in [None] + self.lanes(tiles):
-            r = self._evaluate_lane(tiles, lane)
+            if order is None and self.ldm(tiles, False) <= self.budget:    # lane-independent
+                tiled_r = reorder.tiled_reduce_axes(self.k, tiles)
+                order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(self.k, self.boxes, tiles)[0]
+            r = self._evaluate_lane(tiles, lane, order)
             if r is None:
                 return None
             if best is None or self.objective(r) < self.objective(best):
                 best = r
         return best
 
-    def _evaluate_lane(self, tiles, lane):
+    def _dma_seconds(self, by, chunk):
+        r = self._secs.get((by, chunk))
+        if r is None:
+            r = self._secs[(by, chunk)] = model.dma_seconds_per_cpe(self.hw, by, chunk)
+        return r
+
+    def _evaluate_lane(self, tiles, lane, order):
         k, hw = self.k, self.hw
         single = self.ldm(tiles, False)
         if single > self.budget:
@@ -190,8 +200,6 @@ class Search:
         if sp is None:
             sp = self._vp[vkey] = self._spatial(tiles)
         vp, base_cyc, step_full, step_zero, oby, put = sp
-        tiled_r = reorder.tiled_reduce_axes(k, tiles)
-        order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
         rcounts = reorder.reduce_counts(k, tiles)
         nsteps = math.prod(rcounts[n] for n in order)
         split = {a.name for a in k.axes if tiles[a.name] < a.extent}
@@ -206,7 +214,7 @@ class Search:
             if b.context == "out":
                 continue
             cap, calls, by, chunk = self.box_static(b, tiles)
-            secs = model.dma_seconds_per_cpe(hw, by, chunk)
+            secs = self._dma_seconds(by, chunk)
             first += secs
             shared = lane is not None and lane not in self._vset[id(b)]
             if shared:
