@@ -49,7 +49,7 @@ def enumerate_tiles(s, cands):
     pos, size = 0, CHUNK[0]
     while pos < len(combos):
         chunk = [c for c in combos[pos:pos + size] if not skipped(c, best)]
-        pos, size = pos + size, min(size * 2, CHUNK[1])
+        pos = pos + size
         tried, pre, spatial = _cost_chunk(s, chunk, main, cands)
         for combo in chunk:
             if skipped(combo, best):
@@ -66,6 +66,9 @@ def enumerate_tiles(s, cands):
                     best = (tiles, c)
             if evals > limit:
                 return best
+        # the next chunk: twice as large, but about what the cap still allows (a shape tries
+        # about 3 tilings), so little is costed past it
+        size = max(CHUNK[0], min(size * 2, CHUNK[1], (limit - evals) // 3))
     return best
 
 
