@@ -67,10 +67,10 @@ def onnx_file(name, tmp):
         return Path(name)
     if name.startswith("light_"):
         return light_dir() / f"{name}.onnx"
-    import onnx
-    from swbuild import zoo
+    # in a child: a child's peak RSS counts the parent's at fork, so this process stays small
     path = tmp / f"{name}.onnx"
-    onnx.save(zoo.build(name), str(path))
+    code = "import sys, onnx; from swbuild import zoo; onnx.save(zoo.build(sys.argv[1]), sys.argv[2])"
+    subprocess.run([sys.executable, "-c", code, name, str(path)], check=True)
     return path
 
 
