@@ -22,6 +22,9 @@ the inner loops that will be generated (SIMD/register blocked or scalar, `simd.p
 overlapped when the boxes are double-buffered (which doubles their LDM), and the number of
 tiles each CPE processes. The budget is the toolchain's LDM minus its reserve.
 
+Costing is batched where it pays (batch.py, enumerate_tiles.py: numpy over a table of
+tilings, bit-exact with the scalar `Search` methods, so the choices are the same either way).
+
 The passes after the search (passes.py) choose double buffering and row sharing, re-lay out
 constant boxes in blocks (dma.py), reorder the loops (reorder.py), lay out the LDM into the
 kernel's `Schedule` and choose the CPE partition.
@@ -171,15 +174,23 @@ class Search:
 
     def _evaluate(self, tiles):
         """The best of: no sharing, and row sharing over each lane axis."""
+        if self.ldm(tiles, False) > self.budget:
+            return None
+        k = self.k
+        vkey = tuple(tiles[a.name] for a in k.axes)
+        sp = self._vp.get(vkey)
+        if sp is None:
+            sp = self._vp[vkey] = self._spatial(tiles)
+        tiled_r = reorder.tiled_reduce_axes(k, tiles)
+        order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
+        rcounts = reorder.reduce_counts(k, tiles)
+        ntiles = spatial_tiles(k, tiles)
+        common = (sp, order, rcounts, math.prod(rcounts[n] for n in order),
+                  {a.name for a in k.axes if tiles[a.name] < a.extent}, set(order), ntiles,
+                  math.ceil(ntiles / self.cores), self.db_ok and self.ldm(tiles, True) <= self.budget)
         best = None
-        order = None
         for lane in [None] + self.lanes(tiles):
-            if order is None and self.ldm(tiles, False) <= self.budget:    # lane-independent
-                tiled_r = reorder.tiled_reduce_axes(self.k, tiles)
-                order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(self.k, self.boxes, tiles)[0]
-            r = self._evaluate_lane(tiles, lane, order)
-            if r is None:
-                return None
+            r = self._evaluate_lane(tiles, lane, common)
             if best is None or self.objective(r) < self.objective(best):
                 best = r
         return best
@@ -190,22 +201,11 @@ class Search:
             r = self._secs[(by, chunk)] = model.dma_seconds_per_cpe(self.hw, by, chunk)
         return r
 
-    def _evaluate_lane(self, tiles, lane, order):
+    def _evaluate_lane(self, tiles, lane, common):
+        """One lane's modelled time; `common`: what all lanes share (_evaluate)."""
         k, hw = self.k, self.hw
-        single = self.ldm(tiles, False)
-        if single > self.budget:
-            return None
-        vkey = tuple(tiles[a.name] for a in k.axes)
-        sp = self._vp.get(vkey)
-        if sp is None:
-            sp = self._vp[vkey] = self._spatial(tiles)
+        sp, order, rcounts, nsteps, split, tiled, ntiles, waves, db_fits = common
         vp, base_cyc, step_full, step_zero, oby, put = sp
-        rcounts = reorder.reduce_counts(k, tiles)
-        nsteps = math.prod(rcounts[n] for n in order)
-        split = {a.name for a in k.axes if tiles[a.name] < a.extent}
-        tiled = set(order)
-        ntiles = spatial_tiles(k, tiles)
-        waves = math.ceil(ntiles / self.cores)
         dma_tile = dma_once = first = 0.0
         bytes_tile = bytes_once = 0
         expand = 0.0
@@ -251,7 +251,7 @@ class Search:
         serial = float(model.cpe_seconds(hw, D, C + 2 * sync, 0.0, False))
         traffic = ntiles * bytes_tile + min(ntiles, self.cores) * bytes_once
         best = (serial, False, vp, traffic, lane)
-        if self.db_ok and self.ldm(tiles, True) <= self.budget:
+        if db_fits:
             over = float(model.cpe_seconds(hw, D, C + sync, min(D, first + put), True))
             if over < serial:
                 best = (over, True, vp, traffic, lane)
