@@ -17,6 +17,11 @@ class ArrayModel:
     def __init__(self, proto: onnx.ModelProto, arrays: dict):
         self.proto, self.arrays = proto, arrays
 
+    @property
+    def graph(self):
+        """The graph's nodes, inputs and outputs (its initializers are `arrays`, not in it)."""
+        return self.proto.graph
+
     def to_proto(self) -> onnx.ModelProto:
         """The whole ModelProto (for onnxruntime, or to save), initializers in order."""
         m = onnx.ModelProto()
