@@ -38,6 +38,8 @@ def seeded_inputs(specs, seed, bounds=None):
 def index_bounds(model):
     """For integer graph inputs used as Gather indices: the size of the gathered axis."""
     import onnx
+    if hasattr(model, "to_proto"):          # an ArrayModel (the zoo's): nodes and initializer dims
+        model = model.to_proto()
     if not isinstance(model, onnx.ModelProto):
         model = onnx.load(str(model), load_external_data=False)
     shapes = {t.name: list(t.dims) for t in model.graph.initializer}
@@ -97,6 +99,8 @@ def load_npz(path, specs, what):
 def onnxruntime_reference(model, inputs):
     import onnx
     import onnxruntime as ort
+    if hasattr(model, "to_proto"):          # an ArrayModel (the zoo's)
+        model = model.to_proto()
     m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     m = onnx.ModelProto.FromString(m.SerializeToString())
     m.ir_version = min(m.ir_version, 10)   # onnx writes newer IR versions than onnxruntime reads

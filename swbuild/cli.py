@@ -86,7 +86,7 @@ def make_job(args) -> Job:
         r.check_target(args.target)
         if r.source_kind == "zoo":
             from . import zoo
-            model, path = (lambda: zoo.build(r.source, batch=r.batch, seed=int(r.check["seed"]))), None
+            model, path = (lambda: zoo.build_model(r.source, batch=r.batch, seed=int(r.check["seed"]))), None
         else:
             r.verify_source()
             model = path = Path(r.source)

@@ -11,7 +11,7 @@ import onnx
 
 from .backends import family_of
 from .errors import ModelError, SwbuildError, UnknownInputs, UnsupportedError
-from .frontends.onnx import Handover, import_model, load_model
+from .frontends.onnx import ArrayModel, Handover, import_model, load_model
 from .lowering import lower
 from . import weights_file
 
@@ -49,7 +49,7 @@ def check_main_memory(program, tc):
 
 def _in_file(model, e):
     """The error with the model file's name in front (a ModelProto has none)."""
-    if isinstance(model, (onnx.ModelProto, Handover)) or str(model) in str(e):
+    if isinstance(model, (onnx.ModelProto, ArrayModel, Handover)) or str(model) in str(e):
         return e
     where = Path(model).name
     if isinstance(e, UnknownInputs):

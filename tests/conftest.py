@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-# Tests never read or write the user's schedule cache; the cache's own tests give it a temp dir.
+# Tests never read or write the user's schedule and zoo caches; the caches' own tests give them a temp dir.
 os.environ["SWBUILD_SCHEDULE_CACHE"] = "off"
+os.environ["SWBUILD_ZOO_CACHE"] = "off"
 
 
 @pytest.fixture
