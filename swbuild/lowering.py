@@ -10,7 +10,8 @@ from .names import c_part, c_prefix
 from .ops import LOWERINGS, supported_ops
 
 DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py)
-INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices
+INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices and sequence lengths
+INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4}   # op -> input position of those integers
 # dtypes a graph input or output may have in the public API; Cast kernels convert them
 BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 TYPED_OPS = ("Cast", "CastLike") + ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")   # read any dtype
@@ -67,8 +68,8 @@ def lower(graph, model_name, supported=None):
             raise UnsupportedError(f"node '{node.name}': operator {node.op} is not supported "
                                    f"(supported: {', '.join(supported or supported_ops())})")
         for k, t in enumerate(list(node.inputs) + list(node.outputs)):
-            if node.op == "Gather" and k == 1 and graph.tensors[t].dtype in INDEX_DTYPES:
-                continue   # run-time indices of a lookup
+            if t and INDEX_INPUTS.get(node.op) == k and graph.tensors[t].dtype in INDEX_DTYPES:
+                continue   # run-time indices of a lookup, lengths of sequences
             if node.op in TYPED_OPS and graph.tensors[t].dtype in BOUNDARY_DTYPES:
                 continue   # aliases carry any dtype; Cast converts (or refuses, naming both dtypes)
             if t and graph.tensors.get(t) is not None and graph.tensors[t].data is None \

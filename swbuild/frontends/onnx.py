@@ -143,7 +143,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
     used = {i for n in graph.nodes for i in n.inputs} | set(outputs)
     for n in graph.nodes:
         for o in n.outputs:
-            if o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
+            if o and o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
                 raise UnsupportedError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}' "
                                        "(it depends on run-time data; swbuild compiles static shapes)")
     for o in outputs:

@@ -35,6 +35,7 @@ PARAM_INPUTS = {
     "Gather": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "ReduceSum": {1}, "ReduceMean": {1},
     "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1},
     "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
+    "GRU": {1, 2, 3}, "LSTM": {1, 2, 3, 7}, "RNN": {1, 2, 3},     # weights, biases, peepholes
 }
 # kernels compute in float32 (booleans as 0/1); typed graph inputs/outputs are converted at
 # the boundary, and what the compiler cannot do it refuses with the dtype named

@@ -59,6 +59,8 @@ def statement_counts(dk):
         kind = s.kind
         prev = out.get(s.sid, (kind, True))
         out[s.sid] = (kind, prev[1] and s.mapped is not None)
+    for sid in dk.info.get("scalar_sids", ()):   # printed as scalar C by a special kernel's own printer
+        out[sid] = ("compute", False)
     for sid, kind in dk.stmts.items():    # statements partitioning removed everywhere count as done
         out.setdefault(sid, (kind, True))
     return out

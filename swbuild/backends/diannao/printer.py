@@ -21,6 +21,7 @@ from .. import cexpr, common, watchdog
 from ..blob import WeightsBlob
 from ..cexpr import COMBINE, CTYPE, Writer as W
 from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
+from .recurrence import recurrence_body
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
 INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
@@ -252,6 +253,8 @@ def kernel_text(dk, P, banks=64):
             f"__mlu_global__ void {dk.name}({args})", "{"]
     if dk.cls == "scalar":
         body = scalar_kernel(dk, P)
+    elif dk.cls == "recurrence":
+        body = recurrence_body(dk, P)
     else:
         kp = KernelPrinter(dk, P, banks)
         kp.body(dk.body)

@@ -29,6 +29,7 @@ class CpeApi:
     bcast_get: str = None     # one DMA into the same LDM address of a mesh row's 8 CPEs ({row}), if any
     row_sync: str = None      # barrier of a mesh row, if any
     wait_macro: str = ""      # C lines defining the macro `wait` calls, printed after the includes
+    array_sync: str = ""      # barrier of all 64 CPEs (a recurrence's steps)
 
 
 # A v1 wait spins on the reply word, which an emulator cannot see: under swbuild's emulator
@@ -49,14 +50,15 @@ API = {
         put="athread_put(PE_MODE, {ldm}, {mem}, {len}, (void *){rp}, 0, 0)",
         wait="SW_REPLY_WAIT({r}, {n})", stride_takes_zero_gap=True, simd_widths=(4,),
         bcast_get="athread_get(BCAST_MODE, {mem}, {ldm}, {len}, (void *){rp}, (char)(1 << {row}), {gap}, {bsize})",
-        row_sync="athread_syn(ROW_SCOPE, 0xff)", wait_macro=_V1_WAIT),
+        row_sync="athread_syn(ROW_SCOPE, 0xff)", wait_macro=_V1_WAIT, array_sync="athread_syn(ARRAY_SCOPE, 0xffff)"),
     "crts": CpeApi(
         "crts", "#include <crts.h>", (), "crts_rply_t", "CRTS_tid",
         get_stride="CRTS_dma_iget_stride({ldm}, {mem}, {len}, {bsize}, {gap}, {rp})",
         get="CRTS_dma_iget({ldm}, {mem}, {len}, {rp})",
         put_stride="CRTS_dma_iput_stride({mem}, {ldm}, {len}, {bsize}, {gap}, {rp})",
         put="CRTS_dma_iput({mem}, {ldm}, {len}, {rp})",
-        wait="CRTS_dma_wait_value(&{r}, {n})", stride_takes_zero_gap=False, simd_widths=(4, 8)),
+        wait="CRTS_dma_wait_value(&{r}, {n})", stride_takes_zero_gap=False, simd_widths=(4, 8),
+        array_sync="CRTS_ssync_array()"),
 }
 
 
