@@ -166,3 +166,58 @@ def combine_expected(cases):
         refs += expected
     g = helper.make_graph(nodes, "node_tests", ins, outs, initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), feed, refs
+
+
+def torch_export_pattern(cell, layers=2, bidirectional=False, T=6, B=2, I=8, H=16, seed=0):
+    """The node pattern torch.onnx.export (TorchScript exporter, opset 14) writes for
+    nn.GRU / nn.LSTM(num_layers=layers, bidirectional=...) returning the output sequence:
+    per layer, zero initial states Expand-ed to Concat([D], Unsqueeze(Gather(Shape(x), 1)),
+    [H]); GRU with linear_before_reset=1; a [T, D, B, H] output Squeeze-d (one direction) or
+    Transpose-d to [T, B, D, H] and Reshape-d to [T, B, D*H]. Weights are initializers in
+    ONNX gate order (the exporter reorders PyTorch's)."""
+    rng = np.random.default_rng(seed)
+    G, D = GATES[cell], 2 if bidirectional else 1
+    nodes, inits = [], []
+    scale = 1.0 / np.sqrt(H)                  # PyTorch's uniform(-1/sqrt(H), 1/sqrt(H)) init
+
+    def const(name, arr):
+        nodes.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(arr), name)))
+        return name
+
+    def w(name, shape):
+        inits.append(numpy_helper.from_array(rng.uniform(-scale, scale, shape).astype(np.float32), name))
+        return name
+    x, inp = "x", I
+    for layer in range(layers):
+        p = f"/rnn/l{layer}_"
+        states = []
+        for s in range(2 if cell == "LSTM" else 1):
+            zeros = const(f"{p}zeros{s}", np.zeros((D, B, H), np.float32))
+            nodes.append(helper.make_node("Shape", [x], [f"{p}shape{s}"]))
+            nodes.append(helper.make_node("Gather", [f"{p}shape{s}", const(f"{p}one{s}", np.int64(1))], [f"{p}batch{s}"]))
+            nodes.append(helper.make_node("Unsqueeze", [f"{p}batch{s}", const(f"{p}ax{s}", np.array([0], np.int64))],
+                                          [f"{p}b1{s}"]))
+            nodes.append(helper.make_node("Concat", [const(f"{p}d{s}", np.array([D], np.int64)), f"{p}b1{s}",
+                                                     const(f"{p}h{s}", np.array([H], np.int64))], [f"{p}st{s}"], axis=0))
+            nodes.append(helper.make_node("Expand", [zeros, f"{p}st{s}"], [f"{p}init{s}"]))
+            states.append(f"{p}init{s}")
+        ins = [x, w(f"{p}W", (D, G * H, inp)), w(f"{p}R", (D, G * H, H)), w(f"{p}B", (D, 2 * G * H)), ""] + states
+        outs = [f"{p}Y", f"{p}Yh"] + ([f"{p}Yc"] if cell == "LSTM" else [])
+        attrs = {"hidden_size": H}
+        if cell == "GRU":
+            attrs["linear_before_reset"] = 1
+        if bidirectional:
+            attrs["direction"] = "bidirectional"
+        nodes.append(helper.make_node(cell, ins, outs, name=f"{p}{cell}", **attrs))
+        last = layer == layers - 1
+        y = "y" if last else f"{p}out"
+        if D == 1:
+            nodes.append(helper.make_node("Squeeze", [f"{p}Y", const(f"{p}sq", np.array([1], np.int64))], [y]))
+        else:
+            nodes.append(helper.make_node("Transpose", [f"{p}Y"], [f"{p}t"], perm=[0, 2, 1, 3]))
+            nodes.append(helper.make_node("Reshape", [f"{p}t", const(f"{p}rs", np.array([0, 0, -1], np.int64))], [y]))
+        x, inp = y, D * H
+    g = helper.make_graph(nodes, "torch_rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, B, I])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [T, B, D * H])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    return m, {"x": rng.standard_normal((T, B, I)).astype(np.float32)}

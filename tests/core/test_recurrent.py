@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from rnn_models import check_on, combine, combine_expected, node_test_models, rnn_node_model
+from rnn_models import check_on, combine, combine_expected, node_test_models, rnn_node_model, torch_export_pattern
 from swbuild import toolchain
 from swbuild.compiler import build_program
 from swbuild.errors import UnsupportedError
@@ -56,6 +56,31 @@ def test_onnx_node_tests(target, tmp_path):
     m, feed, refs = combine_expected(cases)
     doc, plan = check_on(m, feed, target, tmp_path, ref=refs, rtol=1e-3, atol=1e-5)
     assert doc["status"] == "pass", doc.get("reason")
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+def test_torch_export_pattern(target, tmp_path):
+    """A 2-layer GRU and a 2-layer bidirectional LSTM as PyTorch exports them, one program."""
+    m, feed, refs = combine([torch_export_pattern("GRU"), torch_export_pattern("LSTM", bidirectional=True)])
+    doc, plan = check_on(m, feed, target, tmp_path, ref=refs)
+    assert doc["status"] == "pass", doc.get("reason")
+    rec = [k for k in plan["kernels"] if k.get("kind", k.get("class")) == "recurrence"]
+    assert len(rec) == 2 + 4        # one launch per layer (and direction), never per step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+@pytest.mark.parametrize("cell,bidir", [("GRU", False), ("LSTM", True)])
+def test_torch_export_pattern_issue_size(target, cell, bidir, tmp_path):
+    """The issue's models: hidden 256, 32 steps, batch 4, 2 layers (the LSTM bidirectional);
+    on Sunway the recurrent weights stay resident (read once per sequence)."""
+    m, feed = torch_export_pattern(cell, bidirectional=bidir, T=32, B=4, I=128, H=256)
+    doc, plan = check_on(m, feed, target, tmp_path, rtol=1e-3, atol=1e-4)
+    assert doc["status"] == "pass", doc.get("reason")
+    rec = [k for k in plan["kernels"] if k.get("kind", k.get("class")) == "recurrence"]
+    assert len(rec) == (4 if bidir else 2)
+    if target == "sunway-emu":
+        assert all(k["weights"] == "resident" for k in rec)
 
 
 def test_weights_read_once_per_sequence_on_sunway(tmp_path):
