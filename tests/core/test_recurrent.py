@@ -118,3 +118,21 @@ def test_refusals_name_the_node():
     m, _ = rnn_node_model("GRU", attrs={"activations": ["Sigmoid", "Gelu"]})
     with pytest.raises(UnsupportedError, match="node 'gru0'.*activation Gelu"):
         build_program(m, toolchain.load("sunway-emu"), "bad")
+
+
+def test_diannao_model_equals_emulator(tmp_path):
+    """DianNao: the recurrence's modelled cycles and GDRAM bytes (plan) equal the emulator's."""
+    parts = [rnn_node_model("GRU", T=5, B=2, I=8, H=64, h0=True, seed=1),                       # two exchanges a step
+             rnn_node_model("LSTM", T=4, B=3, I=8, H=40, direction="bidirectional", outputs=("Y", "Y_c"), seed=2)]
+    m, feed, refs = combine(parts)
+    doc, plan = check_on(m, feed, "diannao-emu", tmp_path, ref=refs)
+    assert doc["status"] == "pass", doc.get("reason")
+    stats = {k["name"]: k for k in json.loads((tmp_path / "emulator_stats.json").read_text())["kernels"]}
+    rec = [k for k in plan["kernels"] if k["class"] == "recurrence"]
+    assert len(rec) == 3
+    for k in rec:
+        s = stats[k["name"]]
+        assert s["launches"] == 1
+        assert k["recurrence"]["modeled_cycles"] == s["cycles"]
+        assert k["recurrence"]["gdram_bytes"] == sum(v for d, v in s["memcpy_bytes"].items() if "GDRAM" in d)
+        assert k["recurrence"]["weights"] == "resident"

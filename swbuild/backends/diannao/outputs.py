@@ -92,7 +92,8 @@ def plan(program, tc):
                         "static_instructions": static_instructions(dk), "nram_bytes": dk.info.get("nram_bytes", 0),
                         "wram_bytes": dk.info.get("wram_bytes", 0), "sram_bytes": dk.info.get("sram_bytes", 0),
                         "schedule": {k: v for k, v in info.items() if k in ("mode", "R", "Cob", "Cib", "NIB", "NRT", "NCB", "why")},
-                        "statements_after_partition": dk.info.get("statements_after_partition")})
+                        "statements_after_partition": dk.info.get("statements_after_partition"),
+                        **({"recurrence": dk.info["recurrence"]} if "recurrence" in dk.info else {})})
     return dict(plan_head(program, tc), **{
         "family": "diannao", "partition": "on" if program.target_state.partitioned else "off",
         "onchip_arenas": arenas(program),

@@ -101,7 +101,14 @@ def sched_recurrence(k, program, tc, layouts, store):
     kb.alloc("WRAM", "w", CB * Hp)
     kb.sid("compute", "gemv")            # the step's GEMVs: __bang_conv
     cell = kb.sid("compute", "cell")     # the cell update: scalar C
-    return kb.finish("recurrence", [], geometry=geo, roles=params, resident=geo["nblk"] == 1, scalar_sids=[cell])
+    dk = kb.finish("recurrence", [], geometry=geo, roles=params, resident=geo["nblk"] == 1, scalar_sids=[cell])
+    cycles, step = model_cycles(k, geo, tc.hardware)
+    wbytes = G * ex["H"] * ex["H"] * 4
+    dk.info["recurrence"] = {"steps": ex["T"], "modeled_cycles": cycles, "step_cycles": step,
+                             "weights": "resident" if geo["nblk"] == 1 else "streamed", "weight_bytes": wbytes,
+                             "weight_bytes_per_sequence": wbytes * (1 if geo["nblk"] == 1 else ex["T"]),
+                             "gdram_bytes": traffic_bytes(k, geo), "compulsory_bytes": compulsory_bytes(k)}
+    return dk
 
 
 def recurrence_body(dk, P):
@@ -248,3 +255,119 @@ def recurrence_body(dk, P):
         w(f"    __memcpy({par['yc']} + {base} + j0, cs, nown * 4, NRAM2GDRAM, {sb * 4}, {NJ * 4}, {B - 1});")
     w("}")
     return ["    " + s for s in L]
+
+
+# ---- the cost of the kernel, in the emulator's cycles (runtime/bang: memcpy, conv, barriers) ----
+
+def _granules(a, n, write, G):
+    if n <= 0:
+        return 0
+    e = a + n
+    first, last = a // G, (e - 1) // G
+    g = last - first + 1
+    if write:
+        g += 1 if a % G else 0
+        g += 1 if e % G and (first != last or a % G == 0) else 0
+    return g
+
+
+def _copy(hw, size, offsets, write):
+    """Cycles of one __memcpy with a GDRAM side: `offsets` are its segments' byte offsets
+    there (tensor bases are 64-B aligned: arena, image and cnrtMalloc blocks)."""
+    G = int(hw["gdram_granule_bytes"])
+    c = int(hw["memcpy_startup_cycles"]) + (len(offsets) - 1) * int(hw["strided_segment_cycles"])
+    return c + sum(_granules(o, size, write, G) for o in offsets) * int(hw["gdram_cycles_per_granule"])
+
+
+def model_cycles(k, geo, hw):
+    """(kernel cycles, cycles of one step) of the busiest task, all sequences whole."""
+    ex = k.extra
+    T, B, H, G, D, d = (ex[x] for x in ("T", "B", "H", "G", "D", "d"))
+    NJ, Hp, CB, nblk = geo["NJ"], geo["Hp"], geo["CB"], geo["nblk"]
+    GH, NXW, lay = G * H, D * G * H, ex["layout"]
+    sb = H if lay == 0 else D * H
+    base = d * B * H if lay == 0 else d * H
+    roles = ex["bufs"]
+    lbr0 = ex["cell"] == "GRU" and not ex["lbr"]
+    conv = int(hw["conv_startup_cycles"]) + -(-B * CB * Hp // int(hw["conv_float_macs_per_cycle"]))
+    wblk = _copy(hw, CB * Hp * 4, [0], False)
+    sync = int(hw["sync_all_cycles"])
+    clocks = []
+    for t in range(TASKS):
+        j0 = t * NJ
+        n = max(0, min(NJ, H - j0))
+        if not n:
+            clocks.append((0, [0] * T, 0))
+            continue
+        prime = wblk if nblk == 1 else 0
+        if Hp != H:
+            prime += int(hw["vector_startup_cycles"]) + -(-B * Hp * 4 // int(hw["vector_bytes_per_cycle"]))
+        if "lens" in roles:
+            prime += _copy(hw, B * 4, [0], False)
+        if "p" in roles:
+            prime += _copy(hw, n * 4, [4 * (d * 3 * H + q * H + j0) for q in range(3)], False)
+        if "rbh" in roles:
+            prime += _copy(hw, n * 4, [4 * (d * H + j0)], False)
+        if "c0" in roles:
+            prime += _copy(hw, n * 4, [4 * (base + b * sb + j0) for b in range(B)], False)
+        steps = []
+        for s in range(T):
+            c = 0
+            if s == 0 and "h0" in roles:
+                c += _copy(hw, H * 4, [4 * (base + b * sb) for b in range(B)], False)
+            elif s > 0:
+                c += _copy(hw, H * 4, [4 * (((s + 1) & 1) * B * H + b * H) for b in range(B)], False)
+            tb = T - 1 - s if ex["reverse"] else s
+            for b in range(B):
+                row = tb * B + b if lay == 0 else b * T + tb
+                c += _copy(hw, n * 4, [4 * (row * NXW + d * GH + q * H + j0) for q in range(G)], False)
+            passes = 2 if lbr0 else 1
+            c += passes * nblk * (conv + (wblk if nblk > 1 else 0))
+            if lbr0:
+                c += _copy(hw, n * 4, [4 * (b * H + j0) for b in range(B)], True)
+                c += _copy(hw, H * 4, [4 * (b * H) for b in range(B)], False)
+            c += _copy(hw, n * 4, [4 * ((s & 1) * B * H + b * H + j0) for b in range(B)], True)
+            if "y" in roles:
+                for b in range(B):
+                    y = ((tb * D + d) * B + b) * H if lay == 0 else ((b * T + tb) * D + d) * H
+                    c += _copy(hw, n * 4, [4 * (y + j0)], True)
+            steps.append(c)
+        fin = sum(_copy(hw, n * 4, [4 * (base + b * sb + j0) for b in range(B)], True) for r in ("yh", "yc") if r in roles)
+        clocks.append((prime, steps, fin))
+    # barriers align the tasks' clocks every step (twice for GRU with linear_before_reset=0)
+    now = max(p for p, _, _ in clocks)
+    first = now
+    for s in range(T):
+        now = max(now + st[s] for _, st, _ in clocks) + sync * (2 if lbr0 else 1)
+    step = (now - first) / T
+    now += max(f for _, _, f in clocks)
+    return now + int(hw["launch_cycles"]), step
+
+
+def traffic_bytes(k, geo):
+    """GDRAM bytes the kernel's copies move (the weight image padded to the WRAM layout)."""
+    ex, roles = k.extra, k.extra["bufs"]
+    T, B, H, G = ex["T"], ex["B"], ex["H"], ex["G"]
+    NJ, Hp, CB, nblk = geo["NJ"], geo["Hp"], geo["CB"], geo["nblk"]
+    lbr0 = ex["cell"] == "GRU" and not ex["lbr"]
+    total = 0
+    for t in range(TASKS):
+        n = max(0, min(NJ, H - t * NJ))
+        if not n:
+            continue
+        w = nblk * CB * Hp * 4
+        total += w if nblk == 1 else w * T
+        total += (B * 4 if "lens" in roles else 0) + (3 * n * 4 if "p" in roles else 0) + (n * 4 if "rbh" in roles else 0)
+        total += B * n * 4 * (("c0" in roles) + ("yh" in roles) + ("yc" in roles))
+        total += B * H * 4 * (T if "h0" in roles else T - 1) + T * B * G * n * 4 + T * B * n * 4
+        total += T * B * n * 4 if "y" in roles else 0
+        total += T * (B * n * 4 + B * H * 4) if lbr0 else 0
+    return total
+
+
+def compulsory_bytes(k):
+    """Weights, inputs and outputs once."""
+    ex, roles = k.extra, k.extra["bufs"]
+    T, B, H, G = ex["T"], ex["B"], ex["H"], ex["G"]
+    return 4 * (G * H * H + T * B * G * H + B * H * (T * ("y" in roles) + ("yh" in roles) + ("yc" in roles)
+                                                     + ("h0" in roles) + ("c0" in roles)))
