@@ -161,11 +161,16 @@ def emulate(model, target, name):
 def one(model, name, emulated):
     from swbuild import toolchain
     from swbuild.compiler import build_program
+    from swbuild.errors import SwbuildError
     row = {}
     for target, summary in (("sunway-emu", sunway_summary), ("diannao-emu", diannao_summary)):
         tc = toolchain.load(target)
         t0 = time.perf_counter()
-        prog = build_program(model, tc, name)
+        try:
+            prog = build_program(model, tc, name)
+        except SwbuildError as e:       # e.g. an LDM budget no schedule fits: reported, not hidden
+            row[target] = {"refused": str(e)}
+            continue
         row[target] = summary(prog, tc)
         row[target]["compile_seconds"] = round(time.perf_counter() - t0, 2)
         if emulated:

@@ -21,6 +21,7 @@ class LowerCtx:
     def __init__(self, graph, prefix):
         self.graph, self.prefix = graph, prefix
         self.kernels, self.aliases = [], {}
+        self.loops, self.loop_slices = {}, {}   # static loops (ops/control.py)
         self._n = 0
 
     def kernel_name(self, op):
@@ -83,7 +84,8 @@ def lower(graph, model_name, supported=None):
             raise UnsupportedError(f"graph input/output '{t}' has dtype {graph.tensors[t].dtype}; "
                                    f"supported: {', '.join(BOUNDARY_DTYPES)}")
     _materialize_outputs(ctx, graph)
-    return Program(model_name, prefix, graph, ctx.kernels, ctx.aliases, list(graph.inputs), list(graph.outputs))
+    return Program(model_name, prefix, graph, ctx.kernels, ctx.aliases, list(graph.inputs), list(graph.outputs),
+                   loops=ctx.loops, loop_slices=ctx.loop_slices)
 
 
 def _materialize_outputs(ctx, graph):

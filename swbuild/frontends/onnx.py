@@ -76,6 +76,9 @@ def _static_shape(vi):
     return dims
 
 
+SUBGRAPH_OPS = ("Scan", "Loop")   # ops whose body graph is lowered (ops/control.py); others are refused
+
+
 def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch: int | None = None,
                  name: str | None = None) -> Graph:
     """ModelProto → Graph with static shapes and constants folded. The proto is dropped once read:
@@ -122,7 +125,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
             raise UnsupportedError(f"node '{n.name or k}': operator {n.domain}::{n.op_type} is not supported")
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         for a in n.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) and n.op_type not in SUBGRAPH_OPS:
                 raise UnsupportedError(f"node '{n.name or k}': {n.op_type} with subgraphs is not supported")
         nodes.append(Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs))
     outputs = [o.name for o in g.output]
@@ -191,6 +194,18 @@ def _infer_shapes(graph: Graph, model, opset):
         if vi.name in graph.tensors and graph.tensors[vi.name].data is not None:
             continue
         graph.tensors[vi.name] = Tensor(vi.name, tuple(_static_shape(vi)), np_dtype(tt.elem_type))
+    for n in graph.nodes:   # onnx leaves a Loop's carried values unshaped; they keep their initial shape
+        if n.op == "Loop":
+            for init, out in zip(n.inputs[2:], n.outputs):
+                t = graph.tensors.get(init)
+                if out and t is not None and (out not in graph.tensors or not _has_static_shape(graph, out)):
+                    graph.tensors[out] = Tensor(out, t.shape, t.dtype)
+            m = graph.tensors.get(n.inputs[0]) if n.inputs and n.inputs[0] else None
+            for out in n.outputs[len(n.inputs) - 2:]:    # scan outputs: one slice per iteration
+                t = graph.tensors.get(out)
+                if m is not None and m.data is not None and t is not None and t.shape and \
+                        all(isinstance(d, int) for d in t.shape[1:]):
+                    graph.tensors[out] = Tensor(out, (int(np.asarray(m.data).reshape(-1)[0]),) + tuple(t.shape[1:]), t.dtype)
 
 
 def _fold(graph: Graph, opset) -> bool:

@@ -89,6 +89,18 @@ def reference(m, feed):
     return [np.ascontiguousarray(o.transpose(back[vi.name])) for o, vi in zip(outs, twin.graph.output)]
 
 
+def _prefix_outer_refs(g, prefix):
+    """onnx.compose.add_prefix leaves a body's references to outer-scope values unprefixed."""
+    outer = {t.name for t in g.initializer} | {i.name for i in g.input} | {o for n in g.node for o in n.output}
+    for n in g.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                for b in a.g.node:
+                    for k, x in enumerate(b.input):
+                        if x and prefix + x in outer:
+                            b.input[k] = prefix + x
+
+
 def combine(models):
     """One model holding every (model, feed) pair's nodes, names prefixed m0_, m1_, ...; the
     reference of each part is computed on its own (reference())."""
@@ -96,6 +108,7 @@ def combine(models):
     nodes, inits, ins, outs, feed, refs = [], [], [], [], {}, []
     for i, (m, f) in enumerate(models):
         pm = compose.add_prefix(m, f"m{i}_")
+        _prefix_outer_refs(pm.graph, f"m{i}_")
         nodes += pm.graph.node
         inits += pm.graph.initializer
         ins += pm.graph.input

@@ -408,10 +408,15 @@ def host_file(program, tc, version, dks, image, names):
     out += [f"int {P}_run({', '.join(args)})", "{", "    (void)workspace;", f"    if (!{P}_ready) return -1;"]
     for i, t in enumerate(program.inputs):
         out.append(f"    cnrtMemcpy({P}_din{i}, (void *){names[('in', t)]}, {_bytes(program, t)}UL, cnrtMemcpyHostToDev);")
+    opened = None
     for dk in dks:
+        if dk.kernel.loop != opened:    # a static loop: its body's kernels launch trips times
+            out += common.loop_lines(program, opened, dk.kernel.loop, "    ")
+            opened = dk.kernel.loop
         ptrs = [device_pointer(program, ref, P) for _, ref in dk.params]
         out.append(watchdog.host_mark(P, dk.name))
         out.append(f"    {dk.name}_launch({P}_queue{''.join(', ' + p for p in ptrs)});   /* {c_comment(dk.op)} {c_comment(dk.node)} */")
+    out += common.loop_lines(program, opened, None, "    ")
     out.append(f"    if (cnrtQueueSync({P}_queue) != cnrtSuccess) return -1;")
     out.append(watchdog.host_mark(P, ""))
     for i, t in enumerate(program.outputs):
@@ -430,6 +435,9 @@ def device_pointer(program, ref, P):
     kind, r = ref
     if kind == "image":
         return f"{P}_image + {r}UL"
+    sl = program.loop_pointer_offset(r)
+    if sl is not None:              # a static loop's slice: iteration sw_it's part of its container
+        return f"(float *)((char *){device_pointer(program, ('tensor', program.root(sl[0])), P)} + {sl[1]})"
     slot = program.io_slot(r)
     if slot:
         return f"{P}_d{slot[0]}{slot[1]}"

@@ -55,6 +55,9 @@ class Storage:
         self.splat_elems = splat_elems
 
     def pointer(self, tensor, prefix, ty="float"):
+        sl = self.p.loop_pointer_offset(tensor)
+        if sl is not None:          # a static loop's slice: iteration sw_it's part of its container
+            return f"({ty} *)((char *){self.pointer(sl[0], prefix, 'char')} + {sl[1]})"
         r = self.p.root(tensor)
         if r in self.params:
             return f"({ty} *){self.params[r]}"
@@ -127,7 +130,11 @@ def _run_function(program, storage, name, args, ranged, names):
     P = program.prefix
     out = [f"int {name}({', '.join(args)})", "{", "    char *sw_ws = (char *)workspace;", "    (void)sw_ws;",
            f"    if (!{P}_ready) return -1;"]
+    opened = None
     for i, k in enumerate(program.kernels):
+        if k.loop != opened:        # a static loop: its body's kernels run trips times
+            out += common.loop_lines(program, opened, k.loop, "    ")
+            opened = k.loop
         order = buffer_order(k)
         fields = ", ".join(f".{b.name} = {storage.pointer(b.tensor, P, cexpr.CTYPE[b.dtype])}" for b in order)
         guard = f"if (sw_first <= {i} && {i} < sw_last) " if ranged else ""
@@ -137,6 +144,7 @@ def _run_function(program, storage, name, args, ranged, names):
             out += [_name_line(program, b) for b in order]
         out += [watchdog.host_mark(P, k.name, "        "),
                 f"        athread_spawn({k.name}, &sw_para);", "        athread_join();", "    }"]
+    out += common.loop_lines(program, opened, None, "    ")
     return out + [watchdog.host_mark(P, ""), "    return 0;", "}", ""]
 
 
