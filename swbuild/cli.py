@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, toolchain
-from .errors import RecipeError, SwbuildError, UnsupportedError
+from .errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
 from .names import model_name_problem
 from .outlock import locked
 
@@ -19,6 +19,8 @@ EPILOG = """examples:
   swbuild report model.onnx --target sunway-emu --json
   swbuild report recipes/vgg16.yaml --target sunway-emu --plot vgg16.png
   swbuild ops --target sunway-emu
+  swbuild ops model.onnx --target diannao-emu             (per node: supported or why not)
+  swbuild export model.onnx --target sunway -o model.tar   (sources, weights, Makefile for sw5cc, metadata)
 """
 
 
@@ -62,6 +64,8 @@ def _seconds(text):
 def make_job(args) -> Job:
     from . import recipe as rc
     sets = rc.parse_sets(args.set)
+    if getattr(args, "grouping", None):
+        sets.update(rc.parse_sets([f"grouping={args.grouping}"]))
     shapes = dict(_shape(s) for s in args.input or [])
     if args.recipe:
         if args.model:
@@ -102,6 +106,23 @@ def _normalized(job, tc):
             "batch": job.batch, "options": job.options, "check": job.check}
 
 
+def blame_inputs(job, e):
+    """Input names the model lacks, blamed where the user wrote them: the recipe's
+    `inputs[i].name` line, or the --input flag."""
+    from .errors import did_you_mean
+    given = [i.name for i in job.recipe.inputs] if job.recipe is not None else []
+    errors = []
+    for name in e.names:
+        msg = f"'{name}' is not an input of the model{did_you_mean(name, e.inputs)}; its inputs: {', '.join(e.inputs)}"
+        if name in given:
+            errors.append(job.recipe.error(f"inputs[{given.index(name)}].name", msg))
+        else:
+            errors.append(SwbuildError(f"--input {name}=...: {msg}"))
+    if all(isinstance(x, RecipeError) for x in errors):
+        return RecipeError.of(errors)
+    return errors[0]
+
+
 def do_compile(job, tc, out_dir, last_use=False):
     """Generate sources and the lock file into out_dir; returns (program, prefix).
     `last_use`: nothing reads job.model afterwards, so a ModelProto's weights are freed during
@@ -115,7 +136,10 @@ def do_compile(job, tc, out_dir, last_use=False):
     if last_use and post is None and job.model_path is None:   # the MPI post step compiles job.model again
         from .frontends.onnx import Handover
         model, job.model = Handover(job.model), None
-    program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
+    try:
+        program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
+    except UnknownInputs as e:
+        raise blame_inputs(job, e) from None
     names = family_of(tc).generated_files(program.prefix)
     outputs = {n: Path(out_dir) / n for n in sorted(files)}
     write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
@@ -254,7 +278,8 @@ def cmd_check(args):
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
     except (SwbuildError, OSError) as e:
-        print(f"swbuild: error: {e}", file=sys.stderr)
+        for one in getattr(e, "errors", [e]):     # a recipe's errors, one line each
+            print(f"swbuild: error: {one}", file=sys.stderr)
         print(json.dumps({"status": "error", "reason": str(e).splitlines()[0]}))
         return 2
     except Exception as e:  # e.g. onnxruntime rejecting the reference model: still one JSON line
@@ -275,6 +300,9 @@ def cmd_report(args):
 
     from . import check
     from .backends import family_of
+    from .report_text import format_report
+    if args.plot:
+        _plot_needs()
     tc = _toolchain(args)
     fam = family_of(tc)
     job = make_job(args)
@@ -292,18 +320,62 @@ def cmd_report(args):
             mpi.plot(rep["mpi"], args.plot)
     else:
         rep = fam.report(plan, stats, tc)
-        if args.plot and fam.plot is not None:
+        if args.plot:
             fam.plot(rep, tc, args.plot)
-    print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
+    if args.plot:
+        print(f"swbuild: plot written to {args.plot}", file=sys.stderr)
+    print(json.dumps(rep, sort_keys=True) if args.json else format_report(rep))
     return 0
 
 
+def _plot_needs():
+    """--plot is the `plot` extra: say so before building anything."""
+    try:
+        import matplotlib  # noqa: F401  (only whether it is there)
+    except ImportError:
+        raise SwbuildError("--plot needs matplotlib, the `plot` extra: pip install 'swbuild[plot]' "
+                           "(or leave out --plot)") from None
+
+
 def cmd_ops(args):
+    """Without MODEL: the operators (of a target); with MODEL: per node, supported or why not."""
+    from . import ops_report
     from .ops import supported_ops
-    if args.target:
-        toolchain.load(args.target)
-    for op in supported_ops():
-        print(op)
+    if not args.model and not args.recipe:
+        if args.target:
+            print(ops_report.target_list(_toolchain(args)))
+        else:
+            print("\n".join(supported_ops()))
+        return 0
+    if not args.target:
+        raise SwbuildError("give --target T: whether a node is supported depends on the target "
+                           f"({', '.join(toolchain.available())})")
+    tc = _toolchain(args)
+    job = make_job(args)
+    try:
+        doc = ops_report.analyse(job.model, tc, job.name, job.input_shapes, job.batch, job.options)
+    except UnknownInputs as e:
+        raise blame_inputs(job, e) from None
+    print(json.dumps(doc, sort_keys=True) if args.json else ops_report.format_table(doc))
+    return 0 if doc["supported"] else 3
+
+
+def cmd_export(args):
+    """Generate the model's sources in a scratch directory and archive them with a Makefile
+    and metadata (swbuild/export.py)."""
+    import tempfile
+
+    from .export import export
+    tc = _toolchain(args)
+    if _scop_recipe(args) is not None:
+        raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
+                           "(swbuild compile writes it)")
+    job = make_job(args)
+    with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
+        program = do_compile(job, tc, tmp, last_use=True)
+        path, meta = export(tmp, tc, program.prefix, args.out or f"{job.name}-{tc.name}.tar")
+    print(f"swbuild: {job.name} for {tc.name} -> {path} ({len(meta['files'])} files + Makefile, metadata.json; "
+          f"workspace {meta['workspace_bytes']} bytes)", file=sys.stderr)
     return 0
 
 
@@ -326,6 +398,7 @@ def _model_args(p, out_help="output directory (default build/<target>/<model>)")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
     p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe option (see docs/recipes.md)")
+    p.add_argument("--grouping", choices=["on", "off"], help="GraphTurbo grouping (same as --set grouping=...)")
     p.add_argument("--name", help="model name for file and symbol prefixes (default: the file's stem)")
     p.add_argument("-o", "--out", help=out_help)
     p.add_argument("-v", "--verbose", action="store_true", help="print full compiler commands")
@@ -353,18 +426,35 @@ def parser():
                    help="stop the runner after this long and name the kernel it was in (default: the recipe's "
                         "check.timeout, 3600)")
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("report", help="predicted and measured kernel numbers as JSON",
-                       description="Build, run under emulation and print one JSON report per build.")
+    p = sub.add_parser("report", help="predicted and measured kernel numbers: a table, or JSON",
+                       description="Build, run under emulation and print the report: a table of the kernels "
+                       "(time, traffic, roofline fraction) with totals, or with --json the whole JSON document.")
     _model_args(p)
     p.add_argument("--inputs", help=argparse.SUPPRESS)
     p.add_argument("--expected", help=argparse.SUPPRESS)
     p.add_argument("--runner", help="use this already built runner")
-    p.add_argument("--json", action="store_true", help="compact JSON on one line")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the roofline and per-kernel times (needs matplotlib)")
+    p.add_argument("--json", action="store_true", help="the whole report document as JSON on one line")
+    p.add_argument("--plot", metavar="FILE.png", help="Sunway: the roofline and per-kernel times; DianNao: cycles by "
+                   "kernel and instruction class; MPI: the ranks' timelines (needs the `plot` extra: matplotlib)")
     p.set_defaults(fn=cmd_report)
-    p = sub.add_parser("ops", help="list the supported ONNX operators")
-    p.add_argument("--target", "-t", help="target name")
+    p = sub.add_parser("ops", help="supported ONNX operators; with MODEL, per node: supported or why not",
+                       description="Without MODEL: the ONNX operators swbuild lowers (with --target: what the "
+                       "target does with them). With MODEL (and --target): every node of the model, supported or "
+                       "why not (operator, attribute, dtype, local memory); exit 3 when any node is not.")
+    p.add_argument("model", nargs="?", help="an .onnx file, or a recipe (.yaml/.yml/.toml)")
+    p.add_argument("--recipe", help="a recipe file (YAML or TOML)")
+    p.add_argument("--target", "-t", help="target name: " + ", ".join(toolchain.available()))
+    p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe option (see docs/recipes.md)")
+    p.add_argument("--name", help="model name (default: the file's stem)")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     p.set_defaults(fn=cmd_ops)
+    p = sub.add_parser("export", help="one archive to build on the machine without swbuild",
+                       description="Generate the model for the target and write one archive: sources, headers, "
+                       "weights, a Makefile for the target's own compilers (make CC=... to override), the lock "
+                       "file, the plan and metadata.json (inputs, outputs, dtypes, shapes, workspace, versions).")
+    _model_args(p, out_help="the archive: .tar, .tar.gz or .tgz (default <model>-<target>.tar)")
+    p.set_defaults(fn=cmd_export)
     p = sub.add_parser("pipeline", help="list a target's optimizer passes in order",
                        description="Print the passes of the target family's pipeline, in the order they run.")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
@@ -391,13 +481,18 @@ def main(argv=None):
     try:
         return args.fn(args)
     except RecipeError as e:
-        print(f"swbuild: error: {e}", file=sys.stderr)
+        for one in e.errors:        # every error of the recipe, one `file:line: field: message` each
+            print(f"swbuild: error: {one}", file=sys.stderr)
         return 2
     except SwbuildError as e:
         print(f"swbuild: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:     # `swbuild ops ... | head`: the reader has all it wanted
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except MemoryError:
         print(f"swbuild: error: {_input_of(args)}: out of memory", file=sys.stderr)
         return 2

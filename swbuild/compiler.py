@@ -10,7 +10,7 @@ from pathlib import Path
 import onnx
 
 from .backends import family_of
-from .errors import ModelError, SwbuildError, UnsupportedError
+from .errors import ModelError, SwbuildError, UnknownInputs, UnsupportedError
 from .frontends.onnx import Handover, import_model, load_model
 from .lowering import lower
 
@@ -51,6 +51,8 @@ def _in_file(model, e):
     if isinstance(model, (onnx.ModelProto, Handover)) or str(model) in str(e):
         return e
     where = Path(model).name
+    if isinstance(e, UnknownInputs):
+        return UnknownInputs(e.names, e.inputs, where)
     return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")
 
 

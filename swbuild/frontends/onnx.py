@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from ..errors import ModelError, UnsupportedError
+from ..errors import ModelError, UnknownInputs, UnsupportedError
 from ..ir.graph import Graph, Node, Tensor
 from .validate import check_graph, check_proto
 
@@ -100,8 +100,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
     tensors, inputs = {}, []
     unknown = set(input_shapes) - {i.name for i in g.input}
     if unknown:
-        raise ModelError(f"--input names {sorted(unknown)} are not inputs of the model "
-                         f"(inputs: {[i.name for i in g.input if i.name not in consts]})")
+        raise UnknownInputs(unknown, [i.name for i in g.input if i.name not in consts])
     for vi in g.input:
         if vi.name in consts:
             continue

@@ -45,6 +45,9 @@ def generate(path, tc, out_dir, includes=(), defines=(), mapping="auto", serial_
     from ..optimizer.polyhedral import plan_region
     from . import scop
 
+    from ..recipe_checks import scop_family_problem
+    if scop_family_problem(tc.name, tc.family):
+        raise SwbuildError(f"{path}: {scop_family_problem(tc.name, tc.family)}")
     t0 = time.perf_counter()
     path = Path(path)
     stem = stem or path.stem

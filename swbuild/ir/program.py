@@ -35,6 +35,7 @@ class Program:
     notes: list = field(default_factory=list)
     slices: dict = field(default_factory=dict)   # tensor -> (container, byte offset): Concat inputs in place
     target_state: object = None   # the family's pass state (SunwayState, DianNaoState), set by its pipeline
+    grouping: object = None       # optimizer.grouping.Grouping when option `grouping` is on
     loops: dict = field(default_factory=dict)        # loop id -> StaticLoop: kernels with k.loop == id run trips times
     loop_slices: dict = field(default_factory=dict)  # tensor -> LoopSlice: iteration i's part of a container
 

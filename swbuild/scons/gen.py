@@ -26,7 +26,7 @@ SWGENCOM = "$SWCLI compile --recipe $SOURCE --target $SWBUILD_TARGET -o ${TARGET
 # check/report run the built runner ($SOURCE) of one model.
 _RUN_ARGS = "--recipe $SWBUILD_RECIPE --target $SWBUILD_TARGET --runner $SOURCE -o $SWBUILD_OUT $SWGENFLAGS"
 SWCHECKCOM = "$SWCLI check " + _RUN_ARGS
-SWREPORTCOM = "$SWCLI report " + _RUN_ARGS
+SWREPORTCOM = "$SWCLI report --json " + _RUN_ARGS   # the document (CI keeps it), not the table
 
 
 def swgen_emitter(target, source, env):

@@ -17,6 +17,7 @@ from swbuild.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
 
 from .actions import fail_action, step_commands
 from .gen import PACKAGE_DIR, SWCHECKCOM, SWCLI, SWGENCOM, SWREPORTCOM, package_sources, signature_value, swgen_builder
+from .export import add_export
 from .scop import add_scop_builder
 
 
@@ -157,6 +158,8 @@ def _sw_model(env, model, recipe):
     report = env.Alias(f"report-{model}", report)
     env.Alias("check", check)
     env.Alias("report", report)
+    if not mpi:     # swbuild export refuses builds over MPI ranks
+        add_export(env, tc, out, prefix, model, sources)
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources,
                            lib=lib_node, runner=exe_node, check=check, report=report,
                            runtime=env.File(str(runtime_lib)) if runtime_lib else None)

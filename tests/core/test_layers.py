@@ -15,14 +15,15 @@ MAX_LINES = 600
 # module name or `package.*` (its modules below); the most specific entry names a module.
 LAYERS = [
     ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.runtime", "swbuild.runtime.*"]),
-    ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe", "swbuild.lockfile"]),
+    ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe_checks",
+                       "swbuild.recipe", "swbuild.lockfile"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
     ("frontends and ops", ["swbuild.frontends", "swbuild.frontends.onnx", "swbuild.frontends.scop",
                            "swbuild.frontends.scop.*", "swbuild.frontends.validate", "swbuild.ops", "swbuild.ops.*"]),
     ("target-neutral passes", ["swbuild.optimizer", "swbuild.optimizer.*"]),
     ("lowering", ["swbuild.lowering"]),
     ("backends: shared", ["swbuild.backends.common", "swbuild.backends.cexpr", "swbuild.backends.watchdog",
-                          "swbuild.backends.blob", "swbuild.backends.cell_c"]),
+                          "swbuild.backends.blob", "swbuild.backends.table", "swbuild.backends.cell_c"]),
     ("sunway: hardware model", ["swbuild.backends.sunway", "swbuild.backends.sunway.cost",
                                 "swbuild.backends.sunway.schedule", "swbuild.backends.sunway.cost.model"]),
     ("sunway: schedule geometry", ["swbuild.backends.sunway.schedule.grid", "swbuild.backends.sunway.schedule.dma",
@@ -35,7 +36,8 @@ LAYERS = [
     ("diannao", ["swbuild.backends.diannao", "swbuild.backends.diannao.*"]),
     ("target registry", ["swbuild.backends"]),
     ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
-                 "swbuild.scop_recipe", "swbuild.outlock"]),
+                 "swbuild.scop_recipe", "swbuild.outlock", "swbuild.ops_report", "swbuild.report_text",
+                 "swbuild.export"]),
     ("interfaces", ["swbuild.cli", "swbuild.__main__", "swbuild.scons", "swbuild.scons.*"]),
 ]
 

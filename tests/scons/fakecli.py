@@ -14,6 +14,7 @@ from swbuild.toolchain import load
 
 ap = argparse.ArgumentParser()
 ap.add_argument("cmd", choices=["compile", "check", "report"])
+ap.add_argument("--json", action="store_true")   # report: the document, not the table
 ap.add_argument("--recipe", required=True)
 ap.add_argument("--target", required=True)
 ap.add_argument("--runner")

@@ -29,7 +29,7 @@ class CpeApi:
     bcast_get: str = None     # one DMA into the same LDM address of a mesh row's 8 CPEs ({row}), if any
     row_sync: str = None      # barrier of a mesh row, if any
     wait_macro: str = ""      # C lines defining the macro `wait` calls, printed after the includes
-    array_sync: str = ""      # barrier of all 64 CPEs (a recurrence's steps)
+    array_sync: str = "athread_syn(ARRAY_SCOPE, 0xffff)"   # barrier of all 64 CPEs
 
 
 # A v1 wait spins on the reply word, which an emulator cannot see: under swbuild's emulator

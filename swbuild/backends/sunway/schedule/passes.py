@@ -44,6 +44,7 @@ class SunwayState:
     """What the Sunway passes carry between them (`program.target_state`)."""
     traffic_weight: float = None   # seconds per byte of traffic, when `traffic_target` priced it
     drafts: dict = field(default_factory=dict)   # kernel name -> Draft
+    launches: list = None          # stitch.Launch per athread_spawn (option grouping), else one per kernel
 
 
 def _compute(program):
