@@ -2,7 +2,7 @@
 """DeepBench's inference shapes on the Sunway and DianNao targets: one JSON document.
 
 RNN problems (hidden, batch, steps, cell; input size = hidden, as DeepBench) and GEMM
-problems (m, n, k: C = A[m, k] x B[k, n], A the weights) from DeepBench's inference server
+problems (m, n, k: C = A[m, k] x B[k, n], A the weights, computed as C^T = B^T A^T) from DeepBench's inference server
 set. Every shape is compiled (weights are constant-valued, so no large file is written) and
 its plan read:
 
@@ -84,9 +84,12 @@ def gemm_model(m, n, k, random=False):
         nodes = []
     else:
         inits, nodes = [], splat("A", [m, k], 0.01)
-    nodes.append(helper.make_node("MatMul", ["A", "x"], ["y"]))
-    g = helper.make_graph(nodes, f"gemm_{m}_{n}_{k}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [k, n])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], initializer=inits)
+    # C^T = B^T A^T: activations [n, k] times the weights transposed, as a layer computes it
+    # (the same FLOPs and bytes; DianNao maps a Gemm whose second operand is the weights to
+    # its convolution unit)
+    nodes.append(helper.make_node("Gemm", ["x", "A"], ["y"], transB=1))
+    g = helper.make_graph(nodes, f"gemm_{m}_{n}_{k}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, m])], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
 
