@@ -97,9 +97,10 @@ def test_weights_read_once_per_sequence_on_sunway(tmp_path):
     k = next(k for k in stats["kernels"] if k["name"] == rec["name"])
     assert k["spawns"] == 1                                   # one launch runs every step
     got = k["dma"]["get"]["bytes"]
-    # 64 CPEs own 2 units each: the weights once; per step each gets h(t-1) (not at step 0:
-    # no initial_h) and its units' xw; all get the parameter struct (xw, R, hx, Rb_h, Y_h)
-    expect = 3 * H * H * 4 + 64 * ((T - 1) * B * H * 4 + T * B * 3 * 2 * 4 + 5 * 8) + 64 * 4 * 2   # + Rb_h slices
+    # 64 CPEs own 2 units each: the weights once; per step each mesh row gets h(t-1) by one
+    # broadcast (not at step 0: no initial_h) and each CPE its units' xw; all get the
+    # parameter struct (xw, R, hx, Rb_h, Y_h) and their Rb_h slice
+    expect = 3 * H * H * 4 + 8 * (T - 1) * B * H * 4 + 64 * (T * B * 3 * 2 * 4 + 5 * 8) + 64 * 4 * 2
     assert got == expect
     assert got < T * 3 * H * H * 4                            # weights read per step would exceed it
 

@@ -34,6 +34,7 @@ class RecurrenceSchedule:
     ldm_bytes: int
     ldm_budget: int
     resident: bool
+    bcast: bool = False       # SW26010: h(t-1) reaches a mesh row's 8 LDMs by one broadcast DMA
     modeled_seconds: float = 0.0
     roofline_seconds: float = 0.0
     compulsory_bytes: int = 0
@@ -112,7 +113,8 @@ def recurrence_c(k, cores, itemsize=4):
         ty = "int" if name == "ln" else "float"
         w(f"    {ty} *{name} = ({ty} *)ldm_malloc({ldm_align(4 * n)});")
     w(f"    int tb[{B}], act[{B}];")
-    w("    (void)tb; (void)act;")
+    w(f"    const int rowbusy = (cpe / 8) * 8 * {NJ} < {H};   /* some CPE of my mesh row owns units */")
+    w("    (void)tb; (void)act; (void)rowbusy;")
 
     def get(dst, src, n, bsize=None, gap=None):
         if bsize is None:
@@ -125,7 +127,28 @@ def recurrence_c(k, cores, itemsize=4):
         w(f"{ind}sw_put({dst}, {src}, {n}, {bsize or 0}, {gap or 0}, &rp);")
         w(f"{ind}ng++;")
 
+    bcast = k.schedule.bcast
+
+    def fetch_h(src, bsize, gap):
+        """h(t-1) [B, H] into hf: one broadcast per busy mesh row (SW26010), else per CPE."""
+        if bcast:
+            w(f"        if (rowbusy) {{")
+            w("          if (cpe % 8 == 0) {")
+            w(f"            sw_bget(hf, {src}, {B * H * 4}, {bsize or 0}, {gap or 0}, &rp, cpe / 8);")
+            w("            ng++;")
+            w("            SW_WAIT(rp, ng);")
+            w("          }")
+            w("          SW_ROW_SYNC();   /* the row's copy has landed */")
+            w("        }")
+        else:
+            w("        if (nown > 0) {")
+            get("hf", src, B * H * 4, bsize, gap)
+            w("          SW_WAIT(rp, ng);")
+            w("        }")
+
     # priming: what stays in LDM for the whole sequence
+    if bcast:
+        w("    if (rowbusy) SW_ROW_SYNC();   /* every CPE of the row has its buffers: broadcasts may land */")
     w("    /* priming: the resident slice of the weights and the initial state */")
     w("    if (nown > 0) {")
     if "lens" in rb:
@@ -148,17 +171,18 @@ def recurrence_c(k, cores, itemsize=4):
     w("        SW_WAIT(rp, ng);")
     w("    }")
     w(f"    for (int s = 0; s < {T}; s++) {{")
-    w("      if (nown > 0) {")
-    w("        /* h(t-1) of every unit, and this step's input projections of my units */")
+    w("      /* h(t-1) of every unit */")
     if "h0" in rb:
-        w("        if (s == 0) {")
-        get("hf", f"p.{rb['h0']} + {g['base']}", B * H * 4, H * 4, (g["sb"] - H) * 4)
-        w("        }")
+        w("      if (s == 0) {")
+        fetch_h(f"p.{rb['h0']} + {g['base']}", H * 4, (g["sb"] - H) * 4)
+        w("      }")
     else:
-        w(f"        if (s == 0) for (int i = 0; i < {B * H}; i++) hf[i] = 0.0f;")
-    w("        if (s > 0) {")
-    get("hf", f"p.{rb['hx']} + ((s + 1) & 1) * {B * H}", B * H * 4)
-    w("        }")
+        w(f"      if (s == 0 && nown > 0) for (int i = 0; i < {B * H}; i++) hf[i] = 0.0f;")
+    w("      if (s > 0) {")
+    fetch_h(f"p.{rb['hx']} + ((s + 1) & 1) * {B * H}", None, None)
+    w("      }")
+    w("      if (nown > 0) {")
+    w("        /* this step's input projections of my units */")
     w(f"        for (int b = 0; b < {B}; b++) {{")
     w(f"            const int len = {'ln[b]' if 'lens' in rb else T};")
     w("            act[b] = s < len;")
@@ -201,9 +225,8 @@ def recurrence_c(k, cores, itemsize=4):
         w("        SW_WAIT(rp, ng);")
         w("      }")
         w("      SW_ARRAY_SYNC();   /* r * h(t-1) of every unit is in memory */")
+        fetch_h(f"p.{rb['rh']}", None, None)
         w("      if (nown > 0) {")
-        get("hf", f"p.{rb['rh']}", B * H * 4)
-        w("        SW_WAIT(rp, ng);")
         gemv([2], "hf")
     else:
         gemv(range(G), "hf")
@@ -255,15 +278,20 @@ def recurrence_c(k, cores, itemsize=4):
     return "\n".join(L)
 
 
-def _transfers(k, cores, para_bytes, resident):
-    """Every DMA of one spawn as (direction, bytes) counts per CPE: list of dicts."""
+def _transfers(k, cores, para_bytes, resident, bcast=False):
+    """Every DMA of one spawn per CPE: ([(bytes, count)] gets, [(bytes, count)] puts)."""
     ex, rb = k.extra, k.extra["bufs"]
     g = geometry(k, cores)
     T, B, H, G = g["T"], g["B"], g["H"], g["G"]
     lbr0 = ex["cell"] == "GRU" and not ex["lbr"]
+    steps_h = (T if "h0" in rb else T - 1) + (T if lbr0 else 0)    # fetches of a whole [B, H]
     per = []
-    for n in g["owners"]:
+    for c, n in enumerate(g["owners"]):
         gets, puts = [(para_bytes, 1)], []          # (bytes, count)
+        if bcast and c % 8 == 0 and g["owners"][c]:
+            gets.append((B * H * 4, steps_h))       # the row's broadcast, issued by its first CPE
+        elif not bcast and n:
+            gets.append((B * H * 4, steps_h))
         if n:
             if "lens" in rb:
                 gets.append((B * 4, 1))
@@ -275,14 +303,11 @@ def _transfers(k, cores, para_bytes, resident):
                 gets.append((n * 4, 1))
             if "c0" in rb:
                 gets.append((B * n * 4, 1))
-            steps_h = T if "h0" in rb else T - 1
-            gets.append((B * H * 4, steps_h))
             gets.append((G * n * 4, T * B))
             if not resident:
                 gets.append((H * 4, T * G * n))
             if lbr0:
                 puts.append((B * n * 4, T))
-                gets.append((B * H * 4, T))
             puts.append((B * n * 4, T))
             if "y" in rb:
                 puts.append((n * 4, T * B))
@@ -295,7 +320,7 @@ def _transfers(k, cores, para_bytes, resident):
 
 
 def recurrence_predict(k, cores, para_bytes):
-    per = _transfers(k, cores, para_bytes, k.schedule.resident)
+    per = _transfers(k, cores, para_bytes, k.schedule.resident, k.schedule.bcast)
     out = {"get": {"ops": 0, "bytes": 0}, "put": {"ops": 0, "bytes": 0}}
     for gets, puts in per:
         for d, xs in (("get", gets), ("put", puts)):
@@ -305,19 +330,19 @@ def recurrence_predict(k, cores, para_bytes):
     return out
 
 
-def _model(k, hw, resident, para_bytes):
+def _model(k, hw, resident, para_bytes, bcast=False):
     """Modelled seconds of the spawn and of one step, on the busiest CPE (CPE 0)."""
     ex = k.extra
     cores = int(hw["cpes"])
     g = geometry(k, cores)
     T, B, H, G = g["T"], g["B"], g["H"], g["G"]
-    gets, puts = _transfers(k, cores, para_bytes, resident)[0]
+    gets, puts = _transfers(k, cores, para_bytes, resident, bcast)[0]
     dma = sum(c * model.dma_seconds_per_cpe(hw, nb, nb) for nb, c in gets + puts)
     n = g["owners"][0]
     macs = T * B * G * n * H
     cyc = macs * model.issue(hw, 1, 2) + T * B * n * (8 * float(model.hwget(hw, "transcendental_cycles")))
     syncs = T * (2 if ex["cell"] == "GRU" and not ex["lbr"] else 1)
-    cyc += syncs * float(model.hwget(hw, "row_sync_cycles"))
+    cyc += syncs * float(model.hwget(hw, "row_sync_cycles")) * (2 if bcast else 1)   # + the row's wait for its copy
     comp = cyc / model.clock(hw)
     total = model.kernel_seconds(hw, dma + comp)
     flops = 2 * T * B * G * H * H + 10 * T * B * H
@@ -334,10 +359,11 @@ def recurrence_schedule(k, hw, budget, options):
     if need > budget:
         raise LdmError(k.name, need, budget)
     para = 8 * len(k.buffers)
-    total, step, flops, comp, weights = _model(k, hw, resident, para)
+    bcast = bool(model.hwget(hw, "row_broadcast"))
+    total, step, flops, comp, weights = _model(k, hw, resident, para, bcast)
     T = k.extra["T"]
     k.schedule = RecurrenceSchedule(
-        need, budget, resident, modeled_seconds=total, roofline_seconds=model.roofline_seconds(hw, flops, comp),
+        need, budget, resident, bcast, modeled_seconds=total, roofline_seconds=model.roofline_seconds(hw, flops, comp),
         compulsory_bytes=comp, flops=flops,
         report={"steps": T, "step_seconds": step, "weights": "resident" if resident else "streamed",
                 "weight_bytes": weights, "weight_bytes_per_sequence": weights if resident else weights * T})
