@@ -10,7 +10,8 @@ from .names import c_part, c_prefix
 from .ops import LOWERINGS, supported_ops
 
 DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py)
-INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices
+INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices and sequence lengths
+INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4}   # op -> input position of those integers
 # dtypes a graph input or output may have in the public API; Cast kernels convert them
 BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 TYPED_OPS = ("Cast", "CastLike") + ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")   # read any dtype
@@ -20,6 +21,7 @@ class LowerCtx:
     def __init__(self, graph, prefix):
         self.graph, self.prefix = graph, prefix
         self.kernels, self.aliases = [], {}
+        self.loops, self.loop_slices = {}, {}   # static loops (ops/control.py)
         self._n = 0
 
     def kernel_name(self, op):
@@ -79,7 +81,8 @@ def prepare(graph, model_name):
 def finish(ctx, model_name):
     _materialize_outputs(ctx, ctx.graph)
     g = ctx.graph
-    return Program(model_name, ctx.prefix, g, ctx.kernels, ctx.aliases, list(g.inputs), list(g.outputs))
+    return Program(model_name, ctx.prefix, g, ctx.kernels, ctx.aliases, list(g.inputs), list(g.outputs),
+                   loops=ctx.loops, loop_slices=ctx.loop_slices)
 
 
 def nearest_ops(op, n=3):
@@ -102,8 +105,8 @@ def node_problem(graph, node, supported=None):
         return (f"node '{node.name}': operator {node.op} is not supported{hint} "
                 f"(`swbuild ops --target T` lists all {len(supported or LOWERINGS)})")
     for k, t in enumerate(list(node.inputs) + list(node.outputs)):
-        if node.op == "Gather" and k == 1 and graph.tensors[t].dtype in INDEX_DTYPES:
-            continue   # run-time indices of a lookup
+        if t and INDEX_INPUTS.get(node.op) == k and graph.tensors[t].dtype in INDEX_DTYPES:
+            continue   # run-time indices of a lookup, lengths of sequences
         if node.op in TYPED_OPS and graph.tensors[t].dtype in BOUNDARY_DTYPES:
             continue   # aliases carry any dtype; Cast converts (or refuses, naming both dtypes)
         if t and graph.tensors.get(t) is not None and graph.tensors[t].data is None \

@@ -67,3 +67,16 @@ def weights_asm(program, blob):
         "    .section .rodata", "    .balign 64", f"    .globl {P}_weights", f"{P}_weights:",
         f'    .incbin "{P}_weights.bin"' if blob else "    .byte 0",
         "    .balign 64", '    .section .note.GNU-stack,"",@progbits', ""])
+
+
+def loop_lines(program, opened, entering, indent):
+    """Host C closing the static loop `opened` and opening `entering` (program.loops; either
+    may be None): the iteration is `sw_it`, which loop slices' pointers use."""
+    out = []
+    if opened is not None:
+        out.append(f"{indent}}}   /* loop of {c_comment(program.loops[opened].node)} */")
+    if entering is not None:
+        lp = program.loops[entering]
+        out.append(f"{indent}for (int sw_it = 0; sw_it < {lp.trips}; sw_it++) {{   /* loop of {c_comment(lp.node)}: "
+                   "its body's kernels, once each per iteration */")
+    return out

@@ -78,6 +78,9 @@ def _static_shape(vi):
     return dims
 
 
+SUBGRAPH_OPS = ("Scan", "Loop")   # ops whose body graph is lowered (ops/control.py); others are refused
+
+
 def import_model(model, input_shapes: dict | None = None, batch: int | None = None,
                  name: str | None = None) -> Graph:
     """ModelProto (or ArrayModel) → Graph with static shapes and constants folded. The proto is
@@ -128,7 +131,7 @@ def import_model(model, input_shapes: dict | None = None, batch: int | None = No
             raise UnsupportedError(f"node '{n.name or k}': operator {n.domain}::{n.op_type} is not supported")
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         for a in n.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) and n.op_type not in SUBGRAPH_OPS:
                 raise UnsupportedError(f"node '{n.name or k}': {n.op_type} with subgraphs is not supported")
         nodes.append(Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs))
     outputs = [o.name for o in g.output]
@@ -149,7 +152,7 @@ def import_model(model, input_shapes: dict | None = None, batch: int | None = No
     used = {i for n in graph.nodes for i in n.inputs} | set(outputs)
     for n in graph.nodes:
         for o in n.outputs:
-            if o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
+            if o and o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
                 raise UnsupportedError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}' "
                                        "(it depends on run-time data; swbuild compiles static shapes)")
     for o in outputs:
@@ -205,6 +208,18 @@ def _infer_shapes(graph: Graph, model, opset):
         if vi.name in graph.tensors and graph.tensors[vi.name].data is not None:
             continue
         graph.tensors[vi.name] = Tensor(vi.name, tuple(_static_shape(vi)), np_dtype(tt.elem_type))
+    for n in graph.nodes:   # onnx leaves a Loop's carried values unshaped; they keep their initial shape
+        if n.op == "Loop":
+            for init, out in zip(n.inputs[2:], n.outputs):
+                t = graph.tensors.get(init)
+                if out and t is not None and (out not in graph.tensors or not _has_static_shape(graph, out)):
+                    graph.tensors[out] = Tensor(out, t.shape, t.dtype)
+            m = graph.tensors.get(n.inputs[0]) if n.inputs and n.inputs[0] else None
+            for out in n.outputs[len(n.inputs) - 2:]:    # scan outputs: one slice per iteration
+                t = graph.tensors.get(out)
+                if m is not None and m.data is not None and t is not None and t.shape and \
+                        all(isinstance(d, int) for d in t.shape[1:]):
+                    graph.tensors[out] = Tensor(out, (int(np.asarray(m.data).reshape(-1)[0]),) + tuple(t.shape[1:]), t.dtype)
 
 
 def _fold(graph: Graph, opset) -> bool:

@@ -136,6 +136,7 @@ class Kernel:
     schedule: object = None    # set by the optimizer (tiling, DMA plan)
     kind: str = "compute"      # "compute", or a special kernel the backend prints by itself ("gather")
     extra: dict = field(default_factory=dict)   # what a special kernel needs (buffer roles)
+    loop: int | None = None    # the static loop (program.loops) whose body this kernel is part of
 
     def __post_init__(self):
         if not self.out_offset:

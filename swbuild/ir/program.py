@@ -5,6 +5,24 @@ from dataclasses import dataclass, field
 
 
 @dataclass
+class StaticLoop:
+    """A loop with a trip count known at compile time: the host runs its kernels `trips` times."""
+    trips: int
+    node: str                 # the Scan / Loop node (messages)
+    carried: list             # tensors whose values must live across iterations (states, containers)
+
+
+@dataclass
+class LoopSlice:
+    """Iteration i of a loop reads / writes bytes [i * stride, (i + 1) * stride) of container
+    (reverse: iteration trips - 1 - i)."""
+    container: str
+    stride: int
+    loop: int
+    reverse: bool = False
+
+
+@dataclass
 class Program:
     name: str                 # model name as the user wrote it
     prefix: str               # C prefix of every symbol and file
@@ -18,6 +36,17 @@ class Program:
     slices: dict = field(default_factory=dict)   # tensor -> (container, byte offset): Concat inputs in place
     target_state: object = None   # the family's pass state (SunwayState, DianNaoState), set by its pipeline
     grouping: object = None       # optimizer.grouping.Grouping when option `grouping` is on
+    loops: dict = field(default_factory=dict)        # loop id -> StaticLoop: kernels with k.loop == id run trips times
+    loop_slices: dict = field(default_factory=dict)  # tensor -> LoopSlice: iteration i's part of a container
+
+    def loop_pointer_offset(self, tensor):
+        """(container, C expression of the byte offset in it) of a loop slice, else None.
+        The host names the iteration `sw_it`."""
+        s = self.loop_slices.get(self.root(tensor))
+        if s is None:
+            return None
+        it = f"({self.loops[s.loop].trips - 1} - sw_it)" if s.reverse else "sw_it"
+        return s.container, f"(long){it} * {s.stride}"
 
     def root(self, t):
         while t in self.aliases:

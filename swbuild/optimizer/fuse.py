@@ -34,6 +34,8 @@ def fuse_epilogues(program, target=None, options=None):
             cons = rs[0]
             if "compute" != prod.kind or "compute" != cons.kind:   # special kernels print themselves
                 continue
+            if prod.loop is not None or cons.loop is not None:   # a static loop's body: its kernels stay as lowered
+                continue
             if cons.combine or cons is prod or any(o for o in prod.out_offset):
                 continue
             fused = _try_fuse(prod, cons, t, program)

@@ -62,7 +62,7 @@ def inplace_concat(program, target=None, options=None):
     external = {program.root(t) for t in program.inputs + program.outputs}
     keep = []
     for k in program.kernels:
-        src = _copy_of(k) if k.op == "Concat" else None
+        src = _copy_of(k) if k.op == "Concat" and k.loop is None else None
         if src is None:
             keep.append(k)
             continue
@@ -141,12 +141,20 @@ def plan_memory(program, target=None, options=None):
         i = steps[k.name]
         for b in k.buffers.values():
             r = program.root(b.tensor)
+            if r in program.loop_slices:        # a static loop's slice: a part of its container
+                r = program.root(program.loop_slices[r].container)
             if r in external or g.tensors[r].data is not None:
                 continue
             base, off = _base(slices, r)
             members[r] = (base, off)
             lo, hi = life.get(base, (i, i))
             life[base] = (min(lo, i), max(hi, i))
+    for lid, loop in program.loops.items():     # carried values live through every iteration
+        idx = [i for i, k in enumerate(program.kernels) if k.loop == lid]
+        for t in loop.carried:
+            base = _base(slices, program.root(t))[0]
+            if idx and base in life:
+                life[base] = (min(life[base][0], idx[0]), max(life[base][1], idx[-1]))
     sizes = {t: round_up(g.tensors[t].nbytes, ALIGN) for t in life}
     heuristics = {
         "largest first": lambda t: (-sizes[t], life[t][0], t),

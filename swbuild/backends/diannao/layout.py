@@ -127,7 +127,7 @@ def eliminate_identity_copies(program, layouts):
             producers.setdefault(program.root(k.buffers[k.out].tensor), []).append(k)
         for k in list(program.kernels):
             if k.combine or not isinstance(k.body, Load) or k.body.pad is not None or not isinstance(k.epilogue, Acc) \
-                    or k.kind != "compute":     # a conversion changes the bytes
+                    or k.kind != "compute" or k.op in ("Scan", "Loop"):   # a conversion changes the bytes; loop states copy
                 continue
             src, dst = k.buffers[k.body.buf].tensor, k.buffers[k.out].tensor
             rs, rd = program.root(src), program.root(dst)

@@ -59,6 +59,8 @@ def statement_counts(dk):
         kind = s.kind
         prev = out.get(s.sid, (kind, True))
         out[s.sid] = (kind, prev[1] and s.mapped is not None)
+    for sid in dk.info.get("scalar_sids", ()):   # printed as scalar C by a special kernel's own printer
+        out[sid] = ("compute", False)
     for sid, kind in dk.stmts.items():    # statements partitioning removed everywhere count as done
         out.setdefault(sid, (kind, True))
     return out
@@ -90,7 +92,8 @@ def plan(program, tc):
                         "static_instructions": static_instructions(dk), "nram_bytes": dk.info.get("nram_bytes", 0),
                         "wram_bytes": dk.info.get("wram_bytes", 0), "sram_bytes": dk.info.get("sram_bytes", 0),
                         "schedule": {k: v for k, v in info.items() if k in ("mode", "R", "Cob", "Cib", "NIB", "NRT", "NCB", "why")},
-                        "statements_after_partition": dk.info.get("statements_after_partition")})
+                        "statements_after_partition": dk.info.get("statements_after_partition"),
+                        **({"recurrence": dk.info["recurrence"]} if "recurrence" in dk.info else {})})
     return dict(plan_head(program, tc), **{
         "family": "diannao", "partition": "on" if program.target_state.partitioned else "off",
         "onchip_arenas": arenas(program),

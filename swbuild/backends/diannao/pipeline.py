@@ -21,6 +21,7 @@ from .layout import choose_layouts, eliminate_identity_copies
 from .mapper import map_kernel, map_stmt
 from .partition import partition_kernel
 from .preprocess import align_extents, choose_fills, resolve_guards
+from .recurrence import sched_recurrence
 from .schedule import schedule_kernel
 from .schedule.builder import Store
 
@@ -35,6 +36,7 @@ class DianNaoState:
 
 
 STATE = DianNaoState
+SPECIAL_SCHEDULERS = {"recurrence": sched_recurrence}   # kernel kind -> its own scheduler (and printer)
 
 
 def choose_storage_layouts(program, target, options):
@@ -47,7 +49,8 @@ def schedule_kernels(program, target, options):
     """Per kernel: its class, work split over the cores and staging through NRAM/WRAM/SRAM."""
     st = program.target_state
     st.store = Store()
-    st.dev = [schedule_kernel(k, program, target, st.layouts, st.store) for k in program.kernels]
+    st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
+              for k in program.kernels]
     return program
 
 

@@ -21,6 +21,7 @@ from .. import cexpr, common, watchdog
 from ..blob import WeightsBlob
 from ..cexpr import COMBINE, CTYPE, Writer as W
 from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
+from .recurrence import recurrence_body
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
 INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
@@ -252,6 +253,8 @@ def kernel_text(dk, P, banks=64):
             f"__mlu_global__ void {dk.name}({args})", "{"]
     if dk.cls == "scalar":
         body = scalar_kernel(dk, P)
+    elif dk.cls == "recurrence":
+        body = recurrence_body(dk, P)
     else:
         kp = KernelPrinter(dk, P, banks)
         kp.body(dk.body)
@@ -405,10 +408,15 @@ def host_file(program, tc, version, dks, image, names):
     out += [f"int {P}_run({', '.join(args)})", "{", "    (void)workspace;", f"    if (!{P}_ready) return -1;"]
     for i, t in enumerate(program.inputs):
         out.append(f"    cnrtMemcpy({P}_din{i}, (void *){names[('in', t)]}, {_bytes(program, t)}UL, cnrtMemcpyHostToDev);")
+    opened = None
     for dk in dks:
+        if dk.kernel.loop != opened:    # a static loop: its body's kernels launch trips times
+            out += common.loop_lines(program, opened, dk.kernel.loop, "    ")
+            opened = dk.kernel.loop
         ptrs = [device_pointer(program, ref, P) for _, ref in dk.params]
         out.append(watchdog.host_mark(P, dk.name))
         out.append(f"    {dk.name}_launch({P}_queue{''.join(', ' + p for p in ptrs)});   /* {c_comment(dk.op)} {c_comment(dk.node)} */")
+    out += common.loop_lines(program, opened, None, "    ")
     out.append(f"    if (cnrtQueueSync({P}_queue) != cnrtSuccess) return -1;")
     out.append(watchdog.host_mark(P, ""))
     for i, t in enumerate(program.outputs):
@@ -427,6 +435,9 @@ def device_pointer(program, ref, P):
     kind, r = ref
     if kind == "image":
         return f"{P}_image + {r}UL"
+    sl = program.loop_pointer_offset(r)
+    if sl is not None:              # a static loop's slice: iteration sw_it's part of its container
+        return f"(float *)((char *){device_pointer(program, ('tensor', program.root(sl[0])), P)} + {sl[1]})"
     slot = program.io_slot(r)
     if slot:
         return f"{P}_d{slot[0]}{slot[1]}"

@@ -50,7 +50,7 @@ API = {
         put="athread_put(PE_MODE, {ldm}, {mem}, {len}, (void *){rp}, 0, 0)",
         wait="SW_REPLY_WAIT({r}, {n})", stride_takes_zero_gap=True, simd_widths=(4,),
         bcast_get="athread_get(BCAST_MODE, {mem}, {ldm}, {len}, (void *){rp}, (char)(1 << {row}), {gap}, {bsize})",
-        row_sync="athread_syn(ROW_SCOPE, 0xff)", wait_macro=_V1_WAIT),
+        row_sync="athread_syn(ROW_SCOPE, 0xff)", wait_macro=_V1_WAIT, array_sync="athread_syn(ARRAY_SCOPE, 0xffff)"),
     "crts": CpeApi(
         "crts", "#include <crts.h>", (), "crts_rply_t", "CRTS_tid",
         get_stride="CRTS_dma_iget_stride({ldm}, {mem}, {len}, {bsize}, {gap}, {rp})",

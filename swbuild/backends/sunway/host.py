@@ -56,6 +56,9 @@ class Storage:
         self.splat_elems = splat_elems
 
     def pointer(self, tensor, prefix, ty="float"):
+        sl = self.p.loop_pointer_offset(tensor)
+        if sl is not None:          # a static loop's slice: iteration sw_it's part of its container
+            return f"({ty} *)((char *){self.pointer(sl[0], prefix, 'char')} + {sl[1]})"
         r = self.p.root(tensor)
         if r in self.params:
             return f"({ty} *){self.params[r]}"
@@ -134,8 +137,15 @@ def _run_function(program, storage, name, args, ranged, names):
            f"    if (!{P}_ready) return -1;"]
     index = {k.name: i for i, k in enumerate(program.kernels)}
     kernels = {k.name: k for k in program.kernels}
+    opened = None
     for ln in _launches(program, ranged):
         i = index[ln.kernels[0]]
+        loop = kernels[ln.kernels[0]].loop
+        if any(kernels[n].loop != loop for n in ln.kernels):
+            raise AssertionError(f"launch {ln.name} groups kernels inside and outside a static loop")
+        if loop != opened:          # a static loop: its body's kernels run trips times
+            out += common.loop_lines(program, opened, loop, "    ")
+            opened = loop
         guard = f"if (sw_first <= {i} && {i} < sw_last) " if ranged else ""
         if ln.stitched:
             out.append(f"    {guard}{{   /* group {ln.group}: {len(ln.kernels)} kernels, one launch */")
@@ -156,6 +166,7 @@ def _run_function(program, storage, name, args, ranged, names):
             out.append(f"        struct {ln.name}_para sw_para = {{ {{ {', '.join(f'&sw_p{j}' for j in range(len(ln.kernels)))} }} }};")
         out += [watchdog.host_mark(P, ln.name, "        "),
                 f"        athread_spawn({ln.name}, &sw_para);", "        athread_join();", "    }"]
+    out += common.loop_lines(program, opened, None, "    ")
     return out + [watchdog.host_mark(P, ""), "    return 0;", "}", ""]
 
 

@@ -34,12 +34,13 @@ from ...names import c_comment
 from ..cexpr import Writer, float_literal
 from .convert import convert_c
 from .gather import gather_c
+from .recurrence import recurrence_c
 from .schedule.dma import block_grid
 from .schedule.grid import ROW, group_counts
 from .schedule.kernel_schedule import ldm_align
 from .slave_compute import epilogue, scalar_reduce, vector_compute
 
-SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
+SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c, "recurrence": recurrence_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
 def _horner(terms):
     """((i0 * e1 + i1) * e2 + i2)... from [(index text, extent text)]."""

@@ -70,6 +70,8 @@ def dma_helpers(api):
                 "{", f"    {call};", "}"]
     if api.row_sync:
         out.append(f"#define SW_ROW_SYNC() {api.row_sync}")
+    if api.array_sync:
+        out.append(f"#define SW_ARRAY_SYNC() {api.array_sync}")
     out += [f"#define SW_WAIT(rp, n) {api.wait.format(r='(rp)', n='(n)')}", f"#define SW_CPE_ID() {api.tid}",
             f"#define SW_REPLY {api.reply}"]
     for n in api.simd_widths:

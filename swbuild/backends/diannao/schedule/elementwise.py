@@ -19,7 +19,7 @@ def sched_elementwise(kb):
     loads = loads_of(value, [])
     if any(ld.pad is not None for ld in loads):
         raise Unschedulable("padded load")
-    axes = [(a.name, a.extent) for a in k.axes]
+    axes = [(a.name, a.extent) for a in k.axes] or [("sw_one", 1)]   # a 0-d tensor: one point
     acc = {}
     for key in ["out"] + list(range(len(loads))):
         off = kb.out_offset() if key == "out" else kb.offset(loads[key])

@@ -17,11 +17,12 @@ import numpy as np
 from ..schedule import simd
 from ..convert import convert_predict
 from ..gather import gather_predict
+from ..recurrence import recurrence_predict
 from ..schedule.dma import box_plans, transfers
 from ..schedule.grid import ROW, cpe_sequence, mixed_radix
 from . import model
 
-SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
+SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict, "recurrence": recurrence_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
 
 
 def footprints(b, ranges):
@@ -208,10 +209,10 @@ def predict_program(program, tc):
             dma = predict_kernel(k, tc.cores, para)
             sch = k.schedule
             out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(k.fused),
-                        "kind": k.kind, "flops": _flops(k), "dma": dma,
+                        "kind": k.kind, "flops": int(getattr(sch, "flops", 0)) or _flops(k), "dma": dma,
                         "ldm_bytes": int(sch.ldm_bytes), "ldm_budget": int(sch.ldm_budget),
                         "modeled_seconds": float(sch.modeled_seconds), "roofline_seconds": float(sch.roofline_seconds),
-                        "compulsory_bytes": int(sch.compulsory_bytes)})
+                        "compulsory_bytes": int(sch.compulsory_bytes), **getattr(sch, "report", {})})
             continue
         r = simulate(k, tc.cores, para, hw)
         dma = {"get": {"ops": int(r["get_ops"].sum()) + tc.cores, "bytes": int(r["get_bytes"].sum()) + tc.cores * para},

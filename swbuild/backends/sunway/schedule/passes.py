@@ -16,13 +16,14 @@ from ....ir.loopnest import Acc, Const, substitute_acc
 from ..cost.predict import compulsory_bytes, simulate
 from ..convert import convert_schedule
 from ..gather import gather_schedule
+from ..recurrence import recurrence_schedule
 from . import reorder
 from .dma import apply_blocking
 from .grid import spatial_tiles
 from .kernel_schedule import Schedule, classify_iterators, ldm_align
 from .ldm import Search, ldm_budget, search_tiles
 
-SPECIAL_SCHEDULERS = {"gather": gather_schedule, "convert": convert_schedule}   # kernel kind -> fn(kernel, hw, budget, options)
+SPECIAL_SCHEDULERS = {"gather": gather_schedule, "convert": convert_schedule, "recurrence": recurrence_schedule}   # kernel kind -> fn(kernel, hw, budget, options)
 
 TRAFFIC_WEIGHTS = (0.0, 1e-11, 2e-11, 5e-11, 1e-10, 2e-10, 5e-10, 1e-9, 2e-9, 5e-9)
 
