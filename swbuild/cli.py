@@ -73,11 +73,15 @@ def _seconds(text):
     return v
 
 
+def _set_args(args) -> list:
+    """--set NAME=VALUE texts, with the option flags that stand for one (--grouping)."""
+    extra = [f"grouping={args.grouping}"] if getattr(args, "grouping", None) else []
+    return list(args.set or []) + extra
+
+
 def make_job(args) -> Job:
     from . import recipe as rc
-    sets = rc.parse_sets(args.set)
-    if getattr(args, "grouping", None):
-        sets.update(rc.parse_sets([f"grouping={args.grouping}"]))
+    sets = rc.parse_sets(_set_args(args))
     shapes = dict(_shape(s) for s in args.input or [])
     if args.recipe:
         if args.model:
@@ -166,10 +170,10 @@ def scons_build(args, job, tc, out):
     from .scons import driver
     if job.recipe is not None:
         spec = driver.job_spec(tc, out, bool(args.out), project_dir_of(args.recipe), recipe=args.recipe,
-                               sets=args.set, verbose=args.verbose)
+                               sets=_set_args(args), verbose=args.verbose)
     else:
         spec = driver.job_spec(tc, out, bool(args.out), Path.cwd(), onnx=args.model, inputs=job.input_shapes,
-                               name=args.name, sets=args.set, verbose=args.verbose)
+                               name=args.name, sets=_set_args(args), verbose=args.verbose)
     driver.build(spec, quiet=getattr(args, "quiet", False))
     from .names import c_prefix
     return Path(out) / f"{c_prefix(job.name)}_runner"
@@ -178,7 +182,7 @@ def scons_build(args, job, tc, out):
 def _out_dir(args, job, tc):
     from .build import variant_name
     from .recipe import parse_sets
-    return Path(args.out) if args.out else Path("build") / tc.name / variant_name(job.name, parse_sets(args.set))
+    return Path(args.out) if args.out else Path("build") / tc.name / variant_name(job.name, parse_sets(_set_args(args)))
 
 
 def _toolchain(args):
