@@ -34,7 +34,8 @@ def plan_head(program, tc):
         "outputs": [{"name": t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in program.outputs],
         "arena_bytes": program.memory.arena_bytes, "arena_lower_bound": program.memory.lower_bound,
         "model_compulsory_bytes": model_compulsory_bytes(program),
-    } | ({"grouping": program.grouping.to_json()} if program.grouping is not None else {})
+    } | ({"grouping": program.grouping.to_json()} if program.grouping is not None else {}) | {
+        "grouping_note": n for n in program.notes if n.startswith("grouping:")}   # why it was not applied
 
 
 def model_header(program, version, run_args, workspace, mpi=None):

@@ -93,6 +93,14 @@ def test_the_program_does_not_grow_with_the_trip_count():
 
 
 @pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+def test_grouping_is_off_for_a_model_with_a_static_loop_and_says_so(target):
+    """The kernel graph of a loop body has cycles (carried state): grouping does not apply."""
+    p = build_program(loop_model()[0], toolchain.load(target), "g", options={"grouping": "on"})
+    assert p.grouping is None
+    assert "grouping: off for this model (it has a static Scan/Loop)" in p.notes
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
 def test_onnx_scan_node_tests(target, tmp_path):
     """The onnx package's Scan-9 node tests (static shapes), as one program."""
     cases = [c for c in node_test_models(("Scan",)) if c[0].startswith("test_scan9")]

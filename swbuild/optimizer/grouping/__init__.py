@@ -162,7 +162,13 @@ def planned_traffic(program, groups, kernels, scope, kg):
 
 def group_kernels(program, target, options):
     """Option `grouping`: GraphTurbo groups, instances, order, binding and scope of the kernels."""
-    program.grouping = grouping_of(program, target_budget(target, options)) if grouping_on(options) else None
+    on = grouping_on(options)
+    if on and program.loops:
+        # a static loop's kernels run inside the host's loop and carry state between trips:
+        # the kernel graph has cycles, which the paper's grouping does not cover
+        program.notes.append("grouping: off for this model (it has a static Scan/Loop)")
+        on = False
+    program.grouping = grouping_of(program, target_budget(target, options)) if on else None
     if program.grouping is not None:
         program.kernels = contiguous(program, program.grouping.groups)
     return program
