@@ -239,7 +239,7 @@ void k_wild_mem(void *arg)               /* main-memory side outside every array
     WAIT(&r, 1);
 }
 
-/* ---- plain loads and stores: caught in instrumented builds (SWEMU_INSTRUMENT=1) ---- */
+/* ---- plain stores: caught in every build but SWEMU_INSTRUMENT=0; plain loads: SWEMU_INSTRUMENT=1 ---- */
 void k_plain_other(void *arg)            /* CPE 1 stores into CPE 0's live block */
 {
     fpara_t *p = arg;
@@ -272,6 +272,28 @@ void k_direct_same_word(void *arg)       /* every CPE stores to out[0] directly 
 {
     fpara_t *p = arg;
     ((volatile float *)p->out)[0] = (float)MYID;
+}
+
+void k_direct_ok(void *arg)              /* clean: own word, a barrier, then the neighbour's */
+{
+    fpara_t *p = arg;
+    volatile float *o = p->out;
+    float x;
+    int id = MYID;
+    o[id] = 2 * p->in[id];
+    SYNC();
+    x = o[(id + 1) % 64];
+    SINK(x);
+}
+
+void k_load_past(void *arg)              /* a load 16 bytes past a 64-byte block */
+{
+    float *b = ldm_malloc(64), x;
+    (void)arg;
+    for (int i = 0; i < 16; i++) b[i] = i;
+    x = ((volatile float *)b)[20];
+    SINK(x);
+    ldm_free(b, 64);
 }
 
 void k_direct_race(void *arg)            /* direct store, then the neighbour's word, no barrier */

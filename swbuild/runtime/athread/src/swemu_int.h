@@ -88,6 +88,8 @@ typedef struct swemu_cpe {
     unsigned char pg_shared[SWEMU_ARENA_PAGES];   /* false sharing seen this spawn: fill, not protect */
     size_t top_pages;             /* pages [top_pages, end) are above every live block */
     unsigned char live[SWEMU_ARENA / SWEMU_ALIGN / 8];   /* granules in live blocks (access.c) */
+    uintptr_t ok_lo, ok_hi;       /* the live block the last checked access hit (access.c) */
+    int nfill;                    /* transfers in flight whose pages are not protected */
 } swemu_cpe;
 
 extern swemu_cpe swemu_cpes[SWEMU_CPES];
