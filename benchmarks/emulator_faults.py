@@ -29,10 +29,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "runtime"), str(ROOT / "tests" /
 from bangemu_build import compile_mlu, hardware  # noqa: E402
 from test_faults import build_faults  # noqa: E402
 
-WARN = {"k_race", "k_direct_same_word", "k_direct_race"}   # rules that warn (swbuild check fails)
+WARN = {"k_race", "k_race_row", "k_direct_same_word", "k_direct_race"}   # rules that warn (swbuild check fails)
 STORES = {"k_plain_other", "k_plain_other_stack", "k_direct_same_word"}   # need store checks
 LOADS = {"k_load_past", "k_direct_race"}                                   # need SWEMU_INSTRUMENT=1
-CLEAN = {"k_clean", "k_race_ok", "k_rz_exact", "k_direct_ok"}
+CLEAN = {"k_clean", "k_race_ok", "k_race_chain", "k_rz_exact", "k_direct_ok"}
 LEVELS = {"": "stores", "+loads": "1", "+uninstrumented": "0"}
 BANG_WARN = {"task_conflict"}
 BANG_GDRAM = {"gdram_misaligned", "gdram_odd_size"}   # rules only a toolchain stating them has

@@ -230,6 +230,19 @@ def test_barrier_orders_the_same_accesses(fp):
     assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
 
 
+def test_chain_of_row_and_column_barriers_orders_accesses(fp):
+    p = run(fp, "k_race_chain", "k_race_chain")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
+
+
+def test_row_barrier_does_not_order_another_row(fp):
+    p = run(fp, "k_race_row")
+    assert (p.returncode, p.stdout) == (0, "ok\n"), p.stderr
+    assert re.fullmatch(rf"swemu: warning: kernel k_race_row: race: 16384 bytes read by one CPE and written by "
+                        rf"another with no barrier between, first at {HEX} \(out\+0\) read by CPE 55, "
+                        r"written by CPE 0\n", p.stderr)
+
+
 # ---- plain stores (default builds) and loads (SWEMU_INSTRUMENT=1) ------------------------------
 
 def test_plain_store_into_another_cpes_live_block(fp):
