@@ -62,10 +62,13 @@ void swemu_clock_reset(swemu_cpe *c)
  * recorded in a signal handler (DMA landing on the spin timer), where malloc must not run. */
 static void snap_room(swemu_cpe *c)
 {
+    void *p;
+    size_t cap = 2 * c->snap_cap + 16;
     if (c->nsnap + 1 <= c->snap_cap) return;
-    c->snap_cap = 2 * c->snap_cap + 16;
-    c->snap = realloc(c->snap, c->snap_cap * sizeof *c->snap);
-    if (!c->snap) swemu_die(c, "out of memory recording barrier clocks (SWEMU_CONFLICTS=0 turns this off)");
+    if (!(p = realloc(c->snap, cap * sizeof *c->snap)))
+        swemu_die(c, "out of memory recording barrier clocks (SWEMU_CONFLICTS=0 turns this off)");
+    c->snap = p;
+    c->snap_cap = cap;
 }
 
 void swemu_clock_tick(swemu_cpe *c)     /* c arrives at a barrier: a new epoch */
