@@ -34,7 +34,6 @@ STORES = {"k_plain_other", "k_plain_other_stack", "k_direct_same_word"}   # need
 LOADS = {"k_load_past", "k_direct_race"}                                   # need SWEMU_INSTRUMENT=1
 CLEAN = {"k_clean", "k_race_ok", "k_race_chain", "k_rz_exact", "k_direct_ok"}
 LEVELS = {"": "stores", "+loads": "1", "+uninstrumented": "0"}
-V1_ONLY = {"k_bcast_early"}                                                # BCAST_MODE: no CRTS twin
 BANG_WARN = {"task_conflict"}
 BANG_GDRAM = {"gdram_misaligned", "gdram_odd_size"}   # rules only a toolchain stating them has
 
@@ -62,7 +61,7 @@ def athread_suite(name, out, level):
     fp = build_faults(name, out, level)
     kernels = re.findall(r"X\((k_\w+)\)", (ROOT / "tests/runtime/c/faults.h").read_text())
     faults = [k for k in kernels if k not in CLEAN and (level != "0" or k not in STORES)
-              and (level == "1" or k not in LOADS) and (name == "sunway-emu" or k not in V1_ONLY)]
+              and (level == "1" or k not in LOADS)]
     missed = [k for k in faults if not caught(run([fp.exe, k], SWEMU_DMA="wait"), k in WARN, "swemu")]
     silent = all(run([fp.exe, k, k], SWEMU_DMA=m).stderr == "" for k in sorted(CLEAN)
                  for m in ("issue", "wait", "random:1", "random:2"))

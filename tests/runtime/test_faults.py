@@ -159,18 +159,6 @@ def test_dma_from_outside_every_array(fp):
         f": {fp.get}: main memory 0x10000 is not mapped: the DMA's main-memory side lies outside every array")
 
 
-
-def test_broadcast_buffer_written_in_flight(fp):
-    if fp.get != "athread_get":      # CRTS has no BCAST_MODE: the kernel is empty there
-        assert run(fp, "k_bcast_early").returncode == 0
-        return
-    assert re.fullmatch(
-        rf"swemu: error: kernel k_bcast_early CPE 0: LDM {HEX} of CPE 3 was written while DMA "
-        rf"athread_get\(BCAST_MODE\) #1 \(256 bytes, main memory {HEX}\.\.{HEX} -> LDM {HEX} in ldm_malloc "
-        r"block 0x[0-9a-f]+ of 256 bytes, byte 0\) into it was in flight \(buffer reused before the "
-        r"broadcast's reply wait and barrier\)", report(fp, "k_bcast_early"))
-    assert run(fp, "k_bcast_early", mode="issue").returncode == 0   # landed inside the call: unseen
-
 # ---- LDM ------------------------------------------------------------------------------------
 
 def test_heap_plus_stack_overflow(fp):

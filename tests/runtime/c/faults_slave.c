@@ -252,24 +252,6 @@ static void diagonal(fpara_t *p, int col)
     WAIT(&r, 3);
 }
 
-void k_bcast_early(void *arg)            /* v1: a receiver writes its buffer while the broadcast is in flight */
-{
-#ifdef SWEMU_API_V1
-    fpara_t *p = arg;
-    float *b = ldm_malloc(256);
-    reply_t r = 0;
-    SYNC();                              /* every receiver has its buffer */
-    if (MYID == 0) athread_get(BCAST_MODE, p->in, b, 256, (void *)&r, 0x01, 0, 0);
-    SYNC();
-    if (MYID == 3) ((volatile float *)b)[2] = 5;
-    SYNC();
-    if (MYID == 0) WAIT(&r, 1);
-    SYNC();
-#else
-    (void)arg;                           /* CRTS has no BCAST_MODE */
-#endif
-}
-
 void k_race_chain(void *arg) { diagonal(arg, 1); }
 void k_race_row(void *arg) { diagonal(arg, 0); }
 

@@ -65,27 +65,6 @@ void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n)
     }
 }
 
-/* where receiving CPE k of broadcast x gets its data (v1 BCAST_MODE, dma.c) */
-char *swemu_bcast_to(const swemu_xfer *x, int k)
-{
-    swemu_cpe *t = &swemu_cpes[k];
-    return x->bstack ? (char *)(t->stk_hi - x->boff) : t->ldm + x->boff;
-}
-
-/* the first byte of [l, l + len) that is not the 0xFF fill, or -1 */
-static long fill_changed(const char *l, long len)
-{
-    long k = 0;
-    for (; k + 8 <= len; k += 8) {   /* 8 bytes at a time, then find the byte */
-        uint64_t v;
-        memcpy(&v, l + k, 8);
-        if (v != ~(uint64_t)0) break;
-    }
-    for (; k < len; k++)
-        if ((unsigned char)l[k] != 0xFF) return k;
-    return -1;
-}
-
 static void describe_xfer(swemu_cpe *c, const swemu_xfer *x, char *buf, size_t n)
 {
     uintptr_t m = (uintptr_t)x->mem, mh = m + x->n * x->chunk + (x->n - 1) * x->gap;
@@ -153,41 +132,6 @@ static void track(swemu_cpe *c, const swemu_xfer *x, int d)
 }
 
 /* ---- landing ---- */
-/* A broadcast lands in every receiver: each one's fill must be intact (a receiver that wrote
- * its buffer, or returned from the kernel, before the data came is reported), then main
- * memory is read once, into the first receiver, and copied LDM to LDM to the others. */
-static void land_bcast(swemu_cpe *c, const swemu_xfer *x)
-{
-    char *to[SWEMU_CPES], d[384];
-    int nt = 0;
-    for (int k = 0; k < SWEMU_CPES; k++) {
-        long at;
-        if (!(x->bcast >> k & 1)) continue;
-        to[nt] = swemu_em(swemu_bcast_to(x, k));
-        if (k != c->id && __atomic_load_n(&swemu_cpes[k].state, __ATOMIC_ACQUIRE) == 3) {
-            describe_xfer(c, x, d, sizeof d);
-            swemu_die(c, "receiving CPE %d returned from the kernel before DMA %s landed (its data "
-                      "would be lost)", k, d);
-        }
-        if ((at = fill_changed(to[nt], x->len)) >= 0) {
-            describe_xfer(c, x, d, sizeof d);
-            swemu_die(c, "LDM %#lx of CPE %d was written while DMA %s into it was in flight (buffer "
-                      "reused before the broadcast's reply wait and barrier)",
-                      (unsigned long)(uintptr_t)(swemu_bcast_to(x, k) + at), k, d);
-        }
-        nt++;
-    }
-    c->copying = x->op;
-    for (long k = 0; k < x->n; k++) {
-        char *m = x->mem + k * (x->chunk + x->gap);
-        memcpy(to[0] + k * x->chunk, m, x->chunk);
-        if (swemu_conflicts_on) swemu_record_read(c, (uintptr_t)m, (uintptr_t)m + x->chunk);
-    }
-    for (int i = 1; i < nt; i++) memcpy(to[i], to[0], x->len);
-    c->copying = NULL;
-    if (x->reply) __atomic_fetch_add((int *)swemu_em((void *)x->reply), 1, __ATOMIC_SEQ_CST);
-}
-
 static void land(swemu_cpe *c, int i)
 {
     swemu_xfer x = c->q[i];
@@ -195,19 +139,22 @@ static void land(swemu_cpe *c, int i)
     memmove(&c->q[i], &c->q[i + 1], (c->nq - i - 1) * sizeof *c->q);
     c->nq--;
     c->nfill -= !x.prot;
-    if (x.bcast) {
-        land_bcast(c, &x);
-        return;
-    }
     if (!x.put && !x.prot) {
         /* unprotected destination (stack/TLS, shared page): the 0xFF fill tells */
-        long k = fill_changed(l, x.len);
-        if (k >= 0) {
-            char d[384];
-            describe_xfer(c, &x, d, sizeof d);
-            swemu_die(c, "LDM %#lx was written while DMA %s into it was in flight "
-                      "(buffer reused before its reply wait)", (unsigned long)(uintptr_t)(x.ldm + k), d);
+        long k = 0;
+        for (; k + 8 <= x.len; k += 8) {   /* 8 bytes at a time, then find the byte */
+            uint64_t v;
+            memcpy(&v, l + k, 8);
+            if (v != ~(uint64_t)0) break;
         }
+        for (; k < x.len; k++)
+            if ((unsigned char)l[k] != 0xFF) {
+                char d[384];
+                describe_xfer(c, &x, d, sizeof d);
+                swemu_die(c, "LDM %#lx was written while DMA %s into it was in flight "
+                          "(buffer reused before its reply wait)",
+                          (unsigned long)(uintptr_t)(x.ldm + k), d);
+            }
     }
     c->copying = x.op;
     for (long k = 0; k < x.n; k++) {
@@ -347,15 +294,10 @@ void swemu_issue(swemu_cpe *c, const swemu_xfer *x0)
         }
     }
     if (c->nq == SWEMU_QMAX) land(c, 0);  /* the DMA queue is finite on the chip too */
-    x.prot = in_arena(c, lo) && swemu_checks > 0 && !x.bcast;   /* receivers: filled */
+    x.prot = in_arena(c, lo) && swemu_checks > 0;
     for (size_t p = x.prot ? page_of(c, lo) : 1, e = x.prot ? page_of(c, hi - 1) : 0; p <= e; p++)
         if (c->pg_shared[p] && swemu_checks < 2) x.prot = 0;
-    if (x.bcast) {
-        for (int k = 0; k < SWEMU_CPES; k++)
-            if (x.bcast >> k & 1) memset(swemu_em(swemu_bcast_to(&x, k)), 0xFF, x.len);
-    } else if (!x.put && !x.prot) {
-        memset(swemu_em(x.ldm), 0xFF, x.len);   /* poison instead */
-    }
+    if (!x.put && !x.prot) memset(swemu_em(x.ldm), 0xFF, x.len);   /* poison instead */
     x.after = -1;
     if (swemu_dma_mode == 2) {
         unsigned r = next_rand(c) % 8;

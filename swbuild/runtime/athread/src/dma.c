@@ -1,8 +1,8 @@
 /* dma.c - DMA for both APIs (v1 athread_get/put, CRTS_dma_*), checks, counters and the
  * write-conflict detector.
  *
- * With SWEMU_DMA=issue every transfer completes inside the call, then adds 1 to the reply
- * word atomically; in the other modes async.c queues it until it lands.  Strided transfers follow
+ * Every transfer completes inside the call, then adds 1 to the reply word atomically:
+ * `while (reply != n);` and CRTS_dma_wait_value see it at once.  Strided transfers follow
  * the hardware: `bsize` bytes contiguous in main memory, then `stride` bytes skipped (a
  * gap, not a pitch); the LDM side is contiguous; bsize == 0 or stride == 0 = contiguous.
  * v1 BCAST_MODE gets (one issuer, the same LDM address in every CPE of the masked rows)
@@ -139,15 +139,12 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
  * entered the kernel (until then its thread waits in emulator frames that may lie at that
  * address); a receiver that already returned from the kernel is an error.  A receiver that
  * returns *during* the copy cannot be told apart - on the chip its data would be lost too.
- * Only the issuer's reply word and counters change: one get op of `len` bytes.  Unless
- * SWEMU_DMA=issue, the broadcast is in flight until it lands like any get of the issuer
- * (async.c): every receiver's buffer is 0xFF-filled at issue and checked at landing. */
+ * Only the issuer's reply word and counters change: one get op of `len` bytes. */
 static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply, unsigned mask,
                      long stride, long bsize)
 {
     const char *op = "athread_get";
     char *to[SWEMU_CPES];
-    uint64_t receivers = 0;
     uintptr_t d = (uintptr_t)dest, off;
     long chunk, gap, n, nt = 0;
     int rows = SWEMU_CPES / 8, stack;
@@ -183,18 +180,10 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
                           "block of receiving CPE %d (every receiver must have allocated the same "
                           "buffer)", op, (unsigned long)a, (unsigned long)(a + len), t->id);
             to[nt++] = (char *)a;
-            receivers |= 1ull << t->id;
         }
     }
-    dma_count(c, 0, len);
-    if (swemu_dma_mode) {     /* in flight until the issuer's wait, like any get (async.c) */
-        swemu_xfer x = {"athread_get(BCAST_MODE)", 0, 0, src, dest, len, chunk, gap, n, reply, -1, 0,
-                        receivers, off, stack};
-        swemu_issue(c, &x);
-        return 0;
-    }
-    /* SWEMU_DMA=issue: main memory is read once, into the first receiver; the others copy
-     * LDM to LDM */
+    /* main memory is read once, into the first receiver; the others copy LDM to LDM.
+     * A broadcast lands inside the call in every SWEMU_DMA mode. */
     c->copying = op;
     for (long k = 0; k < n; k++) {
         char *m = (char *)src + k * (chunk + gap);
@@ -203,6 +192,7 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     }
     for (long i = 1; i < nt; i++) memcpy(swemu_em(to[i]), swemu_em(to[0]), len);
     c->copying = NULL;
+    dma_count(c, 0, len);
     if (reply) __atomic_fetch_add((int *)swemu_em(reply), 1, __ATOMIC_SEQ_CST);
     c->in_emu = 0;
     return 0;

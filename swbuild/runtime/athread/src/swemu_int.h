@@ -46,8 +46,6 @@ typedef struct {
     volatile int *reply;
     int after;                    /* random mode: land after this many more events; -1 never */
     int prot;                     /* its LDM pages are protected (else: 0xFF-filled, checked) */
-    uint64_t bcast;               /* v1 BCAST_MODE: the receiving CPEs (bit k = CPE k), else 0 */
-    uintptr_t boff; int bstack;   /* ... and where: arena offset, or distance below stk_hi */
 } swemu_xfer;
 
 /* Counters aggregated per kernel name, in first-spawn order. */
@@ -135,7 +133,6 @@ void swemu_clock_tick(swemu_cpe *c);
 void swemu_async_init(void);
 void swemu_async_thread(swemu_cpe *c);
 void swemu_issue(swemu_cpe *c, const swemu_xfer *x);
-char *swemu_bcast_to(const swemu_xfer *x, int k);
 void swemu_land_all(swemu_cpe *c);
 void swemu_kernel_end(swemu_cpe *c);
 int swemu_fault(swemu_cpe *c, uintptr_t a, int write);
