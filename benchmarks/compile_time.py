@@ -4,8 +4,9 @@
 For every model, whole `swbuild compile` processes (CPU seconds = user + system of the child,
 peak RSS from its rusage), median of --repeat runs:
 
-  cold   a fresh, empty schedule cache directory (every kernel searched);
-  warm   the same build again on the cache the cold run filled (a CI rebuild, an edit);
+  cold   fresh, empty schedule and zoo cache directories (every kernel searched, zoo weights
+         drawn);
+  warm   the same build again on the caches the cold run filled (a CI rebuild, an edit);
 
 and, when a Python with TVM is available (--tvm-python, or $SWBUILD_TVM_PYTHON; TVM is no
 dependency of swbuild: install apache-tvm in a separate venv), TVM's
@@ -16,8 +17,9 @@ same run, and the ratio swbuild cold / TVM.
     python benchmarks/compile_time.py --models light zoo --repeat 3 --tvm-python /work/tvm-venv/bin/python
     python benchmarks/compile_time.py --models light_inception_v1 --target sunway-pro-emu
 
-Zoo models are written to a temporary .onnx file (the same bytes swbuild's recipe builds).
-Prints one JSON document.
+Zoo models are compiled from their recipe (recipes/NAME.yaml, as `scons model=NAME` does: the
+zoo hands its arrays to the importer) and written to a temporary .onnx file for TVM (the same
+bytes). Prints one JSON document.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sunway_report import expand, light_dir  # noqa: E402  (model names: light, zoo, paths)
+from sunway_report import ROOT, expand, light_dir  # noqa: E402  (model names: light, zoo, paths)
 
 DEFAULT = ["light_resnet50", "vgg16"]
 
@@ -65,10 +67,10 @@ def onnx_file(name, tmp):
         return Path(name)
     if name.startswith("light_"):
         return light_dir() / f"{name}.onnx"
-    import onnx
-    from swbuild import zoo
+    # in a child: a child's peak RSS counts the parent's at fork, so this process stays small
     path = tmp / f"{name}.onnx"
-    onnx.save(zoo.build(name), str(path))
+    code = "import sys, onnx; from swbuild import zoo; onnx.save(zoo.build(sys.argv[1]), sys.argv[2])"
+    subprocess.run([sys.executable, "-c", code, name, str(path)], check=True)
     return path
 
 
@@ -87,13 +89,20 @@ def median_runs(argv, env, repeat, before=None):
 
 def bench(name, target, repeat, tvm_python, tmp):
     model = onnx_file(name, tmp)
-    cache = tmp / f"cache-{name}"
+    cache, zcache = tmp / f"cache-{name}", tmp / f"zoo-{name}"
     out = tmp / f"out-{name}"
-    env = dict(os.environ, SWBUILD_SCHEDULE_CACHE=str(cache))
-    argv = [sys.executable, "-m", "swbuild.cli", "compile", str(model), "--target", target, "-o", str(out)]
-    cold = median_runs(argv, env, repeat, before=lambda: shutil.rmtree(cache, ignore_errors=True))
+    env = dict(os.environ, SWBUILD_SCHEDULE_CACHE=str(cache), SWBUILD_ZOO_CACHE=str(zcache))
+    recipe = ROOT / "recipes" / f"{name}.yaml"
+    source = ["--recipe", str(recipe)] if not name.startswith("light_") and recipe.exists() else [str(model)]
+    argv = [sys.executable, "-m", "swbuild.cli", "compile", *source, "--target", target, "-o", str(out)]
+
+    def clear():
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(zcache, ignore_errors=True)
+    cold = median_runs(argv, env, repeat, before=clear)
     warm = median_runs(argv, env, repeat)
-    row = {"model": name, "target": target, "cold_cpu_s": cold[0], "cold_peak_rss_mb": round(cold[1] / 2**20, 1),
+    row = {"model": name, "source": "recipe" if source[0] == "--recipe" else "onnx", "target": target,
+           "cold_cpu_s": cold[0], "cold_peak_rss_mb": round(cold[1] / 2**20, 1),
            "warm_cpu_s": warm[0], "warm_peak_rss_mb": round(warm[1] / 2**20, 1)}
     if tvm_python:
         tvm = median_runs([tvm_python, "-c", TVM_SCRIPT, str(model)], dict(os.environ), repeat)

@@ -133,7 +133,7 @@ if [ "$wheelhouse" = 1 ]; then
     (cd "$ctx" && tar -c --exclude=ci .) | tar -x -C "$pkgsrc"
     fill() {
         "$PYTHON" -m pip wheel --quiet --wheel-dir "$wh" --find-links "$wh" "$@" \
-            "$pkgsrc${extras:+[$extras]}" "setuptools>=68" wheel
+            "$pkgsrc${extras:+[$extras]}" "setuptools>=77" wheel
     }
     if { [ -s "$wh/constraints.in" ] && fill -c "$wh/constraints.in" && cp "$wh/constraints.in" "$wh/constraints.txt"; } \
        || fill; then

@@ -84,9 +84,11 @@ docker run --rm \
             rc=$(cat /tmp/rc)
             python3 /opt/swbuild-ci/last_json.py "/tmp/$M.$s.log" > "/tmp/$M.$s.json" || rc=1
         done
-        dir=build/$T/$M
-        if [ -d "$dir" ]; then
-            tar -C "$dir" -c --exclude="*.o" --exclude="./.*" $EXCLUDES . | tar -x -C /out || rc=1
+        # build/T/M, or build/T/M-batch2-... when SCONS ARGS set options (the copy starts
+        # clean, so there is one). Objects stay: a thin libM.a (emulated targets) names them.
+        dir=$(ls -d "build/$T/$M" "build/$T/$M"-* 2>/dev/null | head -n 1)
+        if [ -n "$dir" ] && [ -d "$dir" ]; then
+            tar -C "$dir" -c --exclude="./.*" $EXCLUDES . | tar -x -C /out || rc=1
         fi
         for f in /tmp/"$M".*.log /tmp/"$M".*.json; do
             [ -s "$f" ] && cp "$f" /out/

@@ -19,6 +19,7 @@ import numpy as np
 from .backends import family_of_plan
 from .backends.common import BANG_EXIT, LDM_EXIT  # noqa: F401  (scop_recipe reads LDM_EXIT here)
 from .errors import SwbuildError
+from .progress import Steps
 
 
 def seeded_inputs(specs, seed, bounds=None):
@@ -37,6 +38,8 @@ def seeded_inputs(specs, seed, bounds=None):
 def index_bounds(model):
     """For integer graph inputs used as Gather indices: the size of the gathered axis."""
     import onnx
+    if hasattr(model, "to_proto"):          # an ArrayModel (the zoo's): nodes and initializer dims
+        model = model.to_proto()
     if not isinstance(model, onnx.ModelProto):
         model = onnx.load(str(model), load_external_data=False)
     shapes = {t.name: list(t.dims) for t in model.graph.initializer}
@@ -96,6 +99,8 @@ def load_npz(path, specs, what):
 def onnxruntime_reference(model, inputs):
     import onnx
     import onnxruntime as ort
+    if hasattr(model, "to_proto"):          # an ArrayModel (the zoo's)
+        model = model.to_proto()
     m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
     m = onnx.ModelProto.FromString(m.SerializeToString())
     m.ir_version = min(m.ir_version, 10)   # onnx writes newer IR versions than onnxruntime reads
@@ -203,19 +208,25 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     """Run and compare; returns the result document (status pass/fail; a timeout is a fail)."""
     fam = family_of_plan(plan)
     doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol}
+    progress = Steps(2, f"check {plan['model']}")     # the two long parts, on a terminal
     try:
+        progress.step(f"running {Path(runner).name}")
         with tempfile.TemporaryDirectory(prefix="swcheck-") as tmp:
             got, stats, err, code, secs = run_runner(runner, plan, inputs, workdir or tmp, timeout)
     except RunnerTimeout as e:
+        progress.close()
         doc.update(status="fail", reason=str(e), max_abs_err=None, max_rel_err=None, run_seconds=timeout)
         return doc
     doc["run_seconds"] = round(secs, 3)
     if code != 0:
+        progress.close()
         doc.update(status="fail", reason=f"runner exited with status {code}" +
                    (f" ({fam.exit_reasons[code]})" if code in fam.exit_reasons else ""),
                    stderr=err.strip().splitlines()[-5:], max_abs_err=None, max_rel_err=None)
         return doc
+    progress.step("the reference (onnxruntime)" if callable(reference) else "comparing")
     ref = reference(inputs) if callable(reference) else reference
+    progress.close()
     ok, a, r, per = compare(got, ref, rtol, atol)
     if plan.get("mpi"):
         from .mpi import findings as mpi_findings

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, toolchain
-from .errors import RecipeError, SwbuildError, UnsupportedError
+from .errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
 from .names import model_name_problem
 from .outlock import locked
 
@@ -19,6 +19,8 @@ EPILOG = """examples:
   swbuild report model.onnx --target sunway-emu --json
   swbuild report recipes/vgg16.yaml --target sunway-emu --plot vgg16.png
   swbuild ops --target sunway-emu
+  swbuild ops model.onnx --target diannao-emu             (per node: supported or why not)
+  swbuild export model.onnx --target sunway -o model.tar   (sources, weights, Makefile for sw5cc, metadata)
 """
 
 
@@ -26,7 +28,7 @@ EPILOG = """examples:
 class Job:
     """One model to build: where it comes from and every option that shapes the output."""
     name: str
-    model: object                 # ModelProto or path
+    source: object                # ModelProto, path, or a function that builds the model (zoo)
     model_path: Path | None       # the file, when there is one (light references, hashing)
     input_shapes: dict
     batch: int | None
@@ -34,6 +36,18 @@ class Job:
     check: dict
     recipe: object = None
     lock_inputs: dict = field(default_factory=dict)
+
+    @property
+    def model(self):
+        """The model, built on first use: `swbuild check` of a zoo recipe builds it only after
+        SCons built the runner (its generator builds its own copy), not both at once."""
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
+
+    @model.setter
+    def model(self, value):
+        self.source = value
 
 
 def _shape(text):
@@ -62,6 +76,8 @@ def _seconds(text):
 def make_job(args) -> Job:
     from . import recipe as rc
     sets = rc.parse_sets(args.set)
+    if getattr(args, "grouping", None):
+        sets.update(rc.parse_sets([f"grouping={args.grouping}"]))
     shapes = dict(_shape(s) for s in args.input or [])
     if args.recipe:
         if args.model:
@@ -70,7 +86,7 @@ def make_job(args) -> Job:
         r.check_target(args.target)
         if r.source_kind == "zoo":
             from . import zoo
-            model, path = zoo.build(r.source, batch=r.batch, seed=int(r.check["seed"])), None
+            model, path = (lambda: zoo.build_model(r.source, batch=r.batch, seed=int(r.check["seed"]))), None
         else:
             r.verify_source()
             model = path = Path(r.source)
@@ -102,6 +118,23 @@ def _normalized(job, tc):
             "batch": job.batch, "options": job.options, "check": job.check}
 
 
+def blame_inputs(job, e):
+    """Input names the model lacks, blamed where the user wrote them: the recipe's
+    `inputs[i].name` line, or the --input flag."""
+    from .errors import did_you_mean
+    given = [i.name for i in job.recipe.inputs] if job.recipe is not None else []
+    errors = []
+    for name in e.names:
+        msg = f"'{name}' is not an input of the model{did_you_mean(name, e.inputs)}; its inputs: {', '.join(e.inputs)}"
+        if name in given:
+            errors.append(job.recipe.error(f"inputs[{given.index(name)}].name", msg))
+        else:
+            errors.append(SwbuildError(f"--input {name}=...: {msg}"))
+    if all(isinstance(x, RecipeError) for x in errors):
+        return RecipeError.of(errors)
+    return errors[0]
+
+
 def do_compile(job, tc, out_dir, last_use=False):
     """Generate sources and the lock file into out_dir; returns (program, prefix).
     `last_use`: nothing reads job.model afterwards, so a ModelProto's weights are freed during
@@ -115,7 +148,10 @@ def do_compile(job, tc, out_dir, last_use=False):
     if last_use and post is None and job.model_path is None:   # the MPI post step compiles job.model again
         from .frontends.onnx import Handover
         model, job.model = Handover(job.model), None
-    program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
+    try:
+        program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
+    except UnknownInputs as e:
+        raise blame_inputs(job, e) from None
     names = family_of(tc).generated_files(program.prefix)
     outputs = {n: Path(out_dir) / n for n in sorted(files)}
     write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
@@ -123,20 +159,26 @@ def do_compile(job, tc, out_dir, last_use=False):
     return program
 
 
-def do_build(tc, prefix, out_dir, overrides=None, verbose=False):
-    """Compile and link the generated sources; returns the runner path."""
-    from . import build
-    tc.check_compilers(overrides)
-    rt_steps, rt_lib = build.runtime_steps(tc, Path(out_dir) / "_runtime")
-    plan = Path(out_dir) / f"{prefix}.plan.json"
-    mpi = plan.exists() and "mpi" in json.loads(plan.read_text())
-    steps, _, exe = build.model_steps(tc, prefix, out_dir, out_dir, rt_lib, overrides, mpi=mpi)
-    build.run_steps(rt_steps + steps, verbose=verbose, log=lambda s: print(s, file=sys.stderr))
-    return exe
+def scons_build(args, job, tc, out):
+    """Build (or find up to date) the model's library and runner through SCons, on the
+    same description a project's SConstruct uses (swbuild/scons/driver.py); returns the runner."""
+    from .recipe import project_dir_of
+    from .scons import driver
+    if job.recipe is not None:
+        spec = driver.job_spec(tc, out, bool(args.out), project_dir_of(args.recipe), recipe=args.recipe,
+                               sets=args.set, verbose=args.verbose)
+    else:
+        spec = driver.job_spec(tc, out, bool(args.out), Path.cwd(), onnx=args.model, inputs=job.input_shapes,
+                               name=args.name, sets=args.set, verbose=args.verbose)
+    driver.build(spec, quiet=getattr(args, "quiet", False))
+    from .names import c_prefix
+    return Path(out) / f"{c_prefix(job.name)}_runner"
 
 
 def _out_dir(args, job, tc):
-    return Path(args.out) if args.out else Path("build") / tc.name / job.name
+    from .build import variant_name
+    from .recipe import parse_sets
+    return Path(args.out) if args.out else Path("build") / tc.name / variant_name(job.name, parse_sets(args.set))
 
 
 def _toolchain(args):
@@ -178,13 +220,14 @@ def cmd_compile(args):
         return 0
     job = make_job(args)
     out = _out_dir(args, job, tc)
+    if args.exe:    # generate and build through SCons: an up-to-date build is left alone
+        exe = scons_build(args, job, tc, out)
+        print(f"swbuild: built {exe}", file=sys.stderr)
+        return 0
     with locked(out):
         program = do_compile(job, tc, out, last_use=True)
         print(f"swbuild: {job.name} -> {out} ({len(program.kernels)} kernels, arena {program.memory.arena_bytes} bytes)",
               file=sys.stderr)
-        if args.exe:
-            exe = do_build(tc, program.prefix, out, verbose=args.verbose)
-            print(f"swbuild: built {exe}", file=sys.stderr)
     return 0
 
 
@@ -202,9 +245,8 @@ def _prepare_run(args, job, tc):
         from .names import c_prefix
         plan_path = out / f"{c_prefix(job.name)}.plan.json"
     else:
-        program = do_compile(job, tc, out)
-        runner = do_build(tc, program.prefix, out, verbose=getattr(args, "verbose", False))
-        plan_path = out / f"{program.prefix}.plan.json"
+        runner = scons_build(args, job, tc, out)
+        plan_path = runner.parent / f"{runner.name[:-len('_runner')]}.plan.json"
     return runner, json.loads(plan_path.read_text())
 
 
@@ -245,16 +287,16 @@ def cmd_check(args):
             job = make_job(args)
             if args.timeout is not None:
                 job.check["timeout"] = args.timeout
-            with locked(_out_dir(args, job, tc)):
-                runner, plan = _prepare_run(args, job, tc)
-                inputs, ref = _reference(args, job, plan)
-                doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]),
-                                        timeout=float(job.check["timeout"]))
+            runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock
+            inputs, ref = _reference(args, job, plan)
+            doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]),
+                                    timeout=float(job.check["timeout"]))
     except UnsupportedError as e:
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
     except (SwbuildError, OSError) as e:
-        print(f"swbuild: error: {e}", file=sys.stderr)
+        for one in getattr(e, "errors", [e]):     # a recipe's errors, one line each
+            print(f"swbuild: error: {one}", file=sys.stderr)
         print(json.dumps({"status": "error", "reason": str(e).splitlines()[0]}))
         return 2
     except Exception as e:  # e.g. onnxruntime rejecting the reference model: still one JSON line
@@ -267,7 +309,17 @@ def cmd_check(args):
         print(f"swbuild: check passed for {doc['model']} on {doc['target']}: max abs err {doc['max_abs_err']:.3g}, "
               f"max rel err {doc['max_rel_err']:.3g}", file=sys.stderr)
     print(json.dumps(doc, sort_keys=True))
+    write_result(args, doc)
     return 0 if doc["status"] == "pass" else 1
+
+
+def write_result(args, doc):
+    """--result FILE: the JSON document as a file (the SCons check/report targets); replaced
+    in one step so a reader never sees half of it."""
+    if getattr(args, "result", None):
+        tmp = Path(args.result + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        tmp.replace(args.result)
 
 
 def cmd_report(args):
@@ -275,14 +327,16 @@ def cmd_report(args):
 
     from . import check
     from .backends import family_of
+    from .report_text import format_report
+    if args.plot:
+        _plot_needs()
     tc = _toolchain(args)
     fam = family_of(tc)
     job = make_job(args)
-    with locked(_out_dir(args, job, tc)):
-        runner, plan = _prepare_run(args, job, tc)
-        inputs, _ = _reference(args, job, plan)
-        with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
-            _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp, timeout=float(job.check["timeout"]))
+    runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock
+    inputs, _ = _reference(args, job, plan)
+    with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
+        _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp, timeout=float(job.check["timeout"]))
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
     if plan.get("mpi"):     # one report of a rank's kernels (rank 0's counters), plus the ranks
@@ -292,18 +346,63 @@ def cmd_report(args):
             mpi.plot(rep["mpi"], args.plot)
     else:
         rep = fam.report(plan, stats, tc)
-        if args.plot and fam.plot is not None:
+        if args.plot:
             fam.plot(rep, tc, args.plot)
-    print(json.dumps(rep, indent=None if args.json else 2, sort_keys=True))
+    if args.plot:
+        print(f"swbuild: plot written to {args.plot}", file=sys.stderr)
+    print(json.dumps(rep, sort_keys=True) if args.json else format_report(rep))
+    write_result(args, rep)
     return 0
 
 
+def _plot_needs():
+    """--plot is the `plot` extra: say so before building anything."""
+    try:
+        import matplotlib  # noqa: F401  (only whether it is there)
+    except ImportError:
+        raise SwbuildError("--plot needs matplotlib, the `plot` extra: pip install 'swbuild[plot]' "
+                           "(or leave out --plot)") from None
+
+
 def cmd_ops(args):
+    """Without MODEL: the operators (of a target); with MODEL: per node, supported or why not."""
+    from . import ops_report
     from .ops import supported_ops
-    if args.target:
-        toolchain.load(args.target)
-    for op in supported_ops():
-        print(op)
+    if not args.model and not args.recipe:
+        if args.target:
+            print(ops_report.target_list(_toolchain(args)))
+        else:
+            print("\n".join(supported_ops()))
+        return 0
+    if not args.target:
+        raise SwbuildError("give --target T: whether a node is supported depends on the target "
+                           f"({', '.join(toolchain.available())})")
+    tc = _toolchain(args)
+    job = make_job(args)
+    try:
+        doc = ops_report.analyse(job.model, tc, job.name, job.input_shapes, job.batch, job.options)
+    except UnknownInputs as e:
+        raise blame_inputs(job, e) from None
+    print(json.dumps(doc, sort_keys=True) if args.json else ops_report.format_table(doc))
+    return 0 if doc["supported"] else 3
+
+
+def cmd_export(args):
+    """Generate the model's sources in a scratch directory and archive them with a Makefile
+    and metadata (swbuild/export.py)."""
+    import tempfile
+
+    from .export import export
+    tc = _toolchain(args)
+    if _scop_recipe(args) is not None:
+        raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
+                           "(swbuild compile writes it)")
+    job = make_job(args)
+    with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
+        program = do_compile(job, tc, tmp, last_use=True)
+        path, meta = export(tmp, tc, program.prefix, args.out or f"{job.name}-{tc.name}.tar")
+    print(f"swbuild: {job.name} for {tc.name} -> {path} ({len(meta['files'])} files + Makefile, metadata.json; "
+          f"workspace {meta['workspace_bytes']} bytes)", file=sys.stderr)
     return 0
 
 
@@ -326,9 +425,11 @@ def _model_args(p, out_help="output directory (default build/<target>/<model>)")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
     p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe option (see docs/recipes.md)")
+    p.add_argument("--grouping", choices=["on", "off"], help="GraphTurbo grouping (same as --set grouping=...)")
     p.add_argument("--name", help="model name for file and symbol prefixes (default: the file's stem)")
     p.add_argument("-o", "--out", help=out_help)
     p.add_argument("-v", "--verbose", action="store_true", help="print full compiler commands")
+    p.add_argument("-Q", "--quiet", action="store_true", help="no progress lines, only errors and results")
 
 
 def parser():
@@ -349,22 +450,41 @@ def parser():
     p.add_argument("--inputs", help="npz of inputs keyed by graph input names (default: seeded normal)")
     p.add_argument("--expected", help="npz of expected outputs keyed by graph output names (default: onnxruntime)")
     p.add_argument("--runner", help="use this already built runner (its directory holds the plan)")
+    p.add_argument("--result", metavar="FILE", help="also write the JSON document to FILE")
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="stop the runner after this long and name the kernel it was in (default: the recipe's "
                         "check.timeout, 3600)")
     p.set_defaults(fn=cmd_check)
-    p = sub.add_parser("report", help="predicted and measured kernel numbers as JSON",
-                       description="Build, run under emulation and print one JSON report per build.")
+    p = sub.add_parser("report", help="predicted and measured kernel numbers: a table, or JSON",
+                       description="Build, run under emulation and print the report: a table of the kernels "
+                       "(time, traffic, roofline fraction) with totals, or with --json the whole JSON document.")
     _model_args(p)
     p.add_argument("--inputs", help=argparse.SUPPRESS)
     p.add_argument("--expected", help=argparse.SUPPRESS)
     p.add_argument("--runner", help="use this already built runner")
-    p.add_argument("--json", action="store_true", help="compact JSON on one line")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the roofline and per-kernel times (needs matplotlib)")
+    p.add_argument("--result", metavar="FILE", help="also write the JSON document to FILE")
+    p.add_argument("--json", action="store_true", help="the whole report document as JSON on one line")
+    p.add_argument("--plot", metavar="FILE.png", help="Sunway: the roofline and per-kernel times; DianNao: cycles by "
+                   "kernel and instruction class; MPI: the ranks' timelines (needs the `plot` extra: matplotlib)")
     p.set_defaults(fn=cmd_report)
-    p = sub.add_parser("ops", help="list the supported ONNX operators")
-    p.add_argument("--target", "-t", help="target name")
+    p = sub.add_parser("ops", help="supported ONNX operators; with MODEL, per node: supported or why not",
+                       description="Without MODEL: the ONNX operators swbuild lowers (with --target: what the "
+                       "target does with them). With MODEL (and --target): every node of the model, supported or "
+                       "why not (operator, attribute, dtype, local memory); exit 3 when any node is not.")
+    p.add_argument("model", nargs="?", help="an .onnx file, or a recipe (.yaml/.yml/.toml)")
+    p.add_argument("--recipe", help="a recipe file (YAML or TOML)")
+    p.add_argument("--target", "-t", help="target name: " + ", ".join(toolchain.available()))
+    p.add_argument("--input", action="append", metavar="NAME=SHAPE", help="fix an input's shape, e.g. data=1x3x224x224")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a recipe option (see docs/recipes.md)")
+    p.add_argument("--name", help="model name (default: the file's stem)")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     p.set_defaults(fn=cmd_ops)
+    p = sub.add_parser("export", help="one archive to build on the machine without swbuild",
+                       description="Generate the model for the target and write one archive: sources, headers, "
+                       "weights, a Makefile for the target's own compilers (make CC=... to override), the lock "
+                       "file, the plan and metadata.json (inputs, outputs, dtypes, shapes, workspace, versions).")
+    _model_args(p, out_help="the archive: .tar, .tar.gz or .tgz (default <model>-<target>.tar)")
+    p.set_defaults(fn=cmd_export)
     p = sub.add_parser("pipeline", help="list a target's optimizer passes in order",
                        description="Print the passes of the target family's pipeline, in the order they run.")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
@@ -388,16 +508,26 @@ def main(argv=None):
             print("swbuild: error: give either MODEL or --recipe, not both", file=sys.stderr)
             return 2
         args.recipe, args.model = model, None
+    if getattr(args, "quiet", False):
+        from .progress import quiet
+        quiet()
     try:
         return args.fn(args)
     except RecipeError as e:
-        print(f"swbuild: error: {e}", file=sys.stderr)
+        _record(e)
+        for one in e.errors:        # every error of the recipe, one `file:line: field: message` each
+            print(f"swbuild: error: {one}", file=sys.stderr)
         return 2
     except SwbuildError as e:
+        _record(e)
         print(f"swbuild: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:     # `swbuild ops ... | head`: the reader has all it wanted
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except MemoryError:
         print(f"swbuild: error: {_input_of(args)}: out of memory", file=sys.stderr)
         return 2
@@ -405,6 +535,12 @@ def main(argv=None):
         print(f"swbuild: error: {_input_of(args)}: internal error {type(e).__name__}: {_one_line(e)} "
               "(please report it with the model)", file=sys.stderr)
         return 2
+
+
+def _record(e):
+    """When SCons runs this generator for the CLI, tell the CLI why it failed (driver.py)."""
+    from .scons.driver import record_failure
+    record_failure(e)
 
 
 def _one_line(e):

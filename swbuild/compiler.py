@@ -10,9 +10,10 @@ from pathlib import Path
 import onnx
 
 from .backends import family_of
-from .errors import ModelError, SwbuildError, UnsupportedError
-from .frontends.onnx import Handover, import_model, load_model
+from .errors import ModelError, SwbuildError, UnknownInputs, UnsupportedError
+from .frontends.onnx import ArrayModel, Handover, import_model, load_model
 from .lowering import lower
+from . import weights_file
 
 
 def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
@@ -48,9 +49,11 @@ def check_main_memory(program, tc):
 
 def _in_file(model, e):
     """The error with the model file's name in front (a ModelProto has none)."""
-    if isinstance(model, (onnx.ModelProto, Handover)) or str(model) in str(e):
+    if isinstance(model, (onnx.ModelProto, ArrayModel, Handover)) or str(model) in str(e):
         return e
     where = Path(model).name
+    if isinstance(e, UnknownInputs):
+        return UnknownInputs(e.names, e.inputs, where)
     return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")
 
 
@@ -84,6 +87,7 @@ def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=
         plan = fam.plan(program, tc)
         if post is not None:
             files, plan = post(program, files, plan)
+        files = weights_file.apply(program, tc, files, options)
     except SwbuildError:
         raise
     except RecursionError as e:

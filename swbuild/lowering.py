@@ -56,33 +56,70 @@ class LowerCtx:
 
 def lower(graph, model_name, supported=None):
     """Lower every node; unsupported ops and dtypes are one clear error each."""
+    graph, ctx = prepare(graph, model_name)
+    for node in graph.nodes:
+        why = node_problem(graph, node, supported)
+        if why:
+            raise UnsupportedError(why)
+        LOWERINGS[node.op](ctx, node)
+    why = boundary_problem(graph)
+    if why:
+        raise UnsupportedError(why)
+    return finish(ctx, model_name)
+
+
+def prepare(graph, model_name):
+    """The graph as lowering sees it and a fresh LowerCtx (`swbuild ops` lowers node by node)."""
     from .optimizer.dtypes import booleans_as_float
     from .optimizer.graph import simplify
     graph = booleans_as_float(simplify(graph))
-    prefix = c_prefix(model_name)
-    ctx = LowerCtx(graph, prefix)
-    for node in graph.nodes:
-        fn = LOWERINGS.get(node.op)
-        if fn is None:
-            raise UnsupportedError(f"node '{node.name}': operator {node.op} is not supported "
-                                   f"(supported: {', '.join(supported or supported_ops())})")
-        for k, t in enumerate(list(node.inputs) + list(node.outputs)):
-            if node.op == "Gather" and k == 1 and graph.tensors[t].dtype in INDEX_DTYPES:
-                continue   # run-time indices of a lookup
-            if node.op in TYPED_OPS and graph.tensors[t].dtype in BOUNDARY_DTYPES:
-                continue   # aliases carry any dtype; Cast converts (or refuses, naming both dtypes)
-            if t and graph.tensors.get(t) is not None and graph.tensors[t].data is None \
-                    and graph.tensors[t].dtype not in DTYPES:
-                raise UnsupportedError(f"node '{node.name}' ({node.op}): tensor '{t}' has dtype "
-                                       f"{graph.tensors[t].dtype}; kernels compute in {', '.join(DTYPES)} "
-                                       f"(booleans as 0/1; typed graph inputs and outputs through Cast)")
-        fn(ctx, node)
+    return graph, LowerCtx(graph, c_prefix(model_name))
+
+
+def finish(ctx, model_name):
+    _materialize_outputs(ctx, ctx.graph)
+    g = ctx.graph
+    return Program(model_name, ctx.prefix, g, ctx.kernels, ctx.aliases, list(g.inputs), list(g.outputs))
+
+
+def nearest_ops(op, n=3):
+    """The supported operators whose names are closest to `op` (for an unsupported one)."""
+    import difflib
+    ops = supported_ops()
+    close = difflib.get_close_matches(op, ops, n=n, cutoff=0.5)
+    if len(close) < n:      # Celu → Elu: case-insensitive and substring matches too
+        low = {o.lower(): o for o in ops}
+        close += [low[o] for o in difflib.get_close_matches(op.lower(), list(low), n=n, cutoff=0.5) if low[o] not in close]
+        close += [o for o in ops if (o.lower() in op.lower() or op.lower() in o.lower()) and o not in close]
+    return close[:n]
+
+
+def node_problem(graph, node, supported=None):
+    """Why `node` cannot be lowered before its lowering runs (operator, dtypes), or None."""
+    if node.op not in LOWERINGS or (supported is not None and node.op not in supported):
+        near = [o for o in nearest_ops(node.op) if supported is None or o in supported]
+        hint = f"; nearest supported: {', '.join(near)}" if near else ""
+        return (f"node '{node.name}': operator {node.op} is not supported{hint} "
+                f"(`swbuild ops --target T` lists all {len(supported or LOWERINGS)})")
+    for k, t in enumerate(list(node.inputs) + list(node.outputs)):
+        if node.op == "Gather" and k == 1 and graph.tensors[t].dtype in INDEX_DTYPES:
+            continue   # run-time indices of a lookup
+        if node.op in TYPED_OPS and graph.tensors[t].dtype in BOUNDARY_DTYPES:
+            continue   # aliases carry any dtype; Cast converts (or refuses, naming both dtypes)
+        if t and graph.tensors.get(t) is not None and graph.tensors[t].data is None \
+                and graph.tensors[t].dtype not in DTYPES:
+            return (f"node '{node.name}' ({node.op}): tensor '{t}' has dtype "
+                    f"{graph.tensors[t].dtype}; kernels compute in {', '.join(DTYPES)} "
+                    f"(booleans as 0/1; typed graph inputs and outputs through Cast)")
+    return None
+
+
+def boundary_problem(graph):
     for t in graph.inputs + graph.outputs:
         if graph.tensors[t].dtype not in BOUNDARY_DTYPES:
-            raise UnsupportedError(f"graph input/output '{t}' has dtype {graph.tensors[t].dtype}; "
-                                   f"supported: {', '.join(BOUNDARY_DTYPES)}")
-    _materialize_outputs(ctx, graph)
-    return Program(model_name, prefix, graph, ctx.kernels, ctx.aliases, list(graph.inputs), list(graph.outputs))
+            return (f"graph input/output '{t}' has dtype {graph.tensors[t].dtype}; "
+                    f"supported: {', '.join(BOUNDARY_DTYPES)}")
+    return None
 
 
 def _materialize_outputs(ctx, graph):

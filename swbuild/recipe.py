@@ -7,14 +7,18 @@ absolute paths, so moving a project to another directory rebuilds nothing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import RecipeError
+from .errors import RecipeError, did_you_mean
+from .recipe_checks import Errors as _Errors
+from .recipe_checks import line_in as _line_in
+from .recipe_checks import paste_sha as _paste_sha
+from .recipe_checks import scop_target_problem, sha256_file  # noqa: F401  (sha256_file: used by the CLI)
+from .recipe_checks import unknown as _unknown
 from .names import model_name_problem
 from .recipe_text import parse_toml as _parse_toml
 from .recipe_text import parse_yaml as _parse_yaml
@@ -30,7 +34,7 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 @dataclass(frozen=True)
 class Option:
     key: str
-    kind: str             # "int", "float", "onoff", "int_or_auto", "float_or_off" or "parallel"
+    kind: str             # "int", "float", "onoff", "int_or_auto", "float_or_off", "parallel" or "weights"
     default: object
     help: str
     field: str            # where it lives in a recipe: "batch", "check.seed", "options.simd"
@@ -42,7 +46,7 @@ class Option:
         lo = "" if self.minimum is None else f" >= {self.minimum:g}"
         return {"int": f"an integer{lo}", "float": f"a number{lo}", "onoff": "on, off",
                 "int_or_auto": f"auto or an integer{lo} (bytes)", "float_or_off": f"off or a number{lo}",
-                "parallel": "data, pipeline"}[self.kind]
+                "parallel": "data, pipeline", "weights": "embed, file"}[self.kind]
 
     def parse(self, value):
         """The typed value of `value` (a recipe value or a command-line string); ValueError."""
@@ -50,6 +54,10 @@ class Option:
             if isinstance(value, bool):      # YAML 1.1 reads a bare on/off as a boolean
                 return "on" if value else "off"
             if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+                return value.strip().lower()
+            raise ValueError(f"bad value {value!r}")
+        if self.kind == "weights":
+            if isinstance(value, str) and value.strip().lower() in ("embed", "file"):
                 return value.strip().lower()
             raise ValueError(f"bad value {value!r}")
         if self.kind == "parallel":
@@ -112,13 +120,17 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
     Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
            "options.parallel"),
+    Option("grouping", "onoff", "off", "GraphTurbo grouping of kernels across layers; Sunway runs each group in one "
+           "launch (docs/grouping.md)", "options.grouping"),
+    Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
+           "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
 )}
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file
 # and SCons signature (swbuild/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights")
 
 
 def option_on(options, key):
@@ -137,7 +149,7 @@ def parse_sets(items) -> dict:
             raise RecipeError(None, 0, item, f"expected KEY=VALUE; keys: {', '.join(OPTIONS)}")
         opt = OPTIONS.get(key)
         if opt is None:
-            raise RecipeError(None, 0, key, f"unknown option; allowed: {', '.join(OPTIONS)}")
+            raise RecipeError(None, 0, key, _unknown(key, list(OPTIONS), "unknown option"))
         try:
             out[key] = opt.parse(value)
         except ValueError as e:
@@ -214,6 +226,8 @@ class Recipe:
         if not self.allows(target):
             raise self.error("targets", f"target '{target}' is not allowed by this recipe "
                                         f"(allowed: {', '.join(self.targets)})")
+        if self.source_kind == "scop":
+            scop_target_problem(target, project_dir_of(self.path), lambda msg: self.error("source.scop", msg))
 
     def verify_source(self):
         """Raise a RecipeError if the pinned ONNX file is missing or its sha256 differs
@@ -230,7 +244,8 @@ class Recipe:
             raise self.error("source.onnx", f"model file not found: {p}")
         actual = sha256_file(p)
         if actual != self.sha256:
-            raise self.error("source.sha256", f"{p} has sha256 {actual}, the recipe pins {self.sha256}")
+            raise self.error("source.sha256", f"{p} has sha256 {actual}, the recipe pins {self.sha256}; "
+                                              f'if the new file is intended, set  sha256: "{actual}"')
 
     def source_files(self) -> list:
         """The model file and the external-data files it names (what the build reads); for a
@@ -270,14 +285,6 @@ def _external_data(path):
     return _EXT_CACHE[key]
 
 
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 # -- reading ---------------------------------------------------------------------------
 
 def load_recipe(path) -> Recipe:
@@ -301,16 +308,6 @@ def load_recipe(path) -> Recipe:
     return _build(path, data, lines)
 
 
-def _line_in(lines, key):
-    """Line of a dotted field, else of its nearest parent that has one; 0 if none."""
-    while key:
-        if key in lines:
-            return lines[key]
-        parent = re.sub(r"(\.[^.\[]+|\[\d+\])$", "", key)
-        key = "" if parent == key else parent
-    return 0
-
-
 def project_dir_of(recipe_path) -> Path:
     """<project>/recipes/x.yaml → <project>; a recipe elsewhere is its own project."""
     d = Path(recipe_path).absolute().parent
@@ -318,62 +315,76 @@ def project_dir_of(recipe_path) -> Path:
 
 
 def _build(path, data, lines) -> Recipe:
-    def err(fld, msg):
-        return RecipeError(path, _line_in(lines, fld), fld, msg)
-
     if data is None:
         raise RecipeError(path, 0, None, "empty recipe: it needs at least `model` and `source`")
     if not isinstance(data, dict):
         raise RecipeError(path, 1, None, "a recipe is a mapping of fields (model, source, ...)")
+    errs = _Errors(path, lines)
     for key in data:
         if key not in TOP_FIELDS:
-            raise err(str(key), f"unknown field; allowed: {', '.join(TOP_FIELDS)}")
+            errs.add(str(key), _unknown(key, TOP_FIELDS))
     for key in ("model", "source"):
         if key not in data:
-            raise RecipeError(path, 0, key, "missing required field")
+            errs.found.append(RecipeError(path, 0, key, "missing required field"))
 
-    name = data["model"]
-    if not isinstance(name, str) or not name.strip():
-        raise err("model", "must be a non-empty string")
-    bad = model_name_problem(name.strip())
-    if bad:
-        raise err("model", bad)
+    name = None
+    if "model" in data:
+        name = data["model"]
+        if not isinstance(name, str) or not name.strip():
+            errs.add("model", "must be a non-empty string")
+        elif model_name_problem(name.strip()):
+            errs.add("model", model_name_problem(name.strip()))
 
-    source_kind, source, sha, ref, scop = _source(data["source"], path, err)
+    source_kind = source = sha = None
+    ref, scop = "", {}
+    if "source" in data:
+        with errs.section():
+            source_kind, source, sha, ref, scop = _source(data["source"], path, errs)
     batch_given = "batch" in data
     batch = data.get("batch", 1)
     if _as_int(batch) is None or isinstance(batch, str) or batch < 1:
-        raise err("batch", f"must be an integer >= 1, got {batch!r}")
+        errs.add("batch", f"must be an integer >= 1, got {batch!r}")
+        batch = 1
 
-    inputs = _inputs(data.get("inputs", []), err)
+    inputs = _inputs(data.get("inputs", []), errs)
     if inputs and not batch_given:
         batch = inputs[0].shape[0]
     inputs = tuple(InputSpec(i.name, (batch,) + i.shape[1:], i.dtype) for i in inputs)
 
-    targets = _targets(data.get("targets", []), path, err)
+    targets = _targets(data.get("targets", []), path, errs, source_kind)
 
     opts = {} if data.get("options") is None else data["options"]
-    if not isinstance(opts, dict):
-        raise err("options", "must be a mapping of option: value")
     options = {k: o.default for k, o in _OPTION_KEYS.items() if k not in WHEN_GIVEN}
+    if not isinstance(opts, dict):
+        errs.add("options", "must be a mapping of option: value")
+        opts = {}
     for k, v in opts.items():
         if k not in _OPTION_KEYS:
             hint = f" (`{k}` is set by `{OPTIONS[k].field}`)" if k in OPTIONS else ""
-            raise err(f"options.{k}", f"unknown option{hint}; allowed: {', '.join(_OPTION_KEYS)}")
-        options[k] = _typed(_OPTION_KEYS[k], v, f"options.{k}", err)
+            errs.add(f"options.{k}", _unknown(k, list(_OPTION_KEYS), f"unknown option{hint}"))
+            continue
+        with errs.section():
+            options[k] = _typed(_OPTION_KEYS[k], v, f"options.{k}", errs)
 
     chk = {} if data.get("check") is None else data["check"]
-    if not isinstance(chk, dict):
-        raise err("check", "must be a mapping with rtol, atol, seed")
     check = {k: o.default for k, o in _CHECK_KEYS.items()}
+    if not isinstance(chk, dict):
+        errs.add("check", "must be a mapping with rtol, atol, seed")
+        chk = {}
     for k, v in chk.items():
         if k not in _CHECK_KEYS:
-            raise err(f"check.{k}", f"unknown field; allowed: {', '.join(_CHECK_KEYS)}")
-        check[k] = _typed(_CHECK_KEYS[k], v, f"check.{k}", err)
+            errs.add(f"check.{k}", _unknown(k, list(_CHECK_KEYS)))
+            continue
+        with errs.section():
+            check[k] = _typed(_CHECK_KEYS[k], v, f"check.{k}", errs)
 
+    errs.raise_any()
     return Recipe(name=name.strip(), path=path, source_kind=source_kind, source=source, sha256=sha,
                   inputs=inputs, batch=batch, targets=targets, options=options, check=check,
                   source_ref=ref, scop=scop, lines=dict(lines))
+
+
+_CHOICES = {"onoff": ("on", "off"), "parallel": ("data", "pipeline")}
 
 
 def _typed(opt, value, fld, err):
@@ -384,7 +395,8 @@ def _typed(opt, value, fld, err):
     try:
         return opt.parse(value)
     except ValueError as e:
-        raise err(fld, f"{e}; allowed: {opt.allowed}") from None
+        hint = did_you_mean(str(value).strip().lower(), _CHOICES[opt.kind]) if opt.kind in _CHOICES else ""
+        raise err(fld, f"{e}{hint}; allowed: {opt.allowed}") from None
 
 
 SCOP_FIELDS = ("scop", "sources", "include", "defines")
@@ -399,7 +411,7 @@ def _scop_source(src, path, err):
     """`scop: FILE.c` with optional `sources` (other C files), `include` dirs, `defines`."""
     for k in src:
         if k not in SCOP_FIELDS:
-            raise err(f"source.{k}", f"unknown field of a scop source; allowed: {', '.join(SCOP_FIELDS)}")
+            raise err(f"source.{k}", _unknown(k, SCOP_FIELDS, "unknown field of a scop source"))
     ref = src["scop"]
     if not isinstance(ref, str) or not ref.endswith(".c"):
         raise err("source.scop", "must be the path of a .c file with #pragma scop regions, relative to the recipe")
@@ -422,7 +434,7 @@ def _source(src, path, err):
         return _scop_source(src, path, err)
     for k in src:
         if k not in ("zoo", "onnx", "sha256"):
-            raise err(f"source.{k}", "unknown field; allowed: zoo, onnx, sha256 (or scop, sources, include, defines)")
+            raise err(f"source.{k}", _unknown(k, ("zoo", "onnx", "sha256", "scop", "sources", "include", "defines")))
     if ("zoo" in src) == ("onnx" in src):
         raise err("source", "give exactly one of `zoo`, `onnx` and `scop`")
     if "zoo" in src:
@@ -433,19 +445,20 @@ def _source(src, path, err):
             raise err("source.sha256", "only an `onnx` source is pinned by sha256")
         known = _zoo_names()
         if known is not None and zoo not in known:
-            raise err("source.zoo", f"unknown zoo model '{zoo}'; available: {', '.join(sorted(known))}")
+            raise err("source.zoo", f"unknown zoo model '{zoo}'{did_you_mean(zoo, known)}; "
+                                    f"available: {', '.join(sorted(known))}")
         return "zoo", zoo, None, "", {}
     ref = src["onnx"]
     if not isinstance(ref, str) or not ref:
         raise err("source.onnx", "must be a path to an .onnx file, relative to the recipe")
+    p = Path(ref)
+    absolute = Path(os.path.normpath(p if p.is_absolute() else path.absolute().parent / p))
     if "sha256" not in src:
-        raise err("source.onnx", "an `onnx` source needs `sha256: <64 hex digits>` to pin the file")
+        raise err("source.onnx", f"an `onnx` source needs `sha256: <64 hex digits>` to pin the file{_paste_sha(absolute)}")
     sha = src["sha256"]
     if not isinstance(sha, str) or not _SHA256.match(sha):
         hint = " (quote it: unquoted digits read as a number)" if not isinstance(sha, str) else ""
-        raise err("source.sha256", f"must be 64 hex digits, got {sha!r}{hint}")
-    p = Path(ref)
-    absolute = Path(os.path.normpath(p if p.is_absolute() else path.absolute().parent / p))
+        raise err("source.sha256", f"must be 64 hex digits, got {sha!r}{hint}{_paste_sha(absolute)}")
     shown = p.name if p.is_absolute() else p.as_posix()
     return "onnx", absolute, sha.lower(), shown, {}
 
@@ -468,43 +481,57 @@ def _zoo_names():
     return None
 
 
-def _inputs(raw, err):
+INPUT_FIELDS = ("name", "shape", "dtype")
+
+
+def _inputs(raw, errs):
     if not isinstance(raw, list):
-        raise err("inputs", "must be a list of {name, shape, dtype}")
+        errs.add("inputs", "must be a list of {name, shape, dtype}")
+        return []
     out, seen = [], set()
     for i, item in enumerate(raw):
-        f = f"inputs[{i}]"
-        if not isinstance(item, dict):
-            raise err(f, "must be a mapping with name, shape, dtype")
-        for k in item:
-            if k not in ("name", "shape", "dtype"):
-                raise err(f"{f}.{k}", "unknown field; allowed: name, shape, dtype")
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            raise err(f"{f}.name", "missing or empty input name")
-        if name in seen:
-            raise err(f"{f}.name", f"duplicate input '{name}'")
-        seen.add(name)
-        shape = item.get("shape")
-        if not isinstance(shape, list) or not shape or any(_as_int(d) is None or isinstance(d, str) or d < 1 for d in shape):
-            raise err(f"{f}.shape", f"must be a non-empty list of positive integers, got {shape!r}")
-        dtype = item.get("dtype", "float32")
-        if dtype not in DTYPES:
-            raise err(f"{f}.dtype", f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPES)}")
-        out.append(InputSpec(name, tuple(shape), dtype))
+        with errs.section():
+            spec = _input(i, item, seen, errs)
+            out.append(spec)
     return out
 
 
-def _targets(raw, path, err):
+def _input(i, item, seen, err):
+    f = f"inputs[{i}]"
+    if not isinstance(item, dict):
+        raise err(f, "must be a mapping with name, shape, dtype")
+    for k in item:
+        if k not in INPUT_FIELDS:
+            raise err(f"{f}.{k}", _unknown(k, INPUT_FIELDS))
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise err(f"{f}.name", "missing or empty input name")
+    if name in seen:
+        raise err(f"{f}.name", f"duplicate input '{name}'")
+    seen.add(name)
+    shape = item.get("shape")
+    if not isinstance(shape, list) or not shape or any(_as_int(d) is None or isinstance(d, str) or d < 1 for d in shape):
+        raise err(f"{f}.shape", f"must be a non-empty list of positive integers, got {shape!r}")
+    dtype = item.get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise err(f"{f}.dtype", f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPES)}; allowed: {', '.join(DTYPES)}")
+    return InputSpec(name, tuple(shape), dtype)
+
+
+def _targets(raw, path, errs, source_kind=None):
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or any(not isinstance(t, str) for t in raw):
-        raise err("targets", "must be a list of target names")
+        errs.add("targets", "must be a list of target names")
+        return ()
     from . import toolchain
     known = toolchain.available(project_dir_of(path))
     for i, t in enumerate(raw):
         if t not in known:
-            raise err(f"targets[{i}]", f"unknown target '{t}'; allowed: {', '.join(known)}")
+            errs.add(f"targets[{i}]", f"unknown target '{t}'{did_you_mean(t, known)}; allowed: {', '.join(known)}")
+        elif source_kind == "scop":
+            with errs.section():
+                scop_target_problem(t, project_dir_of(path), lambda msg, i=i: errs(f"targets[{i}]", msg))
     return tuple(dict.fromkeys(raw))
 
 

@@ -15,10 +15,12 @@ from .common import BANG_EXIT, LDM_EXIT, file_names
 from .diannao import outputs as diannao_outputs
 from .diannao import pipeline as diannao_pipeline
 from .diannao import report as diannao_report
+from .diannao import summary as diannao_summary
 from .sunway import mpi as sunway_mpi
 from .sunway import outputs as sunway_outputs
 from .sunway import pipeline as sunway_pipeline
 from .sunway import report as sunway_report
+from .sunway import summary as sunway_summary
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Family:
     units: tuple            # CompileUnit per generated source compiled into lib<prefix>.a
     exit_reasons: dict      # runner exit status -> what the emulator rejected
     mpi_render: Callable = None   # (Program, Target, mpi.Layout, version) -> files of a build over MPI ranks
+    summary: object = None        # module: report_lines(report), kernel_note(plan kernel), OPS_NOTE (for people)
 
     def generated_files(self, prefix):
         """{role: file name} of every file `swbuild compile` writes for a model."""
@@ -42,9 +45,12 @@ class Family:
 
     def optimize(self, program, target, options):
         """Run the pipeline over a lowered program."""
+        from ..progress import Steps
         program.target_state = self.state()
-        for run in self.pipeline:
-            program = run(program, target, options)
+        with Steps(len(self.pipeline), program.name) as p:
+            for run in self.pipeline:
+                p.step(f"{run.__name__} ({len(program.kernels)} kernels)")
+                program = run(program, target, options)
         return program
 
 
@@ -52,11 +58,12 @@ FAMILIES = {
     "sunway": Family("sunway", sunway_pipeline.PIPELINE, sunway_pipeline.STATE, sunway_outputs.render,
                      sunway_outputs.plan, sunway_report.build_report, sunway_report.emulator_findings,
                      sunway_report.plot_report, sunway_outputs.FILES, sunway_outputs.UNITS,
-                     {LDM_EXIT: "emulated hardware limit violated"}, sunway_mpi.render),
+                     {LDM_EXIT: "emulated hardware limit violated"}, sunway_mpi.render, sunway_summary),
     "diannao": Family("diannao", diannao_pipeline.PIPELINE, diannao_pipeline.STATE, diannao_outputs.render,
                       diannao_outputs.plan, diannao_report.build_report, diannao_report.emulator_findings,
-                      None, diannao_outputs.FILES, diannao_outputs.UNITS,
-                      {LDM_EXIT: "emulated hardware limit violated", BANG_EXIT: "emulated BANG rule violated"}),
+                      diannao_report.plot_report, diannao_outputs.FILES, diannao_outputs.UNITS,
+                      {LDM_EXIT: "emulated hardware limit violated", BANG_EXIT: "emulated BANG rule violated"},
+                      summary=diannao_summary),
 }
 
 

@@ -6,6 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 
+CHUNK = 1 << 24     # bytes of a strided piece copied out at once
+
+
+def _parts(a):
+    """Sub-arrays along the leading axes, each at most CHUNK bytes (or one row), in order."""
+    if a.nbytes <= CHUNK or a.ndim <= 1:
+        yield a
+        return
+    for row in a:
+        yield from _parts(row)
+
+
 class WeightsBlob:
     """Aligned little-endian tensors laid end to end; `len()` and offsets are known before any byte is written."""
 
@@ -17,19 +29,36 @@ class WeightsBlob:
     def add(self, array, dtype) -> int:
         """Append `array` as `dtype` (little-endian) at the next aligned offset; returns that offset."""
         off = -(-self.size // self.align) * self.align
-        # a view when the array already is contiguous little-endian: no copy of the tensor
-        a = np.ascontiguousarray(array, dtype=np.dtype(dtype).newbyteorder("<")).reshape(-1)
-        self.pieces.append((off, a.view(np.uint8)))
-        self.size = off + a.nbytes
+        dt = np.dtype(dtype).newbyteorder("<")
+        a = np.asarray(array)
+        n = a.size * dt.itemsize
+        if a.flags.c_contiguous or a.nbytes <= CHUNK:
+            # a view when the array already is contiguous little-endian: no copy of the tensor
+            a = np.ascontiguousarray(a, dtype=dt).reshape(-1).view(np.uint8)
+        # else a strided view (a constant re-laid out in blocks, schedule/dma.py): copied out
+        # CHUNK by CHUNK when written
+        self.pieces.append((off, a, dt))
+        self.size = off + n
         return off
 
     def __len__(self):
         return self.size
 
+    def _chunks(self):
+        """(offset, contiguous uint8 array) of every piece, big strided pieces in parts."""
+        for off, a, dt in self.pieces:
+            if a.dtype == np.uint8 and a.ndim == 1:
+                yield off, a
+                continue
+            for part in _parts(a):
+                b = np.ascontiguousarray(part, dtype=dt).reshape(-1).view(np.uint8)
+                yield off, b
+                off += b.nbytes
+
     def write_to(self, f):
         """Write the blob's bytes to the binary file object f (alignment gaps are zeros)."""
         at = 0
-        for off, a in self.pieces:
+        for off, a in self._chunks():
             if off > at:
                 f.write(bytes(off - at))
             f.write(memoryview(a))
@@ -37,7 +66,7 @@ class WeightsBlob:
 
     def __bytes__(self):
         out = bytearray()
-        for off, a in self.pieces:
+        for off, a in self._chunks():
             out += bytes(off - len(out))
             out += memoryview(a)
         return bytes(out)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from .. import __version__
 from ..names import c_comment
+from ..optimizer.grouping import model_compulsory_bytes
 
 LDM_EXIT = 86       # the emulation runtimes' exit status for a hardware-limit violation
 BANG_EXIT = 87      # the BANG emulator's exit status for a broken rule (runtime/bang/README.md)
@@ -32,7 +33,8 @@ def plan_head(program, tc):
         "inputs": [{"name": t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in program.inputs],
         "outputs": [{"name": t, "shape": list(g.tensors[t].shape), "dtype": g.tensors[t].dtype} for t in program.outputs],
         "arena_bytes": program.memory.arena_bytes, "arena_lower_bound": program.memory.lower_bound,
-    }
+        "model_compulsory_bytes": model_compulsory_bytes(program),
+    } | ({"grouping": program.grouping.to_json()} if program.grouping is not None else {})
 
 
 def model_header(program, version, run_args, workspace, mpi=None):

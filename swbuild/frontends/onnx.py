@@ -15,8 +15,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from ..errors import ModelError, UnsupportedError
+from ..errors import ModelError, UnknownInputs, UnsupportedError
 from ..ir.graph import Graph, Node, Tensor
+from ..zoo.array_model import ArrayModel
 from .validate import check_graph, check_proto
 
 SMALL_CONST = 4096      # constants up to this many elements go to shape inference as values
@@ -27,18 +28,19 @@ class Handover:
     """A ModelProto given to the compiler for good: load_model takes it out of the box, so the
     importer holds the only reference and frees it once its weights are numpy arrays."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model):
         self.model = model
 
 
-def load_model(source) -> onnx.ModelProto:
-    """Read an ONNX file (with external data) or accept a ModelProto; errors name the file."""
+def load_model(source):
+    """Read an ONNX file (with external data) or accept a ModelProto or an ArrayModel; errors
+    name the file."""
     if isinstance(source, Handover):
         model, source.model = source.model, None
         if model is None:
             raise ModelError("internal: a handed-over model was loaded twice")
         return model
-    if isinstance(source, onnx.ModelProto):
+    if isinstance(source, (onnx.ModelProto, ArrayModel)):
         return source
     path = os.fspath(source)
     if not os.path.isfile(path):
@@ -76,10 +78,14 @@ def _static_shape(vi):
     return dims
 
 
-def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch: int | None = None,
+def import_model(model, input_shapes: dict | None = None, batch: int | None = None,
                  name: str | None = None) -> Graph:
-    """ModelProto → Graph with static shapes and constants folded. The proto is dropped once read:
-    when the caller holds no other reference (a file, a Handover) its weights are not held twice."""
+    """ModelProto (or ArrayModel) → Graph with static shapes and constants folded. The proto is
+    dropped once read: when the caller holds no other reference (a file, a Handover) its
+    weights are not held twice."""
+    arrays = {}
+    if isinstance(model, ArrayModel):
+        arrays, model = model.arrays, _with_placeholders(model)
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     for o in model.opset_import:
@@ -89,7 +95,8 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
                 raise UnsupportedError(f"operator domain '{o.domain}' is not supported (only the default ONNX domain)")
     input_shapes = dict(input_shapes or {})
     check_proto(model, input_shapes)
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    consts = {t.name: arrays[t.name] if t.name in arrays else numpy_helper.to_array(t) for t in g.initializer}
+    del arrays
     for sp in g.sparse_initializer:
         raise UnsupportedError(f"sparse initializer '{sp.values.name}' is not supported")
 
@@ -97,8 +104,7 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
     tensors, inputs = {}, []
     unknown = set(input_shapes) - {i.name for i in g.input}
     if unknown:
-        raise ModelError(f"--input names {sorted(unknown)} are not inputs of the model "
-                         f"(inputs: {[i.name for i in g.input if i.name not in consts]})")
+        raise UnknownInputs(unknown, [i.name for i in g.input if i.name not in consts])
     for vi in g.input:
         if vi.name in consts:
             continue
@@ -152,6 +158,14 @@ def import_model(model: onnx.ModelProto, input_shapes: dict | None = None, batch
     check_graph(graph)
     graph.opset = opset
     return graph
+
+
+def _with_placeholders(am):
+    """The ArrayModel's proto with data-less initializers, so the checks see every name and shape."""
+    m = onnx.ModelProto()
+    m.CopyFrom(am.proto)
+    m.graph.initializer.extend(am.initializer_protos())
+    return m
 
 
 def _header(model):

@@ -45,6 +45,9 @@ def generate(path, tc, out_dir, includes=(), defines=(), mapping="auto", serial_
     from ..optimizer.polyhedral import plan_region
     from . import scop
 
+    from ..recipe_checks import scop_family_problem
+    if scop_family_problem(tc.name, tc.family):
+        raise SwbuildError(f"{path}: {scop_family_problem(tc.name, tc.family)}")
     t0 = time.perf_counter()
     path = Path(path)
     stem = stem or path.stem
@@ -92,7 +95,7 @@ def exe_steps(tc, paths, others, out_dir, exe, includes=(), defines=(), source_d
 
     def cc(tool, side, src, extra):
         obj = obj_dir / (Path(src).stem + ".o")
-        argv = tc.argv(tool) + build._cflags(tc, side, out_dir) + extra + ["-c", str(src), "-o", str(obj)]
+        argv = tc.argv(tool) + build.cflags(tc, side, out_dir) + extra + ["-c", str(src), "-o", str(obj)]
         steps.append(build.Step(f"{'CC-SLAVE' if side == 'slave' else 'CC-HOST'} {Path(src).name}",
                                 argv, [Path(src)], [obj]))
         objs.append(obj)

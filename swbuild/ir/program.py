@@ -17,6 +17,7 @@ class Program:
     notes: list = field(default_factory=list)
     slices: dict = field(default_factory=dict)   # tensor -> (container, byte offset): Concat inputs in place
     target_state: object = None   # the family's pass state (SunwayState, DianNaoState), set by its pipeline
+    grouping: object = None       # optimizer.grouping.Grouping when option `grouping` is on
 
     def root(self, t):
         while t in self.aliases:

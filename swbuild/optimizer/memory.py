@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ..ir.loopnest import Acc, Load, Var
 from ..ir.sizes import round_up
+from .grouping import launch_steps
 
 ALIGN = 64
 
@@ -135,7 +136,9 @@ def plan_memory(program, target=None, options=None):
     slices = program.slices
     external = {program.root(t) for t in program.inputs + program.outputs}
     life, members = {}, {}
-    for i, k in enumerate(program.kernels):
+    steps = launch_steps(program)   # a group's kernels may share a launch: no reuse inside it
+    for k in program.kernels:
+        i = steps[k.name]
         for b in k.buffers.values():
             r = program.root(b.tensor)
             if r in external or g.tensors[r].data is not None:
@@ -158,7 +161,7 @@ def plan_memory(program, target=None, options=None):
             best = (arena, offsets, name)
     arena, offsets, name = best
     bound = 0
-    n = len(program.kernels)
+    n = max(steps.values(), default=-1) + 1
     if life:
         delta = [0] * (n + 1)
         for t, (lo, hi) in life.items():

@@ -22,11 +22,12 @@ PACKAGE_DIR = Path(swbuild.__file__).resolve().parent
 # Construction variables (generate() sets them with SetDefault, so users may override).
 # `$( $)` keeps the interpreter's absolute path out of the signature.
 SWCLI = "$( $PYTHON $) -m swbuild.cli"
-SWGENCOM = "$SWCLI compile --recipe $SOURCE --target $SWBUILD_TARGET -o ${TARGET.dir} $SWGENFLAGS"
-# check/report run the built runner ($SOURCE) of one model.
-_RUN_ARGS = "--recipe $SWBUILD_RECIPE --target $SWBUILD_TARGET --runner $SOURCE -o $SWBUILD_OUT $SWGENFLAGS"
+SWGENCOM = "$SWCLI compile $SWGENSRC --target $SWBUILD_TARGET -o ${TARGET.dir} $SWGENFLAGS"
+# check/report run the built runner ($SOURCE) of one model and write their JSON to $TARGET.
+_RUN_ARGS = ("$SWRUNSRC --target $SWBUILD_TARGET --runner $SOURCE -o $SWBUILD_OUT --result $TARGET "
+             "$SWGENFLAGS $SWRUNFLAGS")
 SWCHECKCOM = "$SWCLI check " + _RUN_ARGS
-SWREPORTCOM = "$SWCLI report " + _RUN_ARGS
+SWREPORTCOM = "$SWCLI report --json " + _RUN_ARGS   # the document (CI keeps it), not the table
 
 
 def swgen_emitter(target, source, env):
@@ -42,6 +43,8 @@ def swgen_emitter(target, source, env):
 
 def scan_recipe(node, env, path=()):
     """The model file and its ONNX external data (Recipe.source_files())."""
+    if node.suffix not in (".yaml", ".yml", ".toml"):
+        return []   # a bare model file (SwModel(onnx=...)): no recipe to read
     # rfile(): the recipe may live in a repository / variant dir with duplicate=0.
     r = load_recipe(node.rfile().get_abspath())
     return [env.File(str(p)) for p in r.source_files()]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import SCons.Errors
 import SCons.Script
+from SCons.Util import CLVar
 from SCons.Variables import BoolVariable, EnumVariable, PathVariable, Variables
 
 from swbuild import recipe, toolchain
@@ -21,9 +22,17 @@ Aliases:
     check       build the runners and compare their outputs with onnxruntime
     report      build the runners and print the JSON performance report
     check-<model>, report-<model>   the same for one model
+    compiledb   compile_commands.json of the models' host, slave and runtime C
 
-Outputs land in build/<target>/<model>/. Set SWBUILD_CACHEDIR to share a build cache.
+Outputs land in build/<target>/<model>/ (build/<target>/<model>-batch2-... when options are
+given here). check and report write <prefix>.check.json / .report.json there and are up to
+date while nothing they depend on changed. Set SWBUILD_CACHEDIR to share a build cache.
 """
+
+
+# Flags a user may add on the command line; they reach the generated C like any other C.
+USER_FLAGS = {"CCFLAGS": "extra C/C++ compiler flags for the model's and the runtime's sources",
+              "LINKFLAGS": "extra linker flags for the runner"}
 
 
 def compiler_variables(project_dir):
@@ -67,6 +76,8 @@ def make_variables(args, project_dir, default_target=None):
     for var, exe in compiler_variables(project_dir).items():
         v.Add(PathVariable(var, f"full path of {exe}", None,
                            PathVariable.PathAccept))
+    for key, what in USER_FLAGS.items():
+        v.Add(key, f"{what}, after the target's own (e.g. {key}='-g -DTRACE')", None)
     for key, opt in recipe.OPTIONS.items():
         v.Add(key, f"{opt.help}; {opt.allowed} (overrides the recipe; default {opt.default})",
               None, _option_validator)
@@ -85,6 +96,8 @@ def setup(ARGUMENTS, project_dir=None, default_target=None, **env_kw):
     except SCons.Errors.UserError as e:   # a bad target=/model=/option value
         abort(e)
     SCons.Script.Help(v.GenerateHelpText(env) + HELP_TAIL)
+    for key in USER_FLAGS:     # a list, so the tool's Prepend keeps both
+        env[key] = CLVar(env.get(key) or [])
 
     unknown = v.UnknownVariables()
     if unknown:
@@ -100,9 +113,20 @@ def setup(ARGUMENTS, project_dir=None, default_target=None, **env_kw):
     generate(env, project_dir=project_dir)
     if env["model"] == "all":   # every recipe that allows this target
         env["SWBUILD_MODELS"] = [m for m in models if _allows(project_dir, m, env["SWBUILD_TARGET"])]
+        if models and not env["SWBUILD_MODELS"] and not SCons.Script.GetOption("help"):
+            groups = {}     # recipes with the same targets on one line
+            for m in models:
+                groups.setdefault(", ".join(_targets(project_dir, m)) or "any", []).append(m)
+            allowed = "; ".join(f"{', '.join(ms)}: {ts}" for ts, ms in groups.items())
+            abort(f"no recipe in {Path(project_dir) / 'recipes'} allows target={env['SWBUILD_TARGET']} "
+                  f"(recipes and their targets: {allowed})")
     else:
         env["SWBUILD_MODELS"] = [env["model"]]
     return env
+
+
+def _targets(project_dir, model):
+    return recipe.load_recipe(recipe.find_recipe(project_dir, model)).targets
 
 
 def _allows(project_dir, model, target):

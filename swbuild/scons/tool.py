@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 
+import json
 import os
 import shutil
 import sys
@@ -10,13 +11,17 @@ from types import SimpleNamespace
 
 from SCons.Action import Action
 
+import swbuild
 from swbuild import build, toolchain
 from swbuild.errors import SwbuildError
 from swbuild.names import c_prefix
 from swbuild.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
 
-from .actions import fail_action, step_commands
+from . import compile, question
+from .actions import fail_action
+from .driver import FAIL_FILE
 from .gen import PACKAGE_DIR, SWCHECKCOM, SWCLI, SWGENCOM, SWREPORTCOM, package_sources, signature_value, swgen_builder
+from .export import add_export
 from .scop import add_scop_builder
 
 
@@ -37,7 +42,8 @@ def generate(env, target=None, project_dir=None, verbose=None, **kw):
     `target`/`verbose` may also come from the environment (the scons variables)."""
     fs_top = env.Dir("#").get_abspath()
     env.SetDefault(SWBUILD_PROJECT=str(project_dir or fs_top), SWBUILD_BUILD_DIR="#build",
-                   PYTHON=sys.executable, SWCLI=SWCLI, SWGENCOM=SWGENCOM, SWGENFLAGS="",
+                   PYTHON=sys.executable, SWCLI=SWCLI, SWGENCOM=SWGENCOM, SWGENFLAGS="", SWRUNFLAGS="",
+                   SWGENSRC="--recipe $SOURCE", SWRUNSRC="--recipe $SWBUILD_RECIPE",
                    SWCHECKCOM=SWCHECKCOM, SWREPORTCOM=SWREPORTCOM)
     project = env["SWBUILD_PROJECT"]
     env.SetDefault(SWBUILD_TARGET=target or env.get("target") or DEFAULT_TARGET)
@@ -82,7 +88,14 @@ def generate(env, target=None, project_dir=None, verbose=None, **kw):
         dirs.append(str(Path(project) / "toolchains"))
     if dirs:
         env["ENV"]["SWBUILD_TOOLCHAINS"] = os.pathsep.join(dirs)
+    if os.environ.get(FAIL_FILE):     # run by the CLI (driver.py): the generator says why it failed
+        env["ENV"][FAIL_FILE] = os.environ[FAIL_FILE]
 
+    # Content signatures, but a file whose timestamp is unchanged is not read again: a null
+    # build of vgg16 does not re-hash its 553 MB of weights (SCons' default re-hashes files
+    # younger than --max-drift, two days).
+    env.Decider("content-timestamp")
+    question.install()     # scons -q names the out-of-date target and why
     if os.environ.get("SWBUILD_CACHEDIR"):
         env.CacheDir(os.environ["SWBUILD_CACHEDIR"])
     env["BUILDERS"]["SwGen"] = swgen_builder
@@ -98,18 +111,27 @@ def _set_flags(sets):
     return " ".join(f"--set {s}" for s in sets)
 
 
-def SwModel(env, model=None, recipe=None):
+def SwModel(env, model=None, recipe=None, onnx=None, inputs=None, name=None, sets=None, out=None):
     """Generate, compile and link one model for $SWBUILD_TARGET into
-    $SWBUILD_BUILD_DIR/<target>/<model>/; registers the `check` and `report` aliases.
+    $SWBUILD_BUILD_DIR/<target>/<model>[-<options>]/; registers the `check` and `report` aliases.
+    `onnx` (with `inputs` {name: shape}, `name`, `sets` ["batch=2", ...]) builds a bare model
+    file instead of a recipe, as `swbuild compile model.onnx --exe` does; `out` a directory.
     Returns a namespace with recipe, prefix, dir, sources, lib, runner, check, report,
     runtime (the emulation runtime library node, or None)."""
     try:
-        return _sw_model(env, model, recipe)
+        if onnx is not None:
+            return _onnx_model(env, onnx, inputs or {}, name, list(sets or []), out)
+        return _sw_model(env, model, recipe, out)
     except SwbuildError as e:   # a recipe error, or a target family without a layout
         abort(e)
 
 
-def _sw_model(env, model, recipe):
+def _compiler_files(env, tc):
+    project = env["SWBUILD_PROJECT"]
+    return [env.File(str(p)) for p in [tc.path] + _emulated_base(tc, project)] + [env.File(p) for p in package_sources()]
+
+
+def _sw_model(env, model, recipe, out_dir=None):
     tc = env["SWBUILD_TOOLCHAIN"]
     target, project = env["SWBUILD_TARGET"], env["SWBUILD_PROJECT"]
     path = Path(recipe) if recipe else find_recipe(project, model)
@@ -119,47 +141,75 @@ def _sw_model(env, model, recipe):
     model = model or path.stem
     prefix = c_prefix(r.name)
     sets = [f"{k}={v}" for k, v in sorted(overrides.items())]
-    verbose = env["SWBUILD_VERBOSE"]
-    out = env.Dir(f"$SWBUILD_BUILD_DIR/{target}/{model}")
+    out = env.Dir(out_dir or f"$SWBUILD_BUILD_DIR/{target}/{build.variant_name(model, overrides)}")
     mpi = int(r.options.get("core_groups", 1)) * int(r.options.get("nodes", 1)) > 1
     meta = dict(SWBUILD_MODEL=model, SWBUILD_PREFIX=prefix, SWBUILD_FAMILY=tc.family, SWBUILD_MPI="1" if mpi else "0",
                 SWBUILD_RECIPE=env.File(str(path)).path, SWBUILD_OUT=out.path,
                 SWGENFLAGS=_set_flags(sets))
-
-    tc_files = [tc.path] + _emulated_base(tc, project)
+    deps = [signature_value(env, r, target)] + _compiler_files(env, tc)
     if r.source_kind == "scop":
-        return _scop_model(env, r, path, model, prefix, out, meta, [signature_value(env, r, target)]
-                           + [env.File(str(p)) for p in tc_files] + [env.File(p) for p in package_sources()])
+        return _scop_model(env, r, path, model, prefix, out, meta, deps)
     sources = env.SwGen(out, env.File(str(path)), **meta)
-    env.Depends(sources, [signature_value(env, r, target)] + [env.File(str(p)) for p in tc_files]
-                + [env.File(p) for p in package_sources()])
+    env.Depends(sources, deps)
+    return _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, deps + [env.File(str(p)) for p in r.source_files()])
 
-    # Compile and link: the same Steps `swbuild compile --exe` runs.
-    gen_dir = Path(out.path)
-    cpppath = [out] + [env.Dir(str(d)) for d in tc.runtime_include_dirs()]
-    runtime_lib = _runtime(env, tc, verbose)
-    steps, lib, exe = build.model_steps(tc, prefix, gen_dir, gen_dir, runtime_lib,
-                                        env["SWBUILD_COMPILER_OVERRIDES"], mpi=mpi)
-    nodes = step_commands(env, steps, verbose=verbose, CPPPATH=cpppath)
-    built = [n for ns in nodes.values() for n in ns]
+
+def _onnx_model(env, onnx, inputs, name, sets, out_dir):
+    """A bare ONNX file (the CLI's `swbuild compile model.onnx --exe`): its options come as
+    --set/--input/--name flags, which are part of the generator's command signature."""
+    tc = env["SWBUILD_TOOLCHAIN"]
+    src = env.File(str(onnx))
+    name = name or Path(str(onnx)).stem
+    overrides = parse_sets(sets)
+    opts = {k: o.default for k, o in OPTIONS.items()}
+    opts.update(overrides)
+    mpi = int(opts.get("core_groups", 1)) * int(opts.get("nodes", 1)) > 1
+    prefix = c_prefix(name)
+    out = env.Dir(out_dir or f"$SWBUILD_BUILD_DIR/{env['SWBUILD_TARGET']}/{build.variant_name(name, overrides)}")
+    flags = [_set_flags(sorted(f"{k}={v}" for k, v in overrides.items()))]
+    flags += [f"--input {k}={'x'.join(map(str, v))}" for k, v in sorted(inputs.items())]
+    flags += [f"--name {name}"] if name != Path(str(onnx)).stem else []
+    meta = dict(SWBUILD_MODEL=name, SWBUILD_PREFIX=prefix, SWBUILD_FAMILY=tc.family, SWBUILD_MPI="1" if mpi else "0",
+                SWBUILD_RECIPE=src.path, SWBUILD_OUT=out.path, SWGENSRC="$SOURCE", SWRUNSRC="$SWBUILD_RECIPE",
+                SWGENFLAGS=" ".join(f for f in flags if f))
+    deps = [env.Value(json.dumps({"swbuild_version": swbuild.__version__, "target": env["SWBUILD_TARGET"]}))]
+    deps += _compiler_files(env, tc)
+    sources = env.SwGen(out, src, **meta)
+    env.Depends(sources, deps)
+    return _compile_and_run(env, name, None, prefix, out, sources, mpi, meta, deps + [src])
+
+
+def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
+    """SCons' C builders over the generated sources (swbuild.build.model_build), then the
+    `check` and `report` targets: JSON files that are up to date while the runner, the
+    plan, the recipe and swbuild are."""
+    tc = env["SWBUILD_TOOLCHAIN"]
+    verbose = env["SWBUILD_VERBOSE"]
+    gate = None
     if env["SWBUILD_COMPILER_ERROR"]:
         gate = _compiler_gate(env)
         env.Depends(gate, sources)      # generate first, then fail: the sources are written
-        env.Depends(built, gate)
-    lib_node, exe_node = nodes[str(lib)], nodes[str(exe)]
+    runtime_lib, runtime_node = _runtime(env, tc, verbose, gate)
+    b = build.model_build(tc, prefix, Path(out.path), Path(out.path), runtime_lib,
+                          env["SWBUILD_COMPILER_OVERRIDES"], mpi=mpi)
+    lib_node, exe_node = compile.model(env, b, runtime_node, verbose, gate)
 
-    # Commands on never-written files (AlwaysBuild) rather than Alias actions: Alias()
-    # takes no construction-variable overrides.
-    check = env.Command(out.File(".check"), exe_node, Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
-    report = env.Command(out.File(".report"), exe_node, Action("$SWREPORTCOM", "$SWREPORTCOMSTR"), **meta)
-    env.AlwaysBuild(check, report)
+    plan = out.File(build.generated_files(prefix, tc.family)["plan"])
+    check = env.Command(out.File(f"{prefix}.check.json"), [exe_node, plan] + run_deps,
+                        Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
+    report = env.Command(out.File(f"{prefix}.report.json"), [exe_node, plan] + run_deps,
+                         Action("$SWREPORTCOM", "$SWREPORTCOMSTR"), **meta)
+    env.Clean(exe_node, check + report)     # `scons -c` leaves no result of a removed runner
+    env.NoCache(check + report)             # results of a run on this machine, not build products
     check = env.Alias(f"check-{model}", check)
     report = env.Alias(f"report-{model}", report)
     env.Alias("check", check)
     env.Alias("report", report)
+    if not mpi:     # swbuild export refuses builds over MPI ranks
+        add_export(env, tc, out, prefix, model, sources)
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources,
                            lib=lib_node, runner=exe_node, check=check, report=report,
-                           runtime=env.File(str(runtime_lib)) if runtime_lib else None)
+                           runtime=runtime_node[0] if runtime_node else None)
 
 
 def _scop_model(env, r, path, model, prefix, out, meta, deps):
@@ -177,8 +227,9 @@ def _scop_model(env, r, path, model, prefix, out, meta, deps):
                               "--exe $SWGENFLAGS", "$SWGENCOMSTR"),
                        source_scanner=SCons.Scanner.C.CScanner(), CPPPATH=cpppath, **meta)
     env.Depends(prog, deps)
-    check = env.Command(out.File(".check"), exe, Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
-    env.AlwaysBuild(check)
+    check = env.Command(out.File(f"{prefix}.check.json"), [exe] + srcs + deps,
+                        Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
+    env.NoCache(check)
     check = env.Alias(f"check-{model}", check)
     env.Alias("check", check)
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=gen, lib=None,
@@ -196,17 +247,16 @@ def _emulated_base(tc, project):
     return [toolchain.find_file(base, project)] if base else []
 
 
-def _runtime(env, tc, verbose):
-    """The emulation runtime library of this target: one set of nodes for all its models."""
-    out_dir = Path(env.Dir(f"$SWBUILD_BUILD_DIR/{tc.name}/_runtime").path)
+def _runtime(env, tc, verbose, gate=None):
+    """The emulation runtime library of this target in $SWBUILD_BUILD_DIR/<target>/_runtime:
+    one set of nodes for all its models. Returns (path, node list) or (None, None)."""
+    out_dir = Path(env.Dir(env.get("SWBUILD_RUNTIME_DIR") or f"$SWBUILD_BUILD_DIR/{tc.name}/_runtime").path)
     key = (id(env.fs), tc.name, str(out_dir))
     if key not in _runtime_libs:
-        steps, lib = build.runtime_steps(tc, out_dir)
-        cpppath = [env.Dir(str(d)) for d in tc.runtime_include_dirs()]
-        nodes = step_commands(env, steps, verbose=verbose, CPPPATH=cpppath)
-        if env["SWBUILD_COMPILER_ERROR"] and nodes:
-            env.Depends([n for ns in nodes.values() for n in ns], _compiler_gate(env))
-        _runtime_libs[key] = lib
+        compiles = build.runtime_compiles(tc, out_dir)
+        lib = out_dir / "libswemu.a"
+        node = compile.runtime(env, compiles, lib, tc.argv("ar"), verbose, gate) if compiles else None
+        _runtime_libs[key] = (lib if compiles else None, node)
     return _runtime_libs[key]
 
 

@@ -29,8 +29,7 @@ RESIDUAL_GAIN = 0.15
 
 
 def _param(gb, name, arr):
-    gb.inits.append(numpy_helper.from_array(arr.astype(np.float32), name))
-    return name
+    return gb.array(name, arr.astype(np.float32))
 
 
 def _embedding(gb, name, n):

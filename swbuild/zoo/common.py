@@ -2,28 +2,41 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
+
+from .array_model import ArrayModel
 
 IR_VERSION = 8      # readable by every onnxruntime we support
 OPSET = 13
 
 
 class GraphBuilder:
+    """Nodes as protos, initializers as numpy arrays (`inits`: name -> array, in order): the
+    model reaches the compiler without its weights being serialised (frontends/onnx.ArrayModel)."""
+
     def __init__(self, name, seed):
         self.name = name
         self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits = [], []
+        self.nodes, self.inits = [], {}
         self._n = 0
 
-    def weight(self, name, shape, fan_in):
-        w = (self.rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in)))
-        self.inits.append(numpy_helper.from_array(w, name))
+    def array(self, name, arr):
+        """Add an initializer (kept as the array itself, no copy)."""
+        self.inits[name] = arr
         return name
 
+    def normal(self, shape, scale):
+        """Seeded N(0, scale^2) float32, generated and scaled in place (one array at a time:
+        vgg16's fc6 is 400 MB)."""
+        w = self.rng.standard_normal(shape, dtype=np.float32)
+        w *= np.float32(scale)
+        return w
+
+    def weight(self, name, shape, fan_in):
+        return self.array(name, self.normal(shape, np.sqrt(2.0 / fan_in)))
+
     def bias(self, name, n):
-        b = (self.rng.standard_normal(n, dtype=np.float32) * np.float32(0.01))
-        self.inits.append(numpy_helper.from_array(b, name))
-        return name
+        return self.array(name, self.normal(n, 0.01))
 
     def node(self, op, inputs, name, **attrs):
         out = f"{name}_out" if not name.endswith(":0") else name
@@ -38,17 +51,14 @@ class GraphBuilder:
 
 def const(gb, name, value, dtype=np.int64):
     """A constant initializer (shapes, axes, scales, scalars) named like an exporter would."""
-    gb.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-    return name
+    return gb.array(name, np.asarray(value, dtype=dtype))
 
 
 def he(gb, name, shape, fan_in, gain=1.0):
     """He-normal weight, std = gain * sqrt(2 / fan_in)."""
     if gain == 1.0:
         return gb.weight(name, shape, fan_in)
-    w = gb.rng.standard_normal(shape, dtype=np.float32) * np.float32(gain * np.sqrt(2.0 / fan_in))
-    gb.inits.append(numpy_helper.from_array(w, name))
-    return name
+    return gb.array(name, gb.normal(shape, gain * np.sqrt(2.0 / fan_in)))
 
 
 def batchnorm(gb, x, name, c, gamma=1.0, epsilon=1e-5):
@@ -62,8 +72,7 @@ def batchnorm(gb, x, name, c, gamma=1.0, epsilon=1e-5):
     var = rng.uniform(0.5, 1.5, c).astype(np.float32)
     ins = []
     for what, arr in (("weight", scale), ("bias", bias), ("running_mean", mean), ("running_var", var)):
-        gb.inits.append(numpy_helper.from_array(arr, f"{name}/{what}"))
-        ins.append(f"{name}/{what}")
+        ins.append(gb.array(f"{name}/{what}", arr))
     return gb.node("BatchNormalization", [x] + ins, name, epsilon=epsilon, momentum=0.9)
 
 
@@ -87,17 +96,15 @@ def node_n(gb, op, inputs, name, n_out, **attrs):
 
 
 def finish_io(gb, inputs, outputs, opset=OPSET):
-    """Model with several inputs/outputs: lists of (name, elem_type, shape)."""
+    """Model with several inputs/outputs: lists of (name, elem_type, shape). An ArrayModel:
+    `.to_proto()` is the ModelProto (initializers in the order they were added)."""
     vi = helper.make_tensor_value_info
     g = helper.make_graph(gb.nodes, gb.name, [vi(n, t, s) for n, t, s in inputs],
                           [vi(n, t, s) for n, t, s in outputs])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION,
                               producer_name="swbuild.zoo")
-    # weights go straight into the model's graph: make_graph and make_model each copy their
-    # argument, so passing them in would hold vgg16's 550 MB three times at once
-    model.graph.initializer.extend(gb.inits)
-    gb.inits.clear()
-    return model
+    arrays, gb.inits = gb.inits, {}
+    return ArrayModel(model, arrays)
 
 
 def param_count(m, skip=("running_mean", "running_var")):

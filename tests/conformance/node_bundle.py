@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import multiprocessing
 import os
 import subprocess
 import warnings
@@ -121,6 +122,10 @@ def compile_case(case, tc, out_dir):
     return case
 
 
+def _compile_one(case, target, out_dir):
+    return compile_case(case, toolchain.load(target), out_dir)
+
+
 def _dispatcher(cases):
     lines = ["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>"]
     for c in cases:
@@ -220,7 +225,9 @@ def run_case(case, exe, work_dir):
 def prepare_all(gen_dir, target="sunway-emu", ops=None, jobs=2):
     tc = toolchain.load(target)
     cases = [bind_params(c, i) for i, c in enumerate(collect(ops))]
-    for c in cases:
-        compile_case(c, tc, gen_dir)
+    # compiling a thousand small models is most of the bundle's cost: spread it over the cores
+    with cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as ex:
+        cases = list(ex.map(_compile_one, cases, [target] * len(cases), [str(gen_dir)] * len(cases),
+                            chunksize=8))
     exe = build_bundle(cases, tc, gen_dir, jobs) if any(c.status == "compiled" for c in cases) else None
     return cases, exe

@@ -205,7 +205,8 @@ def test_build_recipe_exports_artifacts(docker, image, scratch):
     names = {f.name for f in out.iterdir()}
     for expected in ("tiny_host.c", "tiny_slave.c", "tiny.h", "tiny.lock.json", "tiny_runner"):
         assert expected in names, f"{expected} not exported: {sorted(names)}"
-    assert not any(n.endswith(".o") for n in names), sorted(names)
+    # libtiny.a is a thin archive on an emulated target: the objects it names come along
+    assert {"libtiny.a", "tiny_host.o", "tiny_slave.o", "tiny_weights.o"} <= names, sorted(names)
     check = json.loads((out / "tiny.check.json").read_text(encoding="utf-8"))
     assert check["status"] == "pass", check
     report = json.loads((out / "tiny.report.json").read_text(encoding="utf-8"))

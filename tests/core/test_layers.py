@@ -14,15 +14,16 @@ MAX_LINES = 600
 # Low to high. A module may import modules of its own layer or of lower ones. An entry is a
 # module name or `package.*` (its modules below); the most specific entry names a module.
 LAYERS = [
-    ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.runtime", "swbuild.runtime.*"]),
-    ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe", "swbuild.lockfile"]),
+    ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.progress", "swbuild.runtime", "swbuild.runtime.*"]),
+    ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe_checks",
+                       "swbuild.recipe", "swbuild.lockfile"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
     ("frontends and ops", ["swbuild.frontends", "swbuild.frontends.onnx", "swbuild.frontends.scop",
                            "swbuild.frontends.scop.*", "swbuild.frontends.validate", "swbuild.ops", "swbuild.ops.*"]),
     ("target-neutral passes", ["swbuild.optimizer", "swbuild.optimizer.*"]),
     ("lowering", ["swbuild.lowering"]),
     ("backends: shared", ["swbuild.backends.common", "swbuild.backends.cexpr", "swbuild.backends.watchdog",
-                          "swbuild.backends.blob"]),
+                          "swbuild.backends.blob", "swbuild.backends.table"]),
     ("sunway: hardware model", ["swbuild.backends.sunway", "swbuild.backends.sunway.cost",
                                 "swbuild.backends.sunway.schedule", "swbuild.backends.sunway.cost.model"]),
     ("sunway: schedule geometry", ["swbuild.backends.sunway.schedule.grid", "swbuild.backends.sunway.schedule.dma",
@@ -34,8 +35,9 @@ LAYERS = [
     ("sunway: printers, outputs, report", ["swbuild.backends.sunway.*"]),
     ("diannao", ["swbuild.backends.diannao", "swbuild.backends.diannao.*"]),
     ("target registry", ["swbuild.backends"]),
-    ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
-                 "swbuild.scop_recipe", "swbuild.outlock"]),
+    ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.weights_file", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
+                 "swbuild.scop_recipe", "swbuild.outlock", "swbuild.ops_report", "swbuild.report_text",
+                 "swbuild.export"]),
     ("interfaces", ["swbuild.cli", "swbuild.__main__", "swbuild.scons", "swbuild.scons.*"]),
 ]
 

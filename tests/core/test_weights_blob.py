@@ -51,3 +51,22 @@ def test_handover_gives_the_proto_up_once():
     assert np.array_equal(graph.tensors["w"].data, np.arange(6, dtype=np.float32).reshape(2, 3))
     with pytest.raises(ModelError, match="loaded twice"):
         load_model(h)
+
+
+def test_blob_writes_a_big_strided_view_in_parts(monkeypatch):
+    """A re-laid-out constant is a strided view (schedule/dma.py): written in CHUNK parts,
+    the bytes are those of the contiguous copy."""
+    from swbuild.backends import blob as blob_mod
+    from swbuild.backends.sunway.schedule.dma import blocked_array
+    monkeypatch.setattr(blob_mod, "CHUNK", 64)
+    a = np.arange(24 * 10, dtype=np.float32).reshape(24, 10)
+    view, grid = blocked_array(a, (24, 10), (4, 5))
+    assert grid == [6, 2] and not view.flags.c_contiguous and np.shares_memory(view, a)
+    b = WeightsBlob(64)
+    b.add(np.ones(3, np.float32), "float32")
+    assert b.add(view, "float32") == 64
+    assert len(b) == 64 + a.nbytes
+    f = io.BytesIO()
+    b.write_to(f)
+    want = np.ones(3, "<f4").tobytes() + bytes(52) + np.ascontiguousarray(view).astype("<f4").tobytes()
+    assert f.getvalue() == want == bytes(b)

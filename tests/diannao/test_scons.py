@@ -54,5 +54,5 @@ def test_scons_diannao_and_diannao_emu(tmp_path):
 
     r = _scons(proj, "target=diannao-emu", "model=conv", "partition=off")
     assert r.returncode == 0, r.stderr
-    plan = json.loads((proj / "build" / "diannao-emu" / "conv" / "conv.plan.json").read_text())
+    plan = json.loads((proj / "build" / "diannao-emu" / "conv-partitionoff" / "conv.plan.json").read_text())
     assert plan["partition"] == "off"

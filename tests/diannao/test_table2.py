@@ -11,6 +11,10 @@ from swbuild import check
 from dn_build import build_model, cycles_by_kernel, run_check
 from dn_models import CONV_CASES, EW_OPS, EW_SHAPES, table2_conv, table2_elementwise
 
+# 48 MB cases, two builds per kind: minutes on 2 cores (tests/diannao/test_models.py keeps
+# tensorization and partitioning in the quick tier)
+pytestmark = pytest.mark.slow
+
 
 def _both(tc, tmp_path_factory, model, name):
     out = {}

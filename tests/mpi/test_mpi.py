@@ -230,7 +230,7 @@ def test_scons_variables_build_and_check_over_ranks(tmp_path):
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     doc = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
     assert doc["status"] == "pass" and [r["items"] for r in doc["emulator"]["ranks"]] == [2, 1]
-    assert (tmp_path / "build" / "sunway-emu" / "tiny" / "tiny_mpi.c").is_file()
+    assert (tmp_path / "build" / "sunway-emu" / "tiny-coregroups2" / "tiny_mpi.c").is_file()   # its own directory
 
 
 def test_real_target_sources_and_job_script(tmp_path):

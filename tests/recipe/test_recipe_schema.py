@@ -146,7 +146,7 @@ def test_zoo_source_and_both_missing(project):
         load_recipe(write(d, "z.yaml", "model: z\n"))
     with pytest.raises(RecipeError, match="only an `onnx` source"):
         load_recipe(write(d, "z.yaml", f"model: z\nsource: {{zoo: vgg16, sha256: {'a' * 64}}}\n"))
-    with pytest.raises(RecipeError, match=r"z.yaml:2: source.zoo: unknown zoo model 'vgg17'; available: .*vgg16"):
+    with pytest.raises(RecipeError, match=r"z.yaml:2: source.zoo: unknown zoo model 'vgg17' \(did you mean 'vgg16'\?\); available: .*vgg16"):
         load_recipe(write(d, "z.yaml", "model: z\nsource: {zoo: vgg17}\n"))
     with pytest.raises(RecipeError, match="empty recipe"):
         load_recipe(write(d, "z.yaml", "# nothing\n"))

@@ -1,6 +1,6 @@
 """Stand-in for `python -m swbuild.cli` in system tests of the SCons tool (SWCLI=...):
 `compile` writes every file the emitter declares, deterministically, and logs each run
-to <cwd>/gen.log; `check`/`report` run the runner and exit with its status."""
+to <cwd>/gen.log; `check`/`report` run the runner, write --result and exit with its status."""
 import argparse
 import json
 import os
@@ -14,17 +14,21 @@ from swbuild.toolchain import load
 
 ap = argparse.ArgumentParser()
 ap.add_argument("cmd", choices=["compile", "check", "report"])
+ap.add_argument("--json", action="store_true")   # report: the document, not the table
 ap.add_argument("--recipe", required=True)
 ap.add_argument("--target", required=True)
 ap.add_argument("--runner")
 ap.add_argument("-o", dest="out", required=True)
 ap.add_argument("--set", action="append", default=[])
+ap.add_argument("--result")
 a = ap.parse_args()
 with open("gen.log", "a") as fh:
     fh.write(" ".join(sys.argv[1:]) + "\n")
 if a.cmd != "compile":
     rc = subprocess.run([a.runner]).returncode
     print(f"fake{a.cmd}: {a.runner} exit {rc}")
+    with open(a.result, "w") as fh:
+        json.dump({"status": "pass" if rc == 0 else "fail"}, fh)
     sys.exit(rc)
 
 r = load_recipe(a.recipe).with_overrides(parse_sets(a.set))

@@ -46,7 +46,8 @@ def test_regenerates_on_recipe_option_and_toolchain_changes(fake_project):
     assert "CC-HOST tiny_host.c" not in r.stdout
 
     r = run_scons(p, "-Q", "target=fake-emu", "batch=2")
-    assert r.returncode == 0 and "SWGEN tiny" in r.stdout and "CC-HOST tiny_host.c" in r.stdout
+    assert r.returncode == 0 and "SWGEN tiny -> build/fake-emu/tiny-batch2" in r.stdout
+    assert "CC-HOST tiny_host.c" in r.stdout
     assert gen_runs(p)[-1].endswith("--set batch=2")
     assert run_scons(p, "-q", "target=fake-emu", "batch=2").returncode == 0
     assert run_scons(p, "-q", "target=fake-emu", "batch=2", "verbose=1").returncode == 0
@@ -67,8 +68,14 @@ def test_regenerates_on_recipe_option_and_toolchain_changes(fake_project):
 def test_verbose_prints_commands(fake_project):
     r = run_scons(fake_project, "-Q", "target=fake-emu", "verbose=1", "simd=off")
     assert r.returncode == 0, r.stderr
-    assert "fakecli.py compile --recipe recipes/tiny.yaml --target fake-emu -o build/fake-emu/tiny --set simd=off" in r.stdout
-    assert "gcc -O1" in r.stdout and "SWGEN" not in r.stdout
+    assert ("fakecli.py compile --recipe recipes/tiny.yaml --target fake-emu -o build/fake-emu/tiny-simdoff "
+            "--set simd=off") in r.stdout
+    # SCons' own C builders: $CCCOM with the target's flags first
+    assert ("gcc -o build/fake-emu/tiny-simdoff/tiny_host.o -c -O1 -DSWEMU_API_V1 -Ibuild/fake-emu/tiny-simdoff "
+            "build/fake-emu/tiny-simdoff/tiny_host.c") in r.stdout
+    # a thin archive: the members (the weights object above all) are not copied into it
+    assert "ar rcsDT build/fake-emu/tiny-simdoff/libtiny.a build/fake-emu/tiny-simdoff/tiny_host.o" in r.stdout
+    assert "SWGEN" not in r.stdout
 
 
 def test_parallel_build_and_check_alias(fake_project):
@@ -78,12 +85,26 @@ def test_parallel_build_and_check_alias(fake_project):
     assert "CHECK tiny (fake-emu)" in r.stdout and "fakecheck: build/fake-emu/tiny/tiny_runner exit 0" in r.stdout
     runs = (p / "gen.log").read_text().splitlines()
     assert runs[-1] == ("check --recipe recipes/tiny.yaml --target fake-emu --runner build/fake-emu/tiny/tiny_runner"
-                        " -o build/fake-emu/tiny")
-    r = run_scons(p, "-Q", "target=fake-emu", "check")        # always runs
-    assert "CHECK tiny" in r.stdout and "SWGEN" not in r.stdout
+                        " -o build/fake-emu/tiny --result build/fake-emu/tiny/tiny.check.json")
+    assert (p / OUT / "tiny.check.json").is_file()
+    # the check result is a target: up to date until the runner (or the recipe, ...) changes
+    r = run_scons(p, "-Q", "target=fake-emu", "check")
+    assert r.returncode == 0 and "CHECK tiny" not in r.stdout and "SWGEN" not in r.stdout
+    r = run_scons(p, "-Q", "-q", "target=fake-emu", "check")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+    (p / OUT / "tiny_runner").unlink()
+    r = run_scons(p, "-Q", "-q", "target=fake-emu", "check")
+    assert r.returncode == 1 and "tiny_runner' is out of date: it does not exist" in r.stdout
+    r = run_scons(p, "-Q", "target=fake-emu", "check")    # relinked, the same bytes: no new check
+    assert "LINK tiny_runner" in r.stdout and "CHECK tiny" not in r.stdout
+    rec = p / "recipes" / "tiny.yaml"
+    rec.write_text(rec.read_text().replace("rtol: 1e-3", "rtol: 1e-2"))
+    assert "CHECK tiny" in run_scons(p, "-Q", "target=fake-emu", "check").stdout
+    # options that change the build get their own directory
     r = run_scons(p, "-Q", "target=fake-emu", "report-tiny", "seed=3")
     assert r.returncode == 0 and "REPORT tiny (fake-emu)" in r.stdout
     assert (p / "gen.log").read_text().splitlines()[-1].endswith("--set seed=3")
+    assert (p / "build/fake-emu/tiny-seed3/tiny.report.json").is_file()
 
 
 def test_missing_cross_compiler_fails_after_generating(fake_project):
@@ -127,6 +148,11 @@ def test_bad_variables_fail_clearly(fake_project):
     assert r.returncode == 2 and "'nope'" in r.stderr and "tiny" in r.stderr
     r = run_scons(p, "-Q", "batch=0")
     assert r.returncode == 2 and "bad value batch=0; allowed: an integer >= 1" in r.stderr
+    rec = (p / "recipes" / "tiny.yaml").read_text()
+    (p / "recipes" / "tiny.yaml").write_text(rec + "targets: [fake-emu, sunway]\n")
+    r = run_scons(p, "-Q", "target=sunway-emu")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no recipe in" in r.stderr and "allows target=sunway-emu" in r.stderr and "tiny: fake-emu, sunway" in r.stderr
     (p / "recipes" / "tiny.yaml").write_text("model: tiny\nsource: {zoo: x, onnx: y}\n")
     r = run_scons(p, "-Q", "target=fake-emu")
     assert r.returncode == 2 and "recipes/tiny.yaml:2: source: give exactly one" in r.stderr

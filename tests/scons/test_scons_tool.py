@@ -5,7 +5,9 @@ from SCons.Variables import Variables
 
 import swbuild.scons as tool
 from swbuild.build import generated_files
-from swbuild.scons.actions import argv_action
+from SCons.Action import Action
+
+from swbuild.scons.compile import cmd_list
 from swbuild.scons.gen import PACKAGE_DIR, package_sources, scan_recipe, swgen_emitter
 from swbuild.scons.setup import compiler_variables, make_variables
 
@@ -75,7 +77,7 @@ def test_swmodel_nodes(proj):
     tool.generate(env)
     b = env.SwModel("tiny")
     assert b.prefix == "tiny" and b.recipe.batch == 3
-    assert b.dir.path.endswith("build/fake-emu/tiny")
+    assert b.dir.path.endswith("build/fake-emu/tiny-batch3")     # an option set of its own
     assert b.runner[0].name == "tiny_runner" and b.lib[0].name == "libtiny.a"
     assert len(b.sources) == 9
     deps = {str(d) for d in b.sources[0].depends}
@@ -95,12 +97,10 @@ def test_package_sources_exclude_the_tool():
     assert not any("/swbuild/scons/" in s for s in srcs)
 
 
-def test_argv_action_keeps_absolute_paths_out_of_signature():
-    env = Environment(tools=[])
-    a = argv_action(["gcc", "-I", "/abs/inc", "-I/x/y", "-Wa,-I,/q", "-c", "rel dir/a.c", "-o", "a$b.o"], "CC a.c")
-    assert a.get_contents([], [], env) == b"gcc -I -c rel dir/a.c -o a$b.o"
-    assert a.process([], [], env)[0] == [["gcc", "-I", "/abs/inc", "-I/x/y", "-Wa,-I,/q", "-c", "rel dir/a.c",
-                                          "-o", "a$b.o"]]
+def test_compiler_argv_keeps_absolute_paths_out_of_signature():
+    env = Environment(tools=[], CC=cmd_list(["/opt/sw/bin/sw5cc", "-slave", "-I/x/y", "-Wa,-I,/q", "a$b"]))
+    assert Action("$CC -c x.c").get_contents([], [], env) == b"-slave a$b -c x.c"      # the signature
+    assert env.subst_list("$CC")[0] == ["/opt/sw/bin/sw5cc", "-slave", "-I/x/y", "-Wa,-I,/q", "a$b"]
 
 
 def test_variables(proj):
@@ -126,3 +126,11 @@ def test_toolpath_shim_restores_the_package():
     sys.modules["swbuild"] = shim                # what SCons' tool loader does
     spec.loader.exec_module(shim)
     assert sys.modules["swbuild"] is real and shim.generate is tool.generate
+
+
+def test_variant_names():
+    from swbuild.build import variant_name
+    assert variant_name("vgg16", {}) == "vgg16"
+    assert variant_name("vgg16", {"simd": "off", "batch": 2}) == "vgg16-batch2-simdoff"
+    assert variant_name("m", {"rtol": 0.1, "atol": 1, "timeout": 5}) == "m"      # check-only
+    assert variant_name("m", {"traffic_target": 1.5, "ldm_reserve": "auto"}) == "m-ldmreserveauto-traffictarget1.5"

@@ -21,10 +21,12 @@ def test_kernels_constant_default_sizes(build_kernels):
     check_results(build_kernels("sunway-emu", _configs({})))
 
 
+@pytest.mark.slow      # default and odd sizes stay quick; the aligned sizes add little
 def test_kernels_constant_multiples_of_64(build_kernels):
     check_results(build_kernels("sunway-emu", _configs(SIZES["mult64"])))
 
 
+@pytest.mark.slow
 def test_kernels_symbolic_multiples_of_32(build_kernels):
     """Loop bounds are the kernel functions' int arguments: isl parameters."""
     results = build_kernels("sunway-emu", _configs(SIZES["mult32"], symbolic=True))

@@ -164,3 +164,22 @@ def test_recipe(name):
     assert r.with_overrides({"batch": 8}).batch == 8
     if name == "bert-base":
         assert [(i.name, tuple(i.shape), i.dtype) for i in r.inputs] == [("input_ids", (1, 16), "int64")]
+
+
+def test_array_model_imports_like_its_proto():
+    """The compiler imports the zoo's arrays directly (no protobuf round trip): the same graph
+    as importing the serialised model, and the arrays are not copied."""
+    from swbuild.frontends.onnx import import_model
+    am = zoo.build_model("dcgan", batch=2, seed=4)
+    a = import_model(am, name="m")
+    b = import_model(onnx.ModelProto.FromString(am.to_proto().SerializeToString()), name="m")
+    assert [(n.op, n.inputs, n.outputs) for n in a.nodes] == [(n.op, n.inputs, n.outputs) for n in b.nodes]
+    assert sorted(a.tensors) == sorted(b.tensors)
+    for name, t in a.tensors.items():
+        u = b.tensors[name]
+        assert (t.shape, t.dtype) == (u.shape, u.dtype)
+        assert (t.data is None) == (u.data is None)
+        if t.data is not None:
+            np.testing.assert_array_equal(t.data, u.data)
+    w = next(n for n in am.arrays if n.endswith("weight"))
+    assert a.tensors[w].data is am.arrays[w]

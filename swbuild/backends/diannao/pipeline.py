@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...optimizer.fuse import fuse_epilogues
+from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
 from ...recipe import option_on
 from .devir import stmts
@@ -94,6 +95,7 @@ def map_instructions(program, target, options):
 PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     choose_storage_layouts,     # NHWC around convolutions
+    group_kernels,              # option grouping: GraphTurbo groups (recorded; realised kernel by kernel)
     plan_memory,                # the static arena
     schedule_kernels,           # work split and staging
     remember_whole_fills,       # halo fills kept whole for choose_fills

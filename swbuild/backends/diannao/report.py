@@ -25,10 +25,26 @@ def _add(into, d):
         into[k] = into.get(k, 0) + int(v)
 
 
+def peak_flops(hw):
+    """The machine's roof: every core's convolution unit at full rate (fp32)."""
+    return 2.0 * float(hw.get("conv_float_macs_per_cycle", 0)) * int(hw.get("cores", 1)) * float(hw.get("clock_hz", 1e9))
+
+
+def roofline_seconds(hw, flops, gdram_bytes):
+    peak, bw = peak_flops(hw), float(hw.get("mem_bandwidth_bytes_per_s", 0))
+    return max(flops / peak if peak else 0.0, gdram_bytes / bw if bw else 0.0)
+
+
+def gdram_bytes(memcpy_bytes):
+    """Off-chip traffic: the bytes of every copy to or from GDRAM."""
+    return sum(int(v) for d, v in memcpy_bytes.items() if "GDRAM" in d)
+
+
 def build_report(plan, stats, tc):
     meas = {k["name"]: k for k in (stats or {}).get("kernels", [])}
-    clock = float(tc.hardware.get("clock_hz", 1e9))
-    kernels, instr, mbytes = [], {}, {}
+    hw = tc.hardware
+    clock = float(hw.get("clock_hz", 1e9))
+    kernels, instr, icycles, mbytes = [], {}, {}, {}
     cycles = flops = 0
     for k in plan["kernels"]:
         m = meas.get(k["name"], {})
@@ -37,12 +53,18 @@ def build_report(plan, stats, tc):
         flops += k["flops"]
         _add(instr, m.get("instructions", {}))
         _add(mbytes, m.get("memcpy_bytes", {}))
+        _add(icycles, m.get("instruction_cycles", {}))
         n = k["compute_statements"]
+        traffic = gdram_bytes(m.get("memcpy_bytes", {}))
+        roof = roofline_seconds(hw, k["flops"], traffic)
         kernels.append({"name": k["name"], "op": k["op"], "node": k["node"], "fused": k["fused"], "class": k["class"],
                         "flops": k["flops"], "cycles": c, "launches": int(m.get("launches", 0)),
                         "modeled_seconds": c / clock,
                         "instructions": dict(sorted(m.get("instructions", {}).items())),
+                        "instruction_cycles": dict(sorted(m.get("instruction_cycles", {}).items())),
                         "memcpy_bytes": dict(sorted(m.get("memcpy_bytes", {}).items())),
+                        "gdram_bytes": traffic, "roofline_seconds": roof,
+                        "roofline_fraction": roof / (c / clock) if c else 0.0,
                         "compute_statements": n, "tensorized_statements": k["tensorized_statements"],
                         "tensorized_fraction": k["tensorized_statements"] / n if n else 1.0,
                         "scalar_statements": k["scalar_statements"], "schedule": k.get("schedule", {}),
@@ -54,7 +76,11 @@ def build_report(plan, stats, tc):
         "model": plan["model"], "target": plan["target"], "family": "diannao", "partition": plan.get("partition", "on"),
         "kernel_launches": len(plan["kernels"]), "flops": flops,
         "cycles": cycles, "modeled_seconds": cycles / clock,
-        "instructions": dict(sorted(instr.items())), "memcpy_bytes": dict(sorted(mbytes.items())),
+        "instructions": dict(sorted(instr.items())), "instruction_cycles": dict(sorted(icycles.items())),
+        "memcpy_bytes": dict(sorted(mbytes.items())), "gdram_bytes": gdram_bytes(mbytes),
+        "roofline_seconds": sum(k["roofline_seconds"] for k in kernels),
+        "roofline_fraction": sum(k["roofline_seconds"] for k in kernels) / (cycles / clock) if cycles else 0.0,
+        "peak_flops": peak_flops(hw), "roof_bytes_per_s": float(hw.get("mem_bandwidth_bytes_per_s", 0)),
         "tensorized_fraction": plan["tensorized_fraction"], "compute_statements": plan["compute_statements"],
         "tensorized_statements": plan["tensorized_statements"],
         "violations": int((stats or {}).get("violations", 0)),
@@ -65,3 +91,54 @@ def build_report(plan, stats, tc):
         "arena_bytes": plan["arena_bytes"], "arena_lower_bound": plan["arena_lower_bound"],
         "kernels": kernels,
     }
+
+
+# Instruction classes of the plot: each intrinsic's cycles go to the first class whose
+# prefixes match (the stats name every intrinsic the emulator counts).
+CLASSES = (("convolution", ("__bang_conv",)), ("pooling", ("__bang_maxpool", "__bang_avgpool")),
+           ("vector", ("__bang_",)), ("copy", ("__memcpy", "__memset")), ("barrier", ("__sync",)))
+
+
+def class_of(intrinsic):
+    return next((c for c, prefixes in CLASSES if intrinsic.startswith(prefixes)), "other")
+
+
+def plot_report(rep, tc, path):
+    """Cycles by kernel, each bar split by instruction class (convolution, pooling, vector,
+    copy, barrier) in the proportions of the cycles those instructions charged across the
+    cores, then the launch and what no instruction charged (scalar code, waiting at barriers)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [k["name"].removeprefix(rep["model"] + "_") for k in rep["kernels"]]
+    launch = float(tc.hardware.get("launch_cycles", 0))
+    parts = {c: [] for c, _ in CLASSES}
+    parts["launch"], parts["scalar code, waiting"] = [], []
+    for k in rep["kernels"]:
+        charged = {c: 0 for c, _ in CLASSES}
+        for ins, cyc in k.get("instruction_cycles", {}).items():
+            charged[class_of(ins)] = charged.get(class_of(ins), 0) + cyc
+        busy = max(0.0, k["cycles"] - launch * k["launches"])
+        total = sum(charged.values())
+        share = {c: v / total for c, v in charged.items()} if total else {}
+        # the tasks' charged cycles overlap (16 cores, asynchronous copies): scale them to
+        # the kernel's measured cycles less the launch, never above them
+        covered = min(busy, total)
+        for c, _ in CLASSES:
+            parts[c].append(share.get(c, 0.0) * covered)
+        parts["launch"].append(min(k["cycles"], launch * k["launches"]))
+        parts["scalar code, waiting"].append(max(0.0, busy - covered))
+    fig, ax = plt.subplots(figsize=(max(8, 0.25 * len(names) + 3), 5))
+    bottom = [0.0] * len(names)
+    for c, ys in parts.items():
+        if any(ys):
+            ax.bar(range(len(names)), ys, bottom=bottom, label=c)
+            bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    ax.set_ylabel("emulated cycles")
+    ax.set_title(f"{rep['model']} on {rep['target']}: {rep['cycles']} cycles, tensorized "
+                 f"{rep['tensorized_fraction']:.0%} of the compute statements")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

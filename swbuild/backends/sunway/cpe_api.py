@@ -29,6 +29,7 @@ class CpeApi:
     bcast_get: str = None     # one DMA into the same LDM address of a mesh row's 8 CPEs ({row}), if any
     row_sync: str = None      # barrier of a mesh row, if any
     wait_macro: str = ""      # C lines defining the macro `wait` calls, printed after the includes
+    array_sync: str = "athread_syn(ARRAY_SCOPE, 0xffff)"   # barrier of all 64 CPEs
 
 
 # A v1 wait spins on the reply word, which an emulator cannot see: under swbuild's emulator
@@ -56,7 +57,8 @@ API = {
         get="CRTS_dma_iget({ldm}, {mem}, {len}, {rp})",
         put_stride="CRTS_dma_iput_stride({mem}, {ldm}, {len}, {bsize}, {gap}, {rp})",
         put="CRTS_dma_iput({mem}, {ldm}, {len}, {rp})",
-        wait="CRTS_dma_wait_value(&{r}, {n})", stride_takes_zero_gap=False, simd_widths=(4, 8)),
+        wait="CRTS_dma_wait_value(&{r}, {n})", stride_takes_zero_gap=False, simd_widths=(4, 8),
+        array_sync="CRTS_ssync_array()"),
 }
 
 

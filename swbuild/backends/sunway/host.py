@@ -14,6 +14,7 @@ from ...ir.sizes import round_up
 from ...names import UniqueNames, c_comment, c_string
 from .. import cexpr, common, watchdog
 from ..blob import WeightsBlob
+from .stitch import Launch, para_structs
 
 ALIGN = 64
 
@@ -83,6 +84,7 @@ def para_header(program, version):
         for b in buffer_order(k):
             out.append(f"    {cexpr.CTYPE[b.dtype]} *{b.name};  /* {c_comment(b.tensor)} {list(b.shape)} */")
         out.append("};")
+    out += para_structs(_launches(program, False))
     out += ["", f"#endif /* {guard} */", ""]
     return "\n".join(out)
 
@@ -105,6 +107,9 @@ def host_c(program, storage, tc, version, ranged=False):
         out.append(f"static float {P}_splat[{max(storage.splat_elems, 1)}] __attribute__((aligned(64)));")
     for k in program.kernels:
         out.append(f"extern void SLAVE_FUN({k.name})(void *);")
+    for ln in _launches(program, False):
+        if ln.stitched:
+            out.append(f"extern void SLAVE_FUN({ln.name})(void *);")
     if tc.emulated:
         out += [""] + _NAMES
     out += ["", f"static int {P}_ready;", "", f"int {P}_init(void)", "{",
@@ -127,23 +132,47 @@ def _run_function(program, storage, name, args, ranged, names):
     P = program.prefix
     out = [f"int {name}({', '.join(args)})", "{", "    char *sw_ws = (char *)workspace;", "    (void)sw_ws;",
            f"    if (!{P}_ready) return -1;"]
-    for i, k in enumerate(program.kernels):
-        order = buffer_order(k)
-        fields = ", ".join(f".{b.name} = {storage.pointer(b.tensor, P, cexpr.CTYPE[b.dtype])}" for b in order)
+    index = {k.name: i for i, k in enumerate(program.kernels)}
+    kernels = {k.name: k for k in program.kernels}
+    for ln in _launches(program, ranged):
+        i = index[ln.kernels[0]]
         guard = f"if (sw_first <= {i} && {i} < sw_last) " if ranged else ""
-        out += [f"    {guard}{{   /* {c_comment(k.op)} {c_comment(k.node)} */",
-                f"        struct {k.name}_para sw_para = {{ {fields} }};"]
-        if names:
-            out += [_name_line(program, b) for b in order]
-        out += [watchdog.host_mark(P, k.name, "        "),
-                f"        athread_spawn({k.name}, &sw_para);", "        athread_join();", "    }"]
+        if ln.stitched:
+            out.append(f"    {guard}{{   /* group {ln.group}: {len(ln.kernels)} kernels, one launch */")
+        for j, name in enumerate(ln.kernels):
+            k = kernels[name]
+            order = buffer_order(k)
+            fields = ", ".join(f".{b.name} = {storage.pointer(b.tensor, P, cexpr.CTYPE[b.dtype])}" for b in order)
+            if ln.stitched:
+                var = f"sw_p{j}"
+                out.append(f"        struct {k.name}_para {var} = {{ {fields} }};   /* {c_comment(k.op)} {c_comment(k.node)} */")
+            else:
+                var = "sw_para"
+                out += [f"    {guard}{{   /* {c_comment(k.op)} {c_comment(k.node)} */",
+                        f"        struct {k.name}_para {var} = {{ {fields} }};"]
+            if names:
+                out += [_name_line(program, b, var) for b in order]
+        if ln.stitched:
+            out.append(f"        struct {ln.name}_para sw_para = {{ {{ {', '.join(f'&sw_p{j}' for j in range(len(ln.kernels)))} }} }};")
+        out += [watchdog.host_mark(P, ln.name, "        "),
+                f"        athread_spawn({ln.name}, &sw_para);", "        athread_join();", "    }"]
     return out + [watchdog.host_mark(P, ""), "    return 0;", "}", ""]
 
 
-def _name_line(program, b):
+def _launches(program, ranged):
+    """The launches in order: the grouped ones planned by stitch.py, else one per kernel (a
+    ranged run, a pipeline stage over MPI ranks, keeps one per kernel)."""
+    st = program.target_state
+    planned = getattr(st, "launches", None)
+    if planned and not ranged:
+        return planned
+    return [Launch(k.name, (k.name,)) for k in program.kernels]
+
+
+def _name_line(program, b, var="sw_para"):
     t = program.graph.tensors[program.root(b.tensor)]
     nbytes = t.size * np.dtype(t.dtype).itemsize
-    return f"        SW_NAME(sw_para.{b.name}, {nbytes}, {c_string(b.tensor)});"
+    return f"        SW_NAME({var}.{b.name}, {nbytes}, {c_string(b.tensor)});"
 
 
 def weights_asm(program, storage):

@@ -7,6 +7,8 @@ from .cost.predict import predict_program
 from .host import Storage, host_c, model_header, para_header, runner_c, weights_asm
 from .slave import kernel_c
 from .slave_file import slave_file
+from .stitch import launch_c, launch_entries
+from .cpe_api import api_of
 
 FILES = {"host": "{prefix}_host.c", "slave": "{prefix}_slave.c", "para": "{prefix}_para.h", "header": "{prefix}.h",
          "weights": "{prefix}_weights.bin", "weights_asm": "{prefix}_weights.S", "runner": "{prefix}_runner.c",
@@ -22,6 +24,7 @@ def render(program, tc):
     storage = Storage(program)
     f = file_names(FILES, program.prefix)
     kernels = [kernel_c(k, tc.cores) for k in program.kernels]
+    kernels += [launch_c(ln, api_of(tc)) for ln in program.target_state.launches or () if ln.stitched]
     return {
         f["host"]: host_c(program, storage, tc, v).encode(),
         f["slave"]: slave_file(program, tc, v, kernels).encode(),
@@ -35,4 +38,8 @@ def render(program, tc):
 
 def plan(program, tc):
     """What the compiler predicts for each kernel: read by check and report."""
-    return dict(plan_head(program, tc), kernels=predict_program(program, tc))
+    entries = predict_program(program, tc)
+    launches = program.target_state.launches
+    if launches:
+        entries = launch_entries(entries, launches, tc.hardware, tc.cores)
+    return dict(plan_head(program, tc), kernels=entries)

@@ -6,11 +6,13 @@ Every pass is `(Program, Target, Options) -> Program`; `program.target_state` is
 from __future__ import annotations
 
 from ...optimizer.fuse import fuse_epilogues
+from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import inplace_concat, plan_memory
 from .schedule.passes import (SunwayState, block_constants, choose_buffering, choose_partition, choose_row_sharing,
                               choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic,
                               schedule_special_kernels)
 from .schedule.split import split_reductions
+from .stitch import group_launches
 
 STATE = SunwayState
 
@@ -18,6 +20,7 @@ PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     inplace_concat,             # Concat inputs written in place: their copy kernels vanish
     split_reductions,           # long reductions with small outputs split over the CPEs
+    group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     plan_memory,                # the static arena
     schedule_special_kernels,   # run-time Gather: fixed LDM buffers
     price_traffic,              # option traffic_target: the price of a byte of traffic
@@ -29,4 +32,5 @@ PIPELINE = [
     order_loops,                # reduce-loop order with the fewest DMAs
     lay_out_ldm,                # LDM halves and bytes: the kernel's Schedule
     choose_partition,           # grid order and cyclic/block deal over the CPEs
+    group_launches,             # option grouping: a group's kernels in one athread_spawn
 ]

@@ -89,9 +89,13 @@ def build_report(plan, stats, tc):
                  "dma_seconds": float(k.get("dma_seconds", 0.0)), "compute_seconds": float(k.get("compute_seconds", 0.0)),
                  "emulated_seconds": float(m.get("seconds", 0.0)) / spawns if m else None}
         for key in ("tiles", "spatial_tiles", "reduce_steps", "grid_order", "partition", "row_shared", "broadcast",
-                    "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind"):
+                    "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind", "group"):
             if key in k:
                 entry[key] = k[key]
+        if "kernels" in k:      # a grouped launch (stitch.py): its kernels' own numbers
+            entry["kernels"] = [dict({x: sub.get(x, 0) for x in ("name", "op", "flops", "modeled_seconds", "roofline_seconds",
+                                                                    "dma_seconds", "compute_seconds")},
+                                     dma={"predicted": _tot(sub["dma"]), "measured": None}) for sub in k["kernels"]]
         kernels.append(entry)
         tot["flops"] += flops
         tot["pg"] += predicted["ops"]
@@ -120,12 +124,32 @@ def build_report(plan, stats, tc):
         "arena_ratio": plan["arena_bytes"] / plan["arena_lower_bound"] if plan["arena_lower_bound"] else 1.0,
         "main_memory_bytes": main, "compulsory_bytes": tot["comp"],
         "traffic_ratio": main / tot["comp"] if tot["comp"] else 0.0,
+        "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
+        "model_traffic_ratio": main / plan["model_compulsory_bytes"] if plan.get("model_compulsory_bytes") else 0.0,
+        "grouping": grouping_summary(plan),
         "modeled_seconds": tot["mod"], "roofline_seconds": tot["roof"],
         "roofline_fraction": tot["roof"] / tot["mod"] if tot["mod"] else 0.0,
         "emulated_seconds": tot["emu"],
         "peak_flops": model.peak_flops(hw), "roof_bytes_per_s": model.roof_bandwidth(hw),
         "kernels": kernels,
     }
+
+
+def grouping_summary(plan):
+    """Option `grouping`: per group its kernels, split and binding as the plan recorded them,
+    and how this generator realised it: the launch each group's kernels share (stitch.py).
+    Intermediates still go through main memory (no buffer stitching yet), and it says so."""
+    g = plan.get("grouping")
+    if g is None:
+        return None
+    launch_of = {}
+    for k in plan["kernels"]:
+        for n in (k["fused"] if k.get("op") == "Group" else [k["name"]]):
+            launch_of[n] = k["name"]
+    groups = [dict(grp, launches=sorted({launch_of.get(n, n) for n in grp["kernels"]})) for grp in g["groups"]]
+    return dict(g, groups=groups, realised="launches",
+                note="a group's kernels share one athread_spawn; intermediates still go through main memory "
+                     "(buffer stitching in LDM is not done), so traffic is the per-kernel traffic")
 
 
 def plot_report(rep, tc, path):
@@ -138,11 +162,12 @@ def plot_report(rep, tc, path):
     fig, (a, b) = plt.subplots(1, 2, figsize=(14, 5.5))
     xs = [10 ** (i / 10) for i in range(-30, 41)]
     a.loglog(xs, [min(peak, x * bw) / 1e9 for x in xs], "k-", label=f"roofline ({peak / 1e9:.0f} GFLOPS, {bw / 1e9:.1f} GB/s)")
-    ops = sorted({k["op"] for k in rep["kernels"]})
+    rows = [sub for k in rep["kernels"] for sub in k.get("kernels", [k])]   # a grouped launch: its kernels
+    ops = sorted({k["op"] for k in rows})
     marks = "os^vD<>ph*x+"
     for i, op in enumerate(ops):
         pts = [(k["flops"] / max(1, (k["dma"]["measured"] or k["dma"]["predicted"])["bytes"]),
-                k["flops"] / k["modeled_seconds"] / 1e9) for k in rep["kernels"]
+                k["flops"] / k["modeled_seconds"] / 1e9) for k in rows
                if k["op"] == op and k["flops"] and k["modeled_seconds"]]
         if pts:
             a.loglog([p[0] for p in pts], [p[1] for p in pts], marks[i % len(marks)], ms=5, label=op, alpha=0.8)
@@ -150,17 +175,35 @@ def plot_report(rep, tc, path):
     a.set_ylabel("modelled GFLOPS")
     a.set_title(f"{rep['model']} on {rep['target']}")
     a.legend(fontsize=7)
-    names = [k["name"].split("_k", 1)[-1] for k in rep["kernels"]]
-    dma = [k["dma_seconds"] * 1e3 for k in rep["kernels"]]
-    comp = [k["compute_seconds"] * 1e3 for k in rep["kernels"]]
+    names = [k["name"].split("_k", 1)[-1] for k in rows]
+    dma = [k["dma_seconds"] * 1e3 for k in rows]
+    comp = [k["compute_seconds"] * 1e3 for k in rows]
     x = range(len(names))
     b.bar(x, dma, label="DMA (busiest CPE)", alpha=0.7)
     b.bar(x, comp, bottom=dma, label="compute (busiest CPE)", alpha=0.7)
-    b.plot(x, [k["modeled_seconds"] * 1e3 for k in rep["kernels"]], "k.", label="modelled (overlapped)")
-    b.plot(x, [k["roofline_seconds"] * 1e3 for k in rep["kernels"]], "r_", label="roofline bound")
+    b.plot(x, [k["modeled_seconds"] * 1e3 for k in rows], "k.", label="modelled (overlapped)")
+    b.plot(x, [k["roofline_seconds"] * 1e3 for k in rows], "r_", label="roofline bound")
+    shade_groups(b, rep)
     b.set_xticks(list(x), names, rotation=90, fontsize=5)
     b.set_ylabel("ms")
     b.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def shade_groups(ax, rep):
+    """Option `grouping`: a band behind each group's kernels, labelled with its id and split."""
+    g = rep.get("grouping")
+    if not g:
+        return
+    rows = [sub for k in rep["kernels"] for sub in k.get("kernels", [k])]
+    pos = {k["name"]: i for i, k in enumerate(rows)}
+    for grp in g["groups"]:
+        xs = [pos[n] for n in grp["kernels"] if n in pos]
+        if not xs:
+            continue
+        ax.axvspan(min(xs) - 0.45, max(xs) + 0.45, color="C%d" % (grp["group"] % 10), alpha=0.12, lw=0)
+        sp = grp["split"]
+        ax.text((min(xs) + max(xs)) / 2, ax.get_ylim()[1] * 0.97, f"g{grp['group']} {sp['axis']}/{sp['factor']}",
+                ha="center", va="top", fontsize=5, rotation=90)

@@ -24,14 +24,18 @@ from .conv import sched_conv
 from .elementwise import sched_elementwise
 
 
+CONV_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")   # __bang_conv (a reduction by sum)
+POOL_OPS = ("MaxPool", "AveragePool")                    # __bang_maxpool / __bang_avgpool
+
+
 def schedule_kernel(k, program, tc, layouts, store):
     """DevKernel of one loop-nest kernel; the scalar class when nothing else applies."""
     attempts = []
     if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
-    if k.op in ("Conv", "ConvTranspose", "Gemm", "MatMul") and k.combine == "sum":
+    if k.op in CONV_OPS and k.combine == "sum":
         attempts.append(lambda kb: sched_conv(kb))
-    if k.op in ("MaxPool", "AveragePool"):
+    if k.op in POOL_OPS:
         attempts.append(lambda kb: sched_conv(kb, pool=True))
     if not k.combine:
         attempts.append(sched_elementwise)

@@ -22,20 +22,23 @@ the inner loops that will be generated (SIMD/register blocked or scalar, `simd.p
 overlapped when the boxes are double-buffered (which doubles their LDM), and the number of
 tiles each CPE processes. The budget is the toolchain's LDM minus its reserve.
 
+Costing is batched where it pays (batch.py, enumerate_tiles.py: numpy over a table of
+tilings, bit-exact with the scalar `Search` methods, so the choices are the same either way).
+
 The passes after the search (passes.py) choose double buffering and row sharing, re-lay out
 constant boxes in blocks (dma.py), reorder the loops (reorder.py), lay out the LDM into the
 kernel's `Schedule` and choose the CPE partition.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 from ....errors import LdmError
 from ....recipe import option_on
 from ..cost import model
-from . import cache, reorder, simd
+from . import batch, cache, reorder, simd
 from .dma import blockable, box_plans
+from .enumerate_tiles import enumerate_tiles
 from .grid import ROW, spatial_tiles
 from .kernel_schedule import ldm_align
 
@@ -90,7 +93,7 @@ class Search:
                 self.can_block[id(b)] = False
         self.cache = {}
         self.red_points = math.prod(a.extent for a in kernel.reduce_axes)
-        self._bs, self._vp, self._ldm = {}, {}, {}
+        self._bs, self._vp, self._ldm, self._secs = {}, {}, {}, {}
         self._vset = {id(b): b.vars for b in self.boxes}      # BoxPlan.vars rebuilds the set
         self._bvars = {id(b): sorted(v) for b, v in zip(self.boxes, self._vset.values())}
 
@@ -171,33 +174,38 @@ class Search:
 
     def _evaluate(self, tiles):
         """The best of: no sharing, and row sharing over each lane axis."""
-        best = None
-        for lane in [None] + self.lanes(tiles):
-            r = self._evaluate_lane(tiles, lane)
-            if r is None:
-                return None
-            if best is None or self.objective(r) < self.objective(best):
-                best = r
-        return best
-
-    def _evaluate_lane(self, tiles, lane):
-        k, hw = self.k, self.hw
-        single = self.ldm(tiles, False)
-        if single > self.budget:
+        if self.ldm(tiles, False) > self.budget:
             return None
+        k = self.k
         vkey = tuple(tiles[a.name] for a in k.axes)
         sp = self._vp.get(vkey)
         if sp is None:
             sp = self._vp[vkey] = self._spatial(tiles)
-        vp, base_cyc, step_full, step_zero, oby, put = sp
         tiled_r = reorder.tiled_reduce_axes(k, tiles)
         order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
         rcounts = reorder.reduce_counts(k, tiles)
-        nsteps = math.prod(rcounts[n] for n in order)
-        split = {a.name for a in k.axes if tiles[a.name] < a.extent}
-        tiled = set(order)
         ntiles = spatial_tiles(k, tiles)
-        waves = math.ceil(ntiles / self.cores)
+        common = (sp, order, rcounts, math.prod(rcounts[n] for n in order),
+                  {a.name for a in k.axes if tiles[a.name] < a.extent}, set(order), ntiles,
+                  math.ceil(ntiles / self.cores), self.db_ok and self.ldm(tiles, True) <= self.budget)
+        best = None
+        for lane in [None] + self.lanes(tiles):
+            r = self._evaluate_lane(tiles, lane, common)
+            if best is None or self.objective(r) < self.objective(best):
+                best = r
+        return best
+
+    def _dma_seconds(self, by, chunk):
+        r = self._secs.get((by, chunk))
+        if r is None:
+            r = self._secs[(by, chunk)] = model.dma_seconds_per_cpe(self.hw, by, chunk)
+        return r
+
+    def _evaluate_lane(self, tiles, lane, common):
+        """One lane's modelled time; `common`: what all lanes share (_evaluate)."""
+        k, hw = self.k, self.hw
+        sp, order, rcounts, nsteps, split, tiled, ntiles, waves, db_fits = common
+        vp, base_cyc, step_full, step_zero, oby, put = sp
         dma_tile = dma_once = first = 0.0
         bytes_tile = bytes_once = 0
         expand = 0.0
@@ -206,7 +214,7 @@ class Search:
             if b.context == "out":
                 continue
             cap, calls, by, chunk = self.box_static(b, tiles)
-            secs = model.dma_seconds_per_cpe(hw, by, chunk)
+            secs = self._dma_seconds(by, chunk)
             first += secs
             shared = lane is not None and lane not in self._vset[id(b)]
             if shared:
@@ -243,7 +251,7 @@ class Search:
         serial = float(model.cpe_seconds(hw, D, C + 2 * sync, 0.0, False))
         traffic = ntiles * bytes_tile + min(ntiles, self.cores) * bytes_once
         best = (serial, False, vp, traffic, lane)
-        if self.db_ok and self.ldm(tiles, True) <= self.budget:
+        if db_fits:
             over = float(model.cpe_seconds(hw, D, C + sync, min(D, first + put), True))
             if over < serial:
                 best = (over, True, vp, traffic, lane)
@@ -290,16 +298,24 @@ class Search:
         return math.inf if r is None else self.objective(r)
 
 
+def _costs(s, trials):
+    """s.cost of each trial, in order (costed at once, batch.py)."""
+    return [math.inf if r is None else s.objective(r) for r in batch.evaluate_many(s, trials)]
+
+
 def _shrink_to_fit(s, tiles, cands):
     while s.ldm(tiles, False) > s.budget:
-        best = None
+        trials = []
         for a in s.axes:
             i = cands[a.name].index(tiles[a.name])
             if i == 0:
                 continue
             trial = dict(tiles)
             trial[a.name] = cands[a.name][i - 1]
-            key = (s.ldm(trial, False), s.cost(trial))
+            trials.append(trial)
+        best = None
+        for trial, c in zip(trials, _costs(s, trials)):
+            key = (s.ldm(trial, False), c)
             if best is None or key < best[0]:
                 best = (key, trial)
         if best is None:
@@ -308,10 +324,19 @@ def _shrink_to_fit(s, tiles, cands):
     return tiles
 
 
+def _better(s, trials, cur):
+    """The cheapest trial that improves on `cur`, as (cost, tiles), or None."""
+    best = None
+    for trial, c in zip(trials, _costs(s, trials)):
+        if c < cur * (1 - 1e-9) and (best is None or c < best[0]):
+            best = (c, trial)
+    return best
+
+
 def _expand(s, tiles, cands):
     cur = s.cost(tiles)
     while True:
-        best = None
+        trials = []
         for a in s.axes:
             cs = cands[a.name]
             i = cs.index(tiles[a.name])
@@ -321,11 +346,11 @@ def _expand(s, tiles, cands):
             for nt in moves:
                 trial = dict(tiles)
                 trial[a.name] = nt
-                c = s.cost(trial)
-                if c < cur * (1 - 1e-9) and (best is None or c < best[0]):
-                    best = (c, trial)
+                trials.append(trial)
+        best = _better(s, trials, cur)
         # pairwise: shrink one axis, grow another (escapes LDM-bound plateaus)
         if best is None and not s.quick:
+            trials = []
             for a in s.axes:
                 ia = cands[a.name].index(tiles[a.name])
                 if ia == 0:
@@ -338,78 +363,14 @@ def _expand(s, tiles, cands):
                         trial = dict(tiles)
                         trial[a.name] = cands[a.name][ia - 1]
                         trial[b2.name] = nb
-                        c = s.cost(trial)
-                        if c < cur * (1 - 1e-9) and (best is None or c < best[0]):
-                            best = (c, trial)
+                        trials.append(trial)
+            best = _better(s, trials, cur)
         if best is None:
             return tiles, cur
         cur, tiles = best
 
 
 TIME_SLACK = 0.02          # modelled time given up, at most, for less main-memory traffic
-ENUMERATE_LIMIT = (400, 2000)  # evaluations of the enumerative search: every kernel, kernels >= 1e8 flops
-ENUMERATE_BIG = 1e8
-
-
-def _enumerate(s, cands):
-    """Every spatial tile shape whose accumulator fits, each with the largest size of the
-    main reduce axis that fits (with and without double buffering, and one size smaller),
-    the other reduce axes whole; returns (tiles, cost) or None."""
-    k = s.k
-    sp = [a.name for a in k.axes]
-    red = sorted(k.reduce_axes, key=lambda a: -a.extent)
-    main = red[0].name if red else None
-    lists = [cands[n] for n in sp]
-    best, evals = None, 0
-    ext = {a.name: a.extent for a in k.axes}
-    lanes = max(1, int(s.hw.get("simd_lanes", 1)))
-    rate = lanes * float(model.hwget(s.hw, "fma_per_cycle_simd")) * model.clock(s.hw)
-    limit = ENUMERATE_LIMIT[1] if k.flops() >= ENUMERATE_BIG else ENUMERATE_LIMIT[0]
-    if s.quick:
-        limit = ENUMERATE_LIMIT[0] // 4
-    combos = [c for c in itertools.product(*lists) if math.prod(c) * 4 <= s.budget * 0.9]
-    combos.sort(key=lambda c: (-math.prod(c), c))      # large tiles first: good costs early
-    for combo in combos:
-        pts = math.prod(combo)
-        if best is not None and s.red_points > 1:   # compute alone, at the SIMD peak, already loses
-            ntiles = math.prod(-(-ext[n] // t) for n, t in zip(sp, combo))
-            if math.ceil(ntiles / s.cores) * pts * s.red_points / rate >= best[1]:
-                continue
-        base = dict(zip(sp, combo))
-        for a in k.reduce_axes:
-            base[a.name] = a.extent
-        tried = []
-        if main:
-            fits = {}
-            cm = cands[main]
-            for db in (False, True):      # LDM grows with the tile: binary search the largest fit
-                lo, hi = 0, len(cm) - 1
-                t = dict(base)
-                t[main] = cm[lo]
-                if s.ldm(t, db) > s.budget:
-                    continue
-                while lo < hi:
-                    mid = (lo + hi + 1) // 2
-                    t[main] = cm[mid]
-                    if s.ldm(t, db) <= s.budget:
-                        lo = mid
-                    else:
-                        hi = mid - 1
-                fits[db] = lo
-            idx = set()
-            for i in fits.values():
-                idx.update({i, max(i - 1, 0)})
-            tried = [dict(base, **{main: cands[main][i]}) for i in sorted(idx)]
-        elif s.ldm(base, False) <= s.budget:
-            tried = [base]
-        for tiles in tried:
-            c = s.cost(tiles)
-            evals += 1
-            if best is None or c < best[1]:
-                best = (tiles, c)
-        if evals > limit:
-            break
-    return best
 
 
 _MEMO = {}
@@ -461,7 +422,7 @@ def _search_tiles(s):
     results.append(_expand(s, t1, cands))
     if not s.quick:
         results.append(_expand(s, dict(ones), cands))
-    e = _enumerate(s, cands)
+    e = enumerate_tiles(s, cands)
     if e is not None:
         results.append(_expand(s, e[0], cands))
     results.sort(key=lambda r: r[1])

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from ....errors import LdmError
+from ....progress import Steps
 from ....ir.loopnest import Acc, Const, substitute_acc
 from ..cost.predict import compulsory_bytes, simulate
 from ..convert import convert_schedule
@@ -43,6 +44,7 @@ class SunwayState:
     """What the Sunway passes carry between them (`program.target_state`)."""
     traffic_weight: float = None   # seconds per byte of traffic, when `traffic_target` priced it
     drafts: dict = field(default_factory=dict)   # kernel name -> Draft
+    launches: list = None          # stitch.Launch per athread_spawn (option grouping), else one per kernel
 
 
 def _compute(program):
@@ -101,9 +103,12 @@ def choose_tiles(program, target, options):
     if state.traffic_weight is not None:
         options = dict(options, traffic_weight=state.traffic_weight)
     budget = ldm_budget(target, options)
-    for k in _compute(program):
-        s = Search(k, target.hardware, budget, options, program.graph, target.sha256)
-        state.drafts[k.name] = Draft(s, tiles=search_tiles(s))
+    kernels = _compute(program)
+    with Steps(len(kernels), "schedule") as progress:    # the long pass: [37/59] schedule: k36_conv
+        for k in kernels:
+            progress.step(k.name)
+            s = Search(k, target.hardware, budget, options, program.graph, target.sha256)
+            state.drafts[k.name] = Draft(s, tiles=search_tiles(s))
     return program
 
 

@@ -266,9 +266,18 @@ def step_cycles(kernel, vp, hw, ext, red_points):
 
     if not isinstance(nv, np.ndarray) and not isinstance(red_points, np.ndarray):
         vt, st = ls > 0 and nv >= L, ls > 0 and nv < L
-        rows_full = bu * mk(R, U) + lv * mk(R, 1) + (mk(R, 1, True) if vt else 0) + (ls * R * sc if st else 0)
-        rows_part = bu * mk(1, U) + lv * mk(1, 1) + (mk(1, 1, True) if vt else 0) + (ls * sc if st else 0)
-        return outer * (fb * rows_full + lr * rows_part)
+
+        def rows(r):    # terms with a zero count are left out: adding 0.0 changes no bit
+            acc = bu * mk(r, U) if bu else 0.0
+            if lv:
+                acc = acc + lv * mk(r, 1)
+            if vt:
+                acc = acc + mk(r, 1, True)
+            if st:
+                acc = acc + ls * r * sc
+            return acc
+        full = fb * rows(R) if fb else 0.0
+        return outer * (full + lr * rows(1) if lr else full)
     vec_tail = (ls > 0) & (nv >= L)
     scal_tail = (ls > 0) & (nv < L)
     rows_full = bu * mk(R, U) + lv * mk(R, 1) + np.where(vec_tail, mk(R, 1, True), 0) + np.where(scal_tail, ls * R * sc, 0)

@@ -158,6 +158,7 @@ struct KernelStats {
   long long write_conflicts = 0;     // GDRAM bytes written by two tasks between barriers
   bool warned = false;
   long long instr[OP_COUNT] = {};
+  long long instr_cycles[OP_COUNT] = {};  // cycles charged per instruction, summed over tasks
   long long bytes[BANGEMU_DIRECTIONS] = {};
 };
 
@@ -246,6 +247,13 @@ inline void write_stats() {
       if (k.instr[i]) ins[op_name(i)] = k.instr[i];
     const char* s2 = "";
     for (auto& e : ins) { fprintf(f, "%s\"%s\": %lld", s2, e.first.c_str(), e.second); s2 = ", "; }
+    fprintf(f, "}, \"instruction_cycles\": {");
+    s2 = "";
+    for (auto& e : ins) {
+      for (int i = 0; i < OP_COUNT; ++i)
+        if (e.first == op_name(i)) fprintf(f, "%s\"%s\": %lld", s2, e.first.c_str(), k.instr_cycles[i]);
+      s2 = ", ";
+    }
     fprintf(f, "}, \"memcpy_bytes\": {");
     std::map<std::string, long long> by;
     for (int d = 0; d < BANGEMU_DIRECTIONS; ++d)
@@ -310,6 +318,7 @@ inline void charge(int op, long long cycles) {
   Task& t = cur();
   t.clock += cycles;
   S().launch->ks->instr[op]++;
+  S().launch->ks->instr_cycles[op] += cycles;
 }
 /* __memcpy_async: queued behind earlier async copies, overlapping the task's other work
  * until __sync_io, a barrier or the end of the kernel joins the two clocks. */
@@ -317,6 +326,7 @@ inline void charge_async(int op, long long cycles) {
   Task& t = cur();
   t.io = std::max(t.io, t.clock) + cycles;
   S().launch->ks->instr[op]++;
+  S().launch->ks->instr_cycles[op] += cycles;
 }
 inline void join_io(Task& t) { t.clock = std::max(t.clock, t.io); }
 inline long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }

@@ -1,0 +1,461 @@
+"""The tile search's cost model over a table of tilings at once (numpy), for the enumeration
+of ldm.py.
+
+A table is one int64 column per axis, one row per tiling. Every function here is the exact
+twin of a scalar method of `ldm.Search` (`box_static`, `ldm`, `_spatial`, `_evaluate`) and of
+`simd.plan`: the same integer arithmetic, and the same floating-point operations in the same
+order on the same operands (DMA bandwidths come from the scalar model, once per distinct
+chunk size; `round` is Python's), so a tiling gets the same bits whichever path evaluated it
+and the search's choices cannot depend on it (tests/optimizer/test_batch_search.py).
+Only tilings with at most one tiled reduce axis are supported (the enumeration's): the
+order of the reduce loops is then trivial.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..cost import model
+from . import simd
+from .grid import ROW
+from .kernel_schedule import LDM_ALIGN
+
+
+SMALL = 12          # evaluate_many costs fewer new tilings one at a time
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _align(n):
+    return _cdiv(n, LDM_ALIGN) * LDM_ALIGN
+
+
+def _prod(arrays, n):
+    out = np.ones(n, np.int64)
+    for a in arrays:
+        out = out * a
+    return out
+
+
+def _whole_static(b, d):
+    """Every footprint spans dim d whole when its axes are not split (dma.BoxPlan.whole)."""
+    lo = hi = None
+    for aff in b.index[d]:
+        a, c = _lohi_full(aff, b.axis_extents)
+        lo = a if lo is None else min(lo, a)
+        hi = c if hi is None else max(hi, c)
+    return lo <= 0 and hi >= b.shape[d] - 1
+
+
+def _lohi_full(aff, extents):
+    from .dma import aff_lohi
+    return aff_lohi(aff, {v: (0, extents[v]) for v in aff if v is not None})
+
+
+def _aff_range(aff, T, ext, first):
+    """dma._aff_range over the table: (lo, hi) of the first (or last) tile of each axis."""
+    from .dma import aff_lohi
+    ranges = {}
+    for v in aff:
+        if v is None:
+            continue
+        t, e = T[v], ext[v]
+        s, n = np.zeros_like(t), np.minimum(t, e)
+        if not first:
+            last = (e - 1) // t * t
+            short = e - last >= n
+            s = np.where(short, last, s)
+            n = np.where(short, e - last, n)
+        ranges[v] = (s, n)
+    return aff_lohi(aff, ranges)
+
+
+def merge_dims(b, T, ext, n):
+    """dma.BoxPlan.merge_dim per row: trailing dims every footprint covers whole."""
+    nd = len(b.shape)
+    m = np.full(n, nd, np.int64)
+    alive = np.ones(n, bool)
+    for d in range(nd - 1, -1, -1):
+        if not _whole_static(b, d):
+            break
+        for v in b.dim_vars(d):
+            alive &= T[v] >= ext[v]
+        m -= alive
+    return m
+
+
+def box_static(s, b, T, n):
+    """Search.box_static per row: (LDM elements per half, DMA calls, bytes, chunk bytes)."""
+    ext = s.ext
+    shape = b.shape
+    m = merge_dims(b, T, ext, n)
+    span = []
+    for d, affs in enumerate(b.index):
+        best = np.zeros(n, np.int64)
+        for first in (True, False):
+            lo = hi = None
+            for aff in affs:
+                a, c = _aff_range(aff, T, ext, first)
+                lo = a if lo is None else np.minimum(lo, a)
+                hi = c if hi is None else np.maximum(hi, c)
+            best = np.maximum(best, hi - lo + 1)
+        if d not in b.pad_dims:
+            best = np.minimum(best, shape[d])
+        span.append(best * np.ones(n, np.int64))
+    cap = _prod(span, n)
+    e = [np.minimum(sp, sz) for sp, sz in zip(span, shape)]
+    calls, by, chunk = np.ones(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for mv in range(len(shape) + 1):
+        at = m == mv
+        if not at.any():
+            continue
+        if mv == 0:
+            tot = math.prod(shape) * 4
+            by[at], chunk[at] = tot, tot
+            continue
+        c = mv - 1
+        run = e[c][at] * (math.prod(shape[mv:]) * 4)
+        if c == 0:
+            by[at], chunk[at] = run, run
+            continue
+        k = _prod([x[at] for x in e[:c - 1]], int(at.sum()))
+        calls[at] = k
+        by[at] = k * e[c - 1][at] * run
+        contiguous = (e[c][at] == shape[c]) | (e[c - 1][at] == 1)
+        chunk[at] = np.where(contiguous, e[c - 1][at] * run, run)
+    if s.can_block[id(b)]:
+        blk = (m > 1)
+        if blk.any():
+            nb = _prod([T[next(iter(b.dim_vars(d)))] if b.dim_vars(d) else np.ones(n, np.int64)
+                        for d in range(len(shape))], n)
+            cap = np.where(blk, nb, cap)
+            calls = np.where(blk, 1, calls)
+            by = np.where(blk, nb * 4, by)
+            chunk = np.where(blk, nb * 4, chunk)
+    return cap, calls, by, chunk
+
+
+def statics(s, T, n):
+    """box_static of every box but the output's, by id."""
+    return {id(b): box_static(s, b, T, n) for b in s.boxes if b.context != "out"}
+
+
+def ldm(s, T, n, st, db):
+    """Search.ldm per row."""
+    tot = _align(_prod([T[a.name] for a in s.k.axes], n) * 4)
+    for b in s.boxes:
+        if b.context == "out":
+            continue
+        cap = st[id(b)][0]
+        two = np.zeros(n, bool)
+        if db:
+            for v in s._bvars[id(b)]:
+                two |= T[v] < s.ext[v]
+        tot = tot + _align(cap * 4) * np.where(two, 2, 1)
+    return tot
+
+
+_BW = {}
+
+
+def dma_seconds(hw, nbytes, chunk):
+    """model.dma_seconds_per_cpe per row, bandwidths from the scalar model (exact)."""
+    c = np.where(chunk > 0, chunk, 1)
+    uniq, inv = np.unique(c, return_inverse=True)
+    memo = _BW.get(id(hw))
+    if memo is None or memo[0] is not hw:
+        memo = _BW[id(hw)] = (hw, {})
+    bws = memo[1]
+    bw = []
+    for x in uniq.tolist():
+        v = bws.get(x)
+        if v is None:
+            v = bws[x] = model._bw_scalar(hw, x)
+        bw.append(v)
+    per = np.array(bw)[inv.reshape(-1)] / float(hw["cpes"])
+    return np.where(nbytes > 0, nbytes.astype(float) / per, 0.0)
+
+
+# -- the vector plan and the spatial part of a tile (Search._spatial) ------------------------
+
+def plans(s, T, n):
+    """simd.plan per row (a VectorPlan or None)."""
+    k, hw = s.k, s.hw
+    lanes = int(hw.get("simd_lanes", 1))
+    out = [None] * n
+    if not s.simd_ok or not simd.eligible(k, lanes):
+        return out
+    v = k.axes[-1].name
+    ext_v = k.axes[-1].extent
+    fs, kinds, affs = simd.classify(k, v, lanes)
+    deps = [set(x for a in affs[i] for x in a if x) for i in range(len(fs))]
+    cand = [a.name for a in k.axes[:-1]
+            if any(kd in ("vec", "gather", "bcast") and a.name not in deps[i] for i, kd in enumerate(kinds))]
+    regs = int(simd.hwget(hw, "vector_registers"))
+    red = _prod([np.minimum(T[a.name], a.extent) for a in k.reduce_axes], n)
+    aligned = (T[v] % lanes == 0) & (ext_v % lanes == 0)
+    live = T[v] >= lanes
+    if not live.any():
+        return out
+    code = np.zeros(n, np.int64)
+    for i, a in enumerate(cand):
+        code |= (T[a] >= 2).astype(np.int64) << i
+    scalar = simd._scalar_iter(k, hw)
+    for key in np.unique(code[live]).tolist():
+        rows = np.nonzero(live & (code == key))[0]
+        rs = [None] + [a for i, a in enumerate(cand) if key >> i & 1]
+        ranked = simd._ranked_shapes(k, hw, lanes, rs, fs, kinds, deps, regs)
+        best = [None] * len(rows)
+        count = np.zeros(len(rows), np.int64)
+        for _, r, R, U in ranked:
+            ok = (count < 6) & (U * lanes <= T[v][rows])
+            if r:
+                ok &= R <= T[r][rows]
+            if not ok.any():
+                if (count >= 6).all():
+                    break
+                continue
+            dep_r = [r in deps[i] if r else False for i in range(len(fs))]
+            for al in (True, False):
+                sel = ok & (aligned[rows] == al)
+                if not sel.any():
+                    continue
+                idx = rows[sel]
+                p = simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, dep_r, al)
+                ext = {a.name: T[a.name][idx] for a in k.axes}
+                per = np.atleast_1d(simd.step_cycles(k, p, hw, ext, red[idx])).tolist()
+                for j, x in zip(np.nonzero(sel)[0].tolist(), per):
+                    key2 = (round(x, 3), R * U, rs.index(r))
+                    if best[j] is None or key2 < best[j][0]:
+                        best[j] = (key2, (r, R, U, dep_r, al))
+            count += ok
+        for j, row in enumerate(rows.tolist()):
+            if best[j] is None:
+                continue
+            r, R, U, dep_r, al = best[j][1]
+            p = simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, dep_r, al)
+            if simd._mk_inner(p, R, U, hw) / (R * U * lanes) < scalar:
+                out[row] = p
+    return out
+
+
+def spatial(s, T, n):
+    """Search._spatial per row: a list of (vp, base cycles, full step, zero step, out bytes,
+    put seconds), the vector plan from each row's own tiles."""
+    k, hw = s.k, s.hw
+    vps = plans(s, T, n)
+    pts = _prod([T[a.name] for a in k.axes], n)
+    per_point = simd.epilogue_cycles(k, hw, 1)      # points * per_point, as the scalar model
+    base = (pts * 1.0 if k.combine else np.zeros(n)) + pts * per_point
+    oby, ochunk = out_static(s, T, n)
+    put = dma_seconds(hw, oby, ochunk)
+    full = np.zeros(n)
+    zero = np.zeros(n)
+    if k.combine is not None:
+        groups = {}
+        for i, p in enumerate(vps):
+            groups.setdefault(None if p is None else (p.r, p.R, p.U, p.acc_aligned), []).append(i)
+        for g, idx in groups.items():
+            idx = np.array(idx)
+            p = vps[idx[0]]
+            pext = {a.name: T[a.name][idx] for a in k.axes}
+            full[idx] = _step(k, p, hw, pext, s.red_points, len(idx))
+            zero[idx] = _step(k, p, hw, pext, 0, len(idx))
+    return [(vps[i], b, f, z, o, p) for i, (b, f, z, o, p) in
+            enumerate(zip(base.tolist(), full.tolist(), zero.tolist(), oby.tolist(), put.tolist()))]
+
+
+def _step(k, p, hw, pext, red, n):
+    if p is None:
+        pts = _prod(pext.values(), n)
+        return simd.scalar_step_cycles(k, hw, pts, red) * np.ones(n)
+    return np.atleast_1d(simd.step_cycles(k, p, hw, pext, red)) * np.ones(n)
+
+
+def out_static(s, T, n):
+    """Search._out_static per row: (bytes, chunk bytes) of the output tile's put."""
+    ob = s.boxes[-1]
+    shape = ob.shape
+    m = merge_dims(ob, T, s.ext, n)
+    ext = [T[a.name] for a in s.k.axes]
+    by, chunk = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for mv in range(len(shape) + 1):
+        at = m == mv
+        if not at.any():
+            continue
+        if mv == 0:
+            by[at] = chunk[at] = math.prod(shape) * 4
+            continue
+        c = mv - 1
+        run = ext[c][at] * (math.prod(shape[mv:]) * 4)
+        chunk[at] = run
+        if c == 0:
+            by[at] = run
+        else:
+            by[at] = _prod([x[at] for x in ext[:c - 1]], int(at.sum())) * ext[c - 1][at] * run
+    return by, chunk
+
+
+# -- the modelled time of a tile (Search._evaluate) -----------------------------------------
+
+def evaluate(s, T, n, st, sp):
+    """Search._evaluate per row: a list of result tuples (seconds, double-buffered, vector
+    plan, traffic, lane) or None where the tiles do not fit. `st`: statics(), `sp`: the
+    spatial tuple of each row (as Search._vp holds it)."""
+    k, hw = s.k, s.hw
+    fits = ldm(s, T, n, st, False) <= s.budget
+    fits_db = (ldm(s, T, n, st, True) <= s.budget) if s.db_ok else None
+    red = {a.name: (T[a.name] < a.extent, _cdiv(a.extent, T[a.name])) for a in k.reduce_axes}
+    if sum((t.astype(np.int64) for t, _ in red.values()), np.zeros(n, np.int64)).max(initial=0) > 1:
+        raise ValueError("batch.evaluate: more than one tiled reduce axis")
+    cols = list(zip(*sp))
+    fix = {"base": np.array(cols[1], float), "full": np.array(cols[2], float), "zero": np.array(cols[3], float),
+           "oby": np.array(cols[4], float), "put": np.array(cols[5], float)}
+    split = {a.name: T[a.name] < a.extent for a in k.axes}
+    fix["ntiles"] = _prod([_cdiv(a.extent, T[a.name]) for a in k.axes], n)
+    fix["waves"] = _cdiv(fix["ntiles"], s.cores)
+    nsteps = np.ones(n, np.int64)
+    for tiled, cnt in red.values():
+        nsteps = np.where(tiled, cnt, nsteps)
+    fix["nsteps"] = nsteps
+    ldm_rate = float(model.hwget(hw, "ldm_loads_per_cycle"))
+    boxes = []          # per box: (vars, secs, bytes, place (0 per step, 1 per tile, 2 once), count, expand)
+    for b in s.boxes:
+        if b.context == "out":
+            continue
+        cap, calls, by, chunk = st[id(b)]
+        vs = s._vset[id(b)]
+        in1 = np.zeros(n, bool)
+        cnt = np.ones(n, np.int64)
+        if b.context == "body" and k.combine is not None:
+            for name, (tiled, c) in red.items():
+                if name in vs:
+                    in1 |= tiled
+                    cnt = np.where(tiled, c, cnt)
+        in2 = np.zeros(n, bool)
+        for name in vs:
+            if name in split:
+                in2 |= split[name]
+        in2 &= ~in1
+        ex = cap * 2.0 / ldm_rate if b.pad_dims else None
+        boxes.append((vs, dma_seconds(hw, by, chunk), by.astype(float), in1, in2, ~(in1 | in2), cnt, ex))
+    lanes = [None]
+    if s.share_ok:
+        lanes += [a.name for a in k.axes
+                  if any(b.context != "out" and a.name not in s._vset[id(b)] for b in s.boxes)]
+    best, lane_ix = None, np.zeros(n, np.int64)
+    for li, lane in enumerate(lanes):       # the first of equal objectives wins, as in _evaluate
+        r = _lane(s, n, fix, boxes, lane, fits_db)
+        if best is None:
+            best = r
+            continue
+        better = (_cdiv(s.ext[lane], T[lane]) % ROW == 0) & (r[4] < best[4])
+        best = tuple(np.where(better, x, y) for x, y in zip(r, best))
+        lane_ix = np.where(better, li, lane_ix)
+    secs, db, traffic, as_float, _ = best
+    out = []
+    for i, (t, d, tr, fl, li, f) in enumerate(zip(secs.tolist(), db.tolist(), traffic.tolist(), as_float.tolist(),
+                                                   lane_ix.tolist(), fits.tolist())):
+        if not f:
+            out.append(None)
+            continue
+        out.append((t, bool(d), sp[i][0], tr if fl else int(tr), lanes[li]))
+    return out
+
+
+def _lane(s, n, fix, boxes, lane, fits_db):
+    """Search._evaluate_lane per row: (seconds, double-buffered, traffic, traffic is a float,
+    objective). Sums in the scalar model's order (box by box)."""
+    k, hw = s.k, s.hw
+    zero = np.zeros(n)
+    dma_tile, dma_once, first = zero, zero, zero
+    bytes_tile, bytes_once, expand, syncs_tile, syncs_once = zero, zero, zero, zero, zero
+    as_float = False
+    for vs, secs, byf, in1, in2, in3, cnt, ex in boxes:
+        first = first + secs
+        shared = lane is not None and lane not in vs
+        if shared:
+            secs, byf, as_float = secs / ROW, byf / ROW, True
+        dma_tile = dma_tile + np.where(in1, cnt * secs, np.where(in2, secs, 0.0))
+        bytes_tile = bytes_tile + np.where(in1, cnt * byf, np.where(in2, byf, 0.0))
+        if ex is not None:
+            expand = expand + np.where(in1, cnt * ex, np.where(in2, ex, 0.0))
+        dma_once = dma_once + np.where(in3, secs, 0.0)
+        bytes_once = bytes_once + np.where(in3, byf, 0.0)
+        if shared:
+            syncs_tile = syncs_tile + np.where(in1, cnt, np.where(in2, 1, 0))
+            syncs_once = syncs_once + np.where(in3, 1, 0)
+    waves = fix["waves"]
+    dma_tile = dma_tile + fix["put"]
+    bytes_tile = bytes_tile + fix["oby"]
+    cyc = fix["base"] + expand
+    if k.combine is not None:
+        cyc = cyc + fix["full"]
+        cyc = cyc + (fix["nsteps"] - 1) * fix["zero"]
+    clock = model.clock(hw)
+    comp_tile = cyc / clock
+    D, C = waves * dma_tile + dma_once, waves * comp_tile
+    sync = (waves * syncs_tile + syncs_once) * float(model.hwget(hw, "row_sync_cycles")) / clock
+    serial = D + (C + 2 * sync)
+    traffic = fix["ntiles"] * bytes_tile + np.minimum(fix["ntiles"], s.cores) * bytes_once
+    db = np.zeros(n, bool)
+    if fits_db is not None:
+        over = model.cpe_seconds(hw, D, C + sync, np.minimum(D, first + fix["put"]), True)
+        db = fits_db & (over < serial)
+        serial = np.where(db, over, serial)
+    obj = serial + s.traffic_weight * traffic
+    return serial, db, traffic, np.full(n, as_float), obj
+
+
+def evaluate_many(s, tilings):
+    """[s.evaluate(t) for t in tilings], with the tilings not in the search's cache costed at
+    once; the cache and the spatial memo end up exactly as after those calls in order (the
+    first evaluation of a spatial tile shape sets its vector plan)."""
+    keys = [tuple(t[a.name] for a in s.axes) for t in tilings]
+    todo, seen = [], set()
+    for key, t in zip(keys, tilings):
+        if key not in s.cache and key not in seen:
+            seen.add(key)
+            todo.append(t)
+    if len(todo) < SMALL:                   # numpy's per-call overhead would not pay
+        return [s.evaluate(t) for t in tilings]
+    if todo:
+        T, n = _table(todo, s.axes)
+        st = statics(s, T, n)
+        fit = (ldm(s, T, n, st, False) <= s.budget).tolist()
+        first = {}
+        for i, t in enumerate(todo):
+            v = tuple(t[a.name] for a in s.k.axes)
+            if fit[i] and v not in s._vp and v not in first:
+                first[v] = i
+        if first:
+            Tf, nf = _table([todo[i] for i in first.values()], s.axes)
+            for v, sp in zip(first, spatial(s, Tf, nf)):
+                s._vp[v] = sp
+        multi = np.zeros(n, np.int64)
+        for a in s.k.reduce_axes:
+            multi += T[a.name] < a.extent
+        one = (multi <= 1).tolist()
+        rows = [i for i in range(n) if one[i]]
+        res = [None] * n
+        if rows:
+            sel = np.array(rows)
+            Ts = {a: c[sel] for a, c in T.items()}
+            sts = {b: tuple(x[sel] for x in v) for b, v in st.items()}
+            dummy = (None, 0.0, 0.0, 0.0, 0, 0.0)
+            sps = [s._vp.get(tuple(todo[i][a.name] for a in s.k.axes), dummy) for i in rows]
+            for i, r in zip(rows, evaluate(s, Ts, len(rows), sts, sps)):
+                res[i] = r
+        for i, t in enumerate(todo):
+            if not one[i]:
+                res[i] = s._evaluate(t)       # several tiled reduce loops: their order, scalar
+            s.cache[tuple(t[a.name] for a in s.axes)] = res[i]
+    return [s.cache[key] for key in keys]
+
+
+def _table(rows, axes):
+    """Tilings (dicts) as a table: axis -> int64 column; and the row count."""
+    return {a.name: np.array([r[a.name] for r in rows], np.int64) for a in axes}, len(rows)

@@ -1,0 +1,131 @@
+"""Grouped launches (option `grouping`, issue 16): the kernels of a GraphTurbo group run in
+ONE athread_spawn instead of one each.
+
+A group launch is a CPE function that fetches a table of its kernels' parameter structs and
+calls the kernels' own CPE functions in order, with an array barrier between them (a kernel
+reads what other CPEs wrote in the one before). Each kernel keeps its schedule, its LDM
+buffers (allocated and freed inside it) and its DMA, so the predictor's numbers add up
+exactly: a launch moves its kernels' bytes plus one fetch of the table per CPE. The arena
+gives the tensors of a group distinct bytes for the whole launch (optimizer/memory.py,
+launch_steps), so no two kernels of a launch write the same bytes.
+
+What this does not do yet: keep the intermediates in LDM across the kernels (buffer
+stitching) and recompute halos; intermediates still go through main memory, so grouping
+saves launches, not traffic. Special kernels (their own printers) run alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...names import c_comment
+from .cost import model
+
+
+@dataclass(frozen=True)
+class Launch:
+    name: str             # the CPE function athread_spawn starts (the kernel's own when alone)
+    kernels: tuple        # kernel names, in order
+    group: int = -1       # GraphTurbo group id, -1 for a lone kernel
+
+    @property
+    def stitched(self):
+        return len(self.kernels) > 1
+
+
+def _shareable(k):
+    # Row-shared kernels may share a launch: the CPEs of a mesh row share their tile count
+    # (schedule/grid.py), so they return together or all meet at every row barrier.
+    return k.kind == "compute" and k.schedule is not None
+
+
+def plan_launches(program):
+    """Launches covering program.kernels in order: consecutive shareable kernels of one group
+    form one launch."""
+    g = program.grouping
+    out, run, run_gid, parts = [], [], None, {}
+
+    def flush():
+        if len(run) > 1:
+            n = parts[run_gid] = parts.get(run_gid, 0) + 1     # a special kernel may cut a group in parts
+            name = f"{program.prefix}_g{run_gid}" + (f"_{n}" if n > 1 else "")
+            out.append(Launch(name, tuple(k.name for k in run), run_gid))
+        else:
+            out.extend(Launch(k.name, (k.name,)) for k in run)
+        run.clear()
+
+    for k in program.kernels:
+        grp = g.group_of(k.name) if g is not None else None
+        gid = grp.gid if grp is not None and _shareable(k) else None
+        if gid is None or gid != run_gid:
+            flush()
+        run_gid = gid
+        if gid is None:
+            out.append(Launch(k.name, (k.name,)))
+        else:
+            run.append(k)
+    flush()
+    return out
+
+
+def group_launches(program, target, options):
+    """Option `grouping`: the shareable kernels of each GraphTurbo group run in one athread_spawn."""
+    pipelined = str((options or {}).get("parallel", "data")) == "pipeline"
+    program.target_state.launches = None if program.grouping is None or pipelined else plan_launches(program)
+    return program
+
+
+def para_structs(launches):
+    out = []
+    for ln in launches:
+        if ln.stitched:
+            out += [f"struct {ln.name}_para {{", f"    void *k[{len(ln.kernels)}];   /* {', '.join(ln.kernels)} */", "};"]
+    return out
+
+
+def launch_c(ln, api):
+    """The CPE function of a grouped launch."""
+    lines = [f"/* group {ln.group}: {c_comment(' '.join(ln.kernels))} in one launch */",
+             f"void {ln.name}(void *arg)", "{", f"    struct {ln.name}_para p;", "    SW_REPLY rp = 0;",
+             "    sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);", "    SW_WAIT(rp, 1);"]
+    for i, name in enumerate(ln.kernels):
+        if i:
+            lines.append(f"    {api.array_sync};   /* {name} reads what other CPEs wrote */")
+        lines.append(f"    {name}(p.k[{i}]);")
+    return "\n".join(lines + ["}", ""])
+
+
+def para_bytes(ln):
+    return 8 * len(ln.kernels)
+
+
+def launch_entries(entries, launches, hw, cores):
+    """The plan's per-launch entries from its per-kernel ones (cost/predict.py): DMA adds up,
+    plus the table fetch; LDM is the largest kernel's; modelled time the kernels' minus the
+    spawns saved plus one array barrier between kernels."""
+    by = {e["name"]: e for e in entries}
+    out = []
+    for ln in launches:
+        if not ln.stitched:
+            out.append(by[ln.name])
+            continue
+        ks = [by[n] for n in ln.kernels]
+        dma = {d: {x: sum(int(e["dma"][d][x]) for e in ks) for x in ("ops", "bytes")} for d in ("get", "put")}
+        dma["get"]["ops"] += cores
+        dma["get"]["bytes"] += cores * para_bytes(ln)
+        between = len(ks) - 1
+        saved = between * (float(model.hwget(hw, "spawn_seconds")) - barrier_seconds(hw))
+        out.append({"name": ln.name, "op": "Group", "node": ks[0]["node"], "fused": list(ln.kernels), "group": ln.group,
+                    "flops": sum(e["flops"] for e in ks), "dma": dma,
+                    "ldm_bytes": max(int(e["ldm_bytes"]) for e in ks), "ldm_budget": max(int(e["ldm_budget"]) for e in ks),
+                    "compulsory_bytes": sum(int(e["compulsory_bytes"]) for e in ks),
+                    "modeled_seconds": sum(float(e["modeled_seconds"]) for e in ks) - saved,
+                    "roofline_seconds": sum(float(e["roofline_seconds"]) for e in ks),
+                    "dma_seconds": sum(float(e.get("dma_seconds", 0.0)) for e in ks),
+                    "compute_seconds": sum(float(e.get("compute_seconds", 0.0)) for e in ks),
+                    "kernels": ks})
+    return out
+
+
+def barrier_seconds(hw):
+    """One array barrier: charged as a row barrier's cycles (toolchain `row_sync_cycles`, assumed)."""
+    return float(model.hwget(hw, "row_sync_cycles")) / float(model.hwget(hw, "clock_hz"))

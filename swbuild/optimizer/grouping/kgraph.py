@@ -1,0 +1,120 @@
+"""The fused kernel graph grouping works on: kernels as nodes, tensors (by storage root)
+as edges, and the boxes a kernel reads when it computes a box of its output.
+
+Boxes are per-dimension inclusive (lo, hi) pairs over a buffer's view. A consumer's view
+of a producer's tensor maps onto the producer's output axes only when both views have the
+producer's axis extents; anything else (a reshape between them, a Concat slice) is taken
+whole, which over-counts but never under-counts a footprint.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir.loopnest import index_range, iter_loads
+
+
+@dataclass(frozen=True)
+class KernelGraph:
+    names: tuple          # kernel names in program order (a topological order)
+    writers: dict         # root -> kernel names writing it, or writing a part inside it (a Concat output)
+    reads: dict           # kernel name -> tuple of roots it reads (activations and constants)
+    consumers: dict       # root -> tuple of kernel names reading it
+    constants: frozenset  # roots holding compile-time data (weights)
+    graph_io: frozenset   # roots of graph inputs and outputs (always in main memory)
+
+    def readers(self, root, program):
+        """Kernels reading `root` or a Concat output it lives inside."""
+        return [n for r in containing(program, root) for n in self.consumers.get(r, ())]
+
+
+def containing(program, root):
+    """`root` and the Concat outputs it lives inside (inplace_concat), innermost first."""
+    out = [root]
+    while out[-1] in program.slices:
+        out.append(program.root(program.slices[out[-1]][0]))
+    return out
+
+
+def out_root(program, k):
+    return program.root(k.buffers[k.out].tensor)
+
+
+def written(program, k):
+    """Roots a kernel's output writes: its own and every Concat output around it."""
+    return containing(program, out_root(program, k))
+
+
+def kernel_graph(program):
+    g = program.graph
+    writers, reads, consumers = {}, {}, {}
+    for k in program.kernels:
+        for r in written(program, k):
+            writers.setdefault(r, []).append(k.name)
+    for k in program.kernels:
+        rs = sorted({program.root(b.tensor) for n, b in k.buffers.items() if n != k.out})
+        reads[k.name] = tuple(rs)
+        for r in rs:
+            consumers.setdefault(r, []).append(k.name)
+    consts = frozenset(r for rs in reads.values() for r in rs if g.tensors[r].data is not None)
+    io = frozenset(program.root(t) for t in list(program.inputs) + list(program.outputs))
+    return KernelGraph(tuple(k.name for k in program.kernels), {r: tuple(v) for r, v in writers.items()}, reads,
+                       {r: tuple(v) for r, v in consumers.items()}, consts, io)
+
+
+def tensor_bytes(program, root):
+    t = program.graph.tensors[root]
+    return int(t.size) * np.dtype(t.dtype).itemsize
+
+
+def full_box(shape):
+    return tuple((0, int(e) - 1) for e in shape)
+
+
+def box_points(box):
+    return math.prod(max(0, hi - lo + 1) for lo, hi in box)
+
+
+def box_union(a, b):
+    if a is None:
+        return b
+    return tuple((min(x[0], y[0]), max(x[1], y[1])) for x, y in zip(a, b))
+
+
+def boxes_meet(a, b):
+    return all(x[0] <= y[1] and y[0] <= x[1] for x, y in zip(a, b))
+
+
+def out_shape(k):
+    return tuple(a.extent for a in k.axes)
+
+
+def input_boxes(k, out_box):
+    """{buffer name: box of its view} a kernel reads to compute `out_box` of its axes;
+    the whole view where an index is not analysable."""
+    ranges = {a.name: r for a, r in zip(k.axes, out_box)}
+    ranges.update({a.name: (0, a.extent - 1) for a in k.reduce_axes})
+    got = {}
+    for ld in list(iter_loads(k.body)) + list(iter_loads(k.epilogue)):
+        shape = k.buffers[ld.buf].shape
+        try:
+            box = []
+            for d, e in enumerate(ld.index):
+                lo, hi = index_range(e, ranges)
+                box.append((max(lo, 0), min(hi, int(shape[d]) - 1)))
+            box = tuple(box)
+        except (ValueError, KeyError):
+            box = full_box(shape)
+        got[ld.buf] = box_union(got.get(ld.buf), box)
+    return got
+
+
+def producer_box(program, cons, buf, box, prod):
+    """The box of `prod`'s output axes that `cons` reads through its buffer `buf`."""
+    view = tuple(cons.buffers[buf].shape)
+    same = program.root(cons.buffers[buf].tensor) == program.root(prod.buffers[prod.out].tensor)
+    if same and view == out_shape(prod) == tuple(prod.buffers[prod.out].shape) and not any(prod.out_offset):
+        return box
+    return full_box(out_shape(prod))
