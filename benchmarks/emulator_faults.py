@@ -2,8 +2,9 @@
 
     python benchmarks/emulator_faults.py [--runner RUNNER ARG ...] [--repeat 3]
 
-Builds the Athread fault program for sunway-emu and sunway-pro-emu, plain and instrumented (tests/runtime/c/
-faults_*.c) and the BANG one (tests/bang/faults.mlu), runs every fault kernel alone and the
+Builds the Athread fault program for sunway-emu and sunway-pro-emu at each SWEMU_INSTRUMENT level
+(default: plain stores checked; +loads: SWEMU_INSTRUMENT=1; +uninstrumented: SWEMU_INSTRUMENT=0;
+tests/runtime/c/faults_*.c) and the BANG one (tests/bang/faults.mlu), runs every fault kernel alone and the
 clean kernels in every SWEMU_DMA mode, and prints one JSON document: per suite the faults
 tried, the faults reported (exit 86/87 with one error line, or the warning the rule
 promises), the ones missed, and whether the clean kernels stayed silent.  With --runner, a
@@ -28,9 +29,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "runtime"), str(ROOT / "tests" /
 from bangemu_build import compile_mlu, hardware  # noqa: E402
 from test_faults import build_faults  # noqa: E402
 
-WARN = {"k_race", "k_direct_same_word", "k_direct_race"}   # rules that warn (swbuild check fails)
-PLAIN = {"k_plain_other", "k_plain_other_stack", "k_direct_same_word", "k_direct_race"}
-CLEAN = {"k_clean", "k_race_ok", "k_rz_exact"}
+WARN = {"k_race", "k_race_row", "k_direct_same_word", "k_direct_race"}   # rules that warn (swbuild check fails)
+STORES = {"k_plain_other", "k_plain_other_stack", "k_direct_same_word"}   # need store checks
+LOADS = {"k_load_past", "k_direct_race"}                                   # need SWEMU_INSTRUMENT=1
+CLEAN = {"k_clean", "k_race_ok", "k_race_chain", "k_rz_exact", "k_direct_ok"}
+LEVELS = {"": "stores", "+loads": "1", "+uninstrumented": "0"}
 BANG_WARN = {"task_conflict"}
 BANG_GDRAM = {"gdram_misaligned", "gdram_odd_size"}   # rules only a toolchain stating them has
 
@@ -52,12 +55,13 @@ def caught(p, warn, tool):
     return p.returncode in (86, 87) and len(lines) == 1 and lines[0].startswith(f"{tool}: error:")
 
 
-def athread_suite(name, out, instrument):
-    """Without instrumentation the plain-access faults (PLAIN) are not tried: only
-    SWEMU_INSTRUMENT=1 builds check plain loads and stores byte by byte."""
-    fp = build_faults(name, out, instrument)
+def athread_suite(name, out, level):
+    """A rule is tried only at the levels that check it: plain stores need store checks (not
+    SWEMU_INSTRUMENT=0), plain loads SWEMU_INSTRUMENT=1."""
+    fp = build_faults(name, out, level)
     kernels = re.findall(r"X\((k_\w+)\)", (ROOT / "tests/runtime/c/faults.h").read_text())
-    faults = [k for k in kernels if k not in CLEAN and (instrument or k not in PLAIN)]
+    faults = [k for k in kernels if k not in CLEAN and (level != "0" or k not in STORES)
+              and (level == "1" or k not in LOADS)]
     missed = [k for k in faults if not caught(run([fp.exe, k], SWEMU_DMA="wait"), k in WARN, "swemu")]
     silent = all(run([fp.exe, k, k], SWEMU_DMA=m).stderr == "" for k in sorted(CLEAN)
                  for m in ("issue", "wait", "random:1", "random:2"))
@@ -99,8 +103,8 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="swemu-faults-") as tmp:
         tmp = Path(tmp)
-        doc = {f"{name}{'+instrumented' if i else ''}": athread_suite(name, tmp / f"{name}{i}", i)
-               for name in ("sunway-emu", "sunway-pro-emu") for i in (False, True)}
+        doc = {f"{name}{suffix}": athread_suite(name, tmp / f"{name}{level}", level)
+               for name in ("sunway-emu", "sunway-pro-emu") for suffix, level in LEVELS.items()}
         doc["diannao-emu"] = bang_suite(tmp, False)
         doc["diannao-emu+gdram_rules"] = bang_suite(tmp, True)
     doc["total"] = {k: sum(d[k] for d in doc.values()) for k in ("faults", "reported")}

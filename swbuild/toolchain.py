@@ -110,11 +110,23 @@ def unenforced_keys(family, hw, runtime_text):
     return bad
 
 
-# Byte-level checks of every plain load and store of slave code (runtime/athread/src/
-# access.c): gcc calls __asan_{load,store}*_noabort before each access.  Slower (every
-# access is a call), so only when SWEMU_INSTRUMENT=1 at build time.
+# Byte-level checks of plain accesses of slave code (runtime/athread/src/access.c): gcc calls
+# __asan_{load,store}*_noabort before each access.  Stores are checked by default (they are
+# what corrupts another CPE's LDM or races in main memory; vgg16 about 1.4x); loads too with
+# SWEMU_INSTRUMENT=1 at build time (about 4-7x), none with SWEMU_INSTRUMENT=0.
 SWEMU_INSTRUMENT_FLAGS = ["-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
                           "--param", "asan-stack=0", "--param", "asan-globals=0"]
+SWEMU_STORE_FLAGS = SWEMU_INSTRUMENT_FLAGS + ["--param", "asan-instrument-reads=0"]
+SWEMU_INSTRUMENT_LEVELS = {"0": [], "stores": SWEMU_STORE_FLAGS, "1": SWEMU_INSTRUMENT_FLAGS}
+
+
+def swemu_instrument_flags(level=None):
+    """Slave flags for an instrumentation level: SWEMU_INSTRUMENT (0, stores = default, 1)."""
+    level = os.environ.get("SWEMU_INSTRUMENT", "stores") if level is None else level
+    if level not in SWEMU_INSTRUMENT_LEVELS:
+        raise ToolchainError(f"SWEMU_INSTRUMENT={level}: expected 0 (no access checks), "
+                             "stores (the default: plain stores checked) or 1 (loads and stores)")
+    return list(SWEMU_INSTRUMENT_LEVELS[level])
 
 
 def swemu_defines(hw):
@@ -215,9 +227,9 @@ class Toolchain:
         return sorted((RUNTIME_DIR / rt / "src").glob("*.c")) if rt else []
 
     def runtime_slave_flags(self):
-        """Extra flags for slave objects of an emulated Sunway target (SWEMU_INSTRUMENT=1)."""
-        if self.emulation.get("runtime") == "athread" and os.environ.get("SWEMU_INSTRUMENT") == "1":
-            return list(SWEMU_INSTRUMENT_FLAGS)
+        """Extra flags for slave objects of an emulated Sunway target (SWEMU_INSTRUMENT)."""
+        if self.emulation.get("runtime") == "athread":
+            return swemu_instrument_flags()
         return []
 
     def runtime_defines(self):

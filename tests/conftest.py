@@ -8,6 +8,12 @@ import pytest
 # Tests never read or write the user's schedule and zoo caches; the caches' own tests give them a temp dir.
 os.environ["SWBUILD_SCHEDULE_CACHE"] = "off"
 os.environ["SWBUILD_ZOO_CACHE"] = "off"
+# Generated code runs under the Athread emulator's strictest settings in every test (issue 15):
+# DMA lands at its reply wait, every LDM buffer in flight is page-protected, plain loads and
+# stores of slave code are checked (built with SWEMU_INSTRUMENT=1).  Tests of other modes set
+# their own SWEMU_* variables; a developer's explicit setting wins.
+for _k, _v in {"SWEMU_DMA": "wait", "SWEMU_CHECKS": "full", "SWEMU_INSTRUMENT": "1"}.items():
+    os.environ.setdefault(_k, _v)
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """The fault suite: one small kernel per rule the Athread emulator enforces (tests/runtime/c/
 faults_slave.c), each run alone and its one-line report asserted; the clean kernel must
-stay silent in every SWEMU_DMA mode.  One program per API holds all kernels."""
+stay silent in every SWEMU_DMA mode.  One program per API and SWEMU_INSTRUMENT level holds all
+kernels: "stores" (the default: plain stores checked), "1" (loads too), "0" (none: redzones)."""
+import json
 import os
 import re
 import subprocess
@@ -15,10 +17,10 @@ C_DIR = Path(__file__).parent / "c"
 HEX = r"0x[0-9a-f]+"
 
 
-def build_faults(name, out, instrument=False):
+def build_faults(name, out, level="stores"):
     tc = toolchain.load(name)
     steps, lib = build.runtime_steps(tc, out)
-    extra = {"host": [], "slave": toolchain.SWEMU_INSTRUMENT_FLAGS if instrument else []}
+    extra = {"host": [], "slave": toolchain.swemu_instrument_flags(level)}
     flags = lambda side: (list(tc.flags[side]) + extra[side] + ["-Wall", "-Werror"]
                           + sum((["-I", str(i)] for i in tc.runtime_include_dirs()), [])
                           + [f"-D{d}" for d in tc.runtime_defines()] + ["-I", str(C_DIR)])
@@ -29,7 +31,7 @@ def build_faults(name, out, instrument=False):
         build.Step("link", tc.argv("link") + tc.flags["link"] + [str(h), str(s), str(lib)] + tc.flags["libs"] + ["-o", str(exe)], [], [exe]),
     ]
     build.run_steps(steps, log=lambda *a: None)
-    return SimpleNamespace(name=name, exe=exe, cap=int(tc.hardware["ldm_bytes"]), instrumented=instrument,
+    return SimpleNamespace(name=name, exe=exe, cap=int(tc.hardware["ldm_bytes"]), level=level,
                            get="athread_get" if tc.api == "athread" else "CRTS_dma_iget",
                            put="athread_put" if tc.api == "athread" else "CRTS_dma_iput",
                            wait="reply wait" if tc.api == "athread" else "CRTS_dma_wait_value")
@@ -38,30 +40,31 @@ def build_faults(name, out, instrument=False):
 _BUILDS = {}
 
 
-def _faults(name, instrument, tmp_path_factory):
-    """One program per (target, instrumented), shared by the fixtures below."""
-    key = (name, instrument)
+def _faults(name, level, tmp_path_factory):
+    """One program per (target, SWEMU_INSTRUMENT level), shared by the fixtures below."""
+    key = (name, level)
     if key not in _BUILDS:
-        _BUILDS[key] = build_faults(name, tmp_path_factory.mktemp(name), instrument)
+        _BUILDS[key] = build_faults(name, tmp_path_factory.mktemp(name), level)
     return _BUILDS[key]
 
 
-@pytest.fixture(scope="module", params=[("sunway-emu", False), ("sunway-pro-emu", False),
-                                        ("sunway-emu", True), ("sunway-pro-emu", True)],
-                ids=["v1", "crts", "v1-instrumented", "crts-instrumented"])
+@pytest.fixture(scope="module", params=[("sunway-emu", "stores"), ("sunway-pro-emu", "stores"),
+                                        ("sunway-emu", "1"), ("sunway-pro-emu", "1")],
+                ids=["v1", "crts", "v1-loads", "crts-loads"])
 def fp(request, tmp_path_factory):
+    """The default builds (plain stores checked) and SWEMU_INSTRUMENT=1 ones (loads too)."""
     return _faults(*request.param, tmp_path_factory)
 
 
-@pytest.fixture(scope="module", params=["sunway-emu", "sunway-pro-emu"], ids=["v1", "crts"])
-def fpi(request, tmp_path_factory):
-    """Instrumented builds only: plain loads and stores are checked there (SWEMU_INSTRUMENT=1)."""
-    return _faults(request.param, True, tmp_path_factory)
+@pytest.fixture(scope="module", params=[("sunway-emu", "0"), ("sunway-pro-emu", "0")], ids=["v1", "crts"])
+def fp0(request, tmp_path_factory):
+    """SWEMU_INSTRUMENT=0 builds: no access checks, redzones and page protection only."""
+    return _faults(*request.param, tmp_path_factory)
 
 
-def run(fp, *kernels, mode="wait"):
+def run(fp, *kernels, mode="wait", **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env["SWEMU_DMA"] = mode
+    env.update(SWEMU_DMA=mode, **extra)
     return subprocess.run([str(fp.exe), *kernels], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -189,7 +192,7 @@ def test_dma_overrunning_a_stack_array(fp):
 
 
 def test_misaligned_vector_dereference(fp):
-    if fp.instrumented:
+    if fp.level == "1":
         assert re.fullmatch(rf"swemu: error: kernel k_vec_misalign CPE \d+: load of a 16-byte vector at {HEX}: "
                             r"not 16-byte aligned \(a vector pointer such as \*\(floatv4 \*\)\(b \+ 1\)\?\)",
                             report(fp, "k_vec_misalign"))
@@ -227,41 +230,81 @@ def test_barrier_orders_the_same_accesses(fp):
     assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
 
 
-# ---- plain loads and stores (instrumented builds) --------------------------------------------
+def test_chain_of_row_and_column_barriers_orders_accesses(fp):
+    p = run(fp, "k_race_chain", "k_race_chain")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
 
-def test_plain_store_into_another_cpes_live_block(fpi):
+
+def test_row_barrier_does_not_order_another_row(fp):
+    p = run(fp, "k_race_row")
+    assert (p.returncode, p.stdout) == (0, "ok\n"), p.stderr
+    assert re.fullmatch(rf"swemu: warning: kernel k_race_row: race: 16384 bytes read by one CPE and written by "
+                        rf"another with no barrier between, first at {HEX} \(out\+0\) read by CPE 55, "
+                        r"written by CPE 0\n", p.stderr)
+
+
+# ---- plain stores (default builds) and loads (SWEMU_INSTRUMENT=1) ------------------------------
+
+def test_plain_store_into_another_cpes_live_block(fp):
     assert re.fullmatch(rf"swemu: error: kernel k_plain_other CPE 1: store to {HEX} in the LDM of CPE 0: "
                         r"another CPE's LDM is not addressable \(SW26010: register communication; "
-                        r"SW26010-Pro: RMA\)", report(fpi, "k_plain_other"))
+                        r"SW26010-Pro: RMA\)", report(fp, "k_plain_other"))
 
 
-def test_plain_store_into_another_cpes_stack(fpi):
+def test_plain_store_into_another_cpes_stack(fp):
     assert re.fullmatch(rf"swemu: error: kernel k_plain_other_stack CPE 1: store to {HEX} in the LDM stack of "
                         r"CPE 0: another CPE's LDM is not addressable \(SW26010: register communication; "
-                        r"SW26010-Pro: RMA\)", report(fpi, "k_plain_other_stack"))
+                        r"SW26010-Pro: RMA\)", report(fp, "k_plain_other_stack"))
 
 
-def test_plain_store_just_past_a_block(fpi):
+def test_plain_store_just_past_a_block(fp):
     assert re.fullmatch(rf"swemu: error: kernel k_plain_past CPE \d+: store to LDM {HEX}: 16 bytes past the end "
-                        rf"of ldm_malloc block {HEX} of 64 bytes", report(fpi, "k_plain_past"))
+                        rf"of ldm_malloc block {HEX} of 64 bytes", report(fp, "k_plain_past"))
 
 
-def test_direct_stores_of_64_cpes_to_one_word(fpi):
-    p = run(fpi, "k_direct_same_word")
+def test_direct_stores_of_64_cpes_to_one_word(fp):
+    p = run(fp, "k_direct_same_word")
     assert p.returncode == 0
     assert re.fullmatch(rf"swemu: warning: kernel k_direct_same_word: 4 write conflicts, first at {HEX} "
                         r"\(out\+0\) by CPE 0 and 1\n", p.stderr), p.stderr
 
 
-def test_direct_read_of_a_word_another_cpe_writes(fpi):
-    p = run(fpi, "k_direct_race")
+def test_direct_stores_ordered_by_a_barrier_stay_silent(fp):
+    p = run(fp, "k_direct_ok", "k_direct_ok")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
+
+
+def test_fast_mode_drops_plain_access_checks_and_says_so(fp, tmp_path):
+    stats = tmp_path / "stats.json"
+    p = run(fp, "k_plain_other", "k_direct_same_word", SWEMU_CHECKS="fast", SWEMU_STATS=str(stats))
+    assert (p.returncode, p.stderr) == (0, ""), p.stderr
+    doc = json.loads(stats.read_text())
+    assert doc["checks"] == "fast"
+    assert [d.split(" (")[0] for d in doc["checks_dropped"]] == [
+        "page protection of LDM buffers with DMA in flight", "checks of plain loads and stores"]
+
+
+def test_plain_load_just_past_a_block(fp):
+    p = run(fp, "k_load_past")
+    if fp.level == "stores":   # loads need SWEMU_INSTRUMENT=1: by default it reads redzone bytes, silently
+        assert (p.returncode, p.stderr) == (0, ""), p.stderr
+    else:
+        assert re.fullmatch(rf"swemu: error: kernel k_load_past CPE \d+: load from LDM {HEX}: 16 bytes past the "
+                            rf"end of ldm_malloc block {HEX} of 64 bytes", report(fp, "k_load_past"))
+
+
+def test_direct_read_of_a_word_another_cpe_writes(fp):
+    p = run(fp, "k_direct_race")
     assert p.returncode == 0
-    assert re.fullmatch(rf"swemu: warning: kernel k_direct_race: race: 256 bytes read by one CPE and written by "
-                        rf"another with no barrier between, first at {HEX} \(out\+0\) read by CPE 63, written "
-                        r"by CPE 0\n", p.stderr), p.stderr
+    if fp.level == "stores":   # direct loads join the race check with SWEMU_INSTRUMENT=1 only
+        assert p.stderr == ""
+    else:
+        assert re.fullmatch(rf"swemu: warning: kernel k_direct_race: race: 256 bytes read by one CPE and written "
+                            rf"by another with no barrier between, first at {HEX} \(out\+0\) read by CPE 63, "
+                            r"written by CPE 0\n", p.stderr), p.stderr
 
 
-# ---- redzones after ldm_malloc blocks (every build) -------------------------------------------
+# ---- redzones after ldm_malloc blocks (SWEMU_INSTRUMENT=0; instrumented builds see the store) ---
 
 def redzone(kernel, size, heap_off, past, value, when):
     return (rf"swemu: error: kernel {kernel} CPE \d+: store past the end of ldm_malloc block {HEX} of "
@@ -269,33 +312,40 @@ def redzone(kernel, size, heap_off, past, value, when):
             rf"{value}, not the redzone's 0xfd \(found at {when}\)")
 
 
-def test_redzone_store_found_at_ldm_free(fp):
-    line = report(fp, "k_rz_free")
-    if fp.instrumented:   # seen at the store itself
-        assert re.fullmatch(rf"swemu: error: kernel k_rz_free CPE \d+: store to LDM {HEX}: 4 bytes past the end "
-                            rf"of ldm_malloc block {HEX} of 128 bytes", line)
-    else:
-        assert re.fullmatch(redzone("k_rz_free", 128, 0, 4, "0x07", "ldm_free"), line)
+def test_redzone_store_found_at_ldm_free(fp0):
+    assert re.fullmatch(redzone("k_rz_free", 128, 0, 4, "0x07", "ldm_free"), report(fp0, "k_rz_free"))
 
 
-def test_redzone_store_found_at_dma(fp):
-    line = report(fp, "k_rz_dma")
-    if not fp.instrumented:
-        assert re.fullmatch(redzone("k_rz_dma", 64, 0, 0, "0x00", fp.get), line)
+def test_redzone_store_seen_at_the_store_when_instrumented(fp):
+    assert re.fullmatch(rf"swemu: error: kernel k_rz_free CPE \d+: store to LDM {HEX}: 4 bytes past the end "
+                        rf"of ldm_malloc block {HEX} of 128 bytes", report(fp, "k_rz_free"))
 
 
-def test_redzone_store_found_at_barrier(fp):
-    line = report(fp, "k_rz_sync")
-    sync = "athread_syn" if fp.get == "athread_get" else "CRTS_ssync_array"
-    if not fp.instrumented:
-        assert re.fullmatch(redzone("k_rz_sync", 64, 0, 4, "0x(00|80|3f)", sync), line)
+def test_redzone_store_found_at_dma(fp0):
+    assert re.fullmatch(redzone("k_rz_dma", 64, 0, 0, "0x00", fp0.get), report(fp0, "k_rz_dma"))
 
 
-def test_redzone_store_found_at_kernel_end(fp):
-    if not fp.instrumented:
-        assert re.fullmatch(redzone("k_plain_past", 64, 0, 16, "0x00", "kernel end"), report(fp, "k_plain_past"))
+def test_redzone_store_found_at_barrier(fp0):
+    sync = "athread_syn" if fp0.get == "athread_get" else "CRTS_ssync_array"
+    assert re.fullmatch(redzone("k_rz_sync", 64, 0, 4, "0x(00|80|3f)", sync), report(fp0, "k_rz_sync"))
+
+
+def test_redzone_store_found_at_kernel_end(fp0):
+    assert re.fullmatch(redzone("k_plain_past", 64, 0, 16, "0x00", "kernel end"), report(fp0, "k_plain_past"))
+
+
+def test_uninstrumented_build_misses_plain_stores_into_another_cpes_block(fp0):
+    # SWEMU_INSTRUMENT=0 trades these for speed: the CPEs are threads in one address space
+    for k in ("k_plain_other", "k_direct_same_word"):
+        p = run(fp0, k)
+        assert (p.returncode, p.stderr) == (0, ""), (k, p.stderr)
 
 
 def test_blocks_filling_the_ldm_stay_silent(fp):
     p = run(fp, "k_clean", "k_rz_exact")
     assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
+
+
+def test_clean_kernels_silent_without_instrumentation(fp0):
+    p = run(fp0, "k_clean", "k_rz_exact", "k_direct_ok")
+    assert (p.returncode, p.stderr) == (0, ""), p.stderr

@@ -86,3 +86,21 @@ def test_main_memory_per_core_group_is_a_rule(tmp_path):
     with pytest.raises(SwbuildError, match=r"model mm: needs \d+ bytes of main memory per core group .*mem_bytes_per_cg"):
         compiler.compile_to(path, small, tmp_path / "no", "mm")
     assert not (tmp_path / "no").exists() or not any((tmp_path / "no").iterdir())
+
+
+def test_slave_objects_check_plain_stores_by_default(monkeypatch):
+    monkeypatch.delenv("SWEMU_INSTRUMENT", raising=False)
+    flags = toolchain.load("sunway-emu").runtime_slave_flags()
+    assert "-fsanitize=kernel-address" in flags and flags[-2:] == ["--param", "asan-instrument-reads=0"]
+    assert toolchain.load("sunway-pro-emu").runtime_slave_flags() == flags
+    assert toolchain.load("diannao-emu").runtime_slave_flags() == []
+    monkeypatch.setenv("SWEMU_INSTRUMENT", "1")
+    assert toolchain.load("sunway-emu").runtime_slave_flags() == toolchain.SWEMU_INSTRUMENT_FLAGS
+    monkeypatch.setenv("SWEMU_INSTRUMENT", "0")
+    assert toolchain.load("sunway-emu").runtime_slave_flags() == []
+
+
+def test_unknown_instrument_level_is_refused(monkeypatch):
+    monkeypatch.setenv("SWEMU_INSTRUMENT", "loads")
+    with pytest.raises(toolchain.ToolchainError, match=r"SWEMU_INSTRUMENT=loads: expected 0 .*, stores .* or 1"):
+        toolchain.load("sunway-emu").runtime_slave_flags()

@@ -6,7 +6,8 @@
     X(k_ldm_off1) X(k_stack_overrun) X(k_vec_misalign) X(k_wait_past) X(k_free_in_flight) \
     X(k_put_then_get) X(k_race) X(k_race_ok) X(k_plain_other) X(k_plain_other_stack) \
     X(k_plain_past) X(k_direct_same_word) X(k_direct_race) X(k_wild_mem) X(k_rz_free) X(k_rz_dma) \
-    X(k_rz_sync) X(k_rz_exact)
+    X(k_rz_sync) X(k_rz_exact) X(k_direct_ok) X(k_load_past) \
+    X(k_race_chain) X(k_race_row)
 
 typedef struct {
     float *in, *out;            /* 4096 floats each */

@@ -1,5 +1,5 @@
 /* Host of the fault suite: `faults KERNEL...` spawns each kernel once on 64 CPEs; after
- * k_clean and k_race* it checks out[0..63] = 2 * in[0..63] and prints "ok". */
+ * k_clean, k_race* and k_direct_ok it checks out[0..63] = 2 * in[0..63] and prints "ok". */
 #include <athread.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
                 athread_join();
             }
     athread_halt();
-    if (argc < 2 || (strncmp(argv[1], "k_clean", 7) && strncmp(argv[1], "k_race", 6))) return 0;
+    if (argc < 2 || (strncmp(argv[1], "k_clean", 7) && strncmp(argv[1], "k_race", 6) && strcmp(argv[1], "k_direct_ok"))) return 0;
     for (int i = 0; i < 64; i++)
         if (out[i] != in[i] * 2) { printf("wrong out[%d] = %g\n", i, out[i]); return 1; }
     printf("ok\n");

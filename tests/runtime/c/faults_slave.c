@@ -12,6 +12,8 @@ typedef crts_rply_t reply_t;
 #define PUT(m, l, len, rp) CRTS_dma_iput((m), (l), (len), (rp))
 #define WAIT(rp, n) CRTS_dma_wait_value((rp), (n))
 #define SYNC() CRTS_ssync_array()
+#define ROWSYNC() CRTS_ssync_row()
+#define COLSYNC() CRTS_ssync_col()
 #else
 #define CAP SWEMU_LDM_BYTES
 typedef volatile int reply_t;
@@ -20,6 +22,8 @@ typedef volatile int reply_t;
 #define PUT(m, l, len, rp) athread_put(PE_MODE, (l), (m), (len), (void *)(rp), 0, 0)
 #define WAIT(rp, n) swemu_reply_wait((rp), (n))
 #define SYNC() athread_syn(ARRAY_SCOPE, 0xffff)
+#define ROWSYNC() athread_syn(ROW_SCOPE, 0xff)
+#define COLSYNC() athread_syn(COL_SCOPE, 0xff)
 #endif
 #define SINK(x) __asm__ volatile("" : : "r"(x) : "memory")
 
@@ -230,6 +234,27 @@ static void neighbour(fpara_t *p, int sync)
 void k_race(void *arg) { neighbour(arg, 0); }
 void k_race_ok(void *arg) { neighbour(arg, 1); }
 
+/* CPE i reads what CPE i + 9 (next row, next column) wrote: a row barrier, then a column
+ * barrier orders it (through CPE i + 8); a row barrier alone does not */
+static void diagonal(fpara_t *p, int col)
+{
+    float *b = ldm_malloc(256), *c = ldm_malloc(256);
+    reply_t r = 0;
+    int id = MYID;
+    GET(b, p->in + 64 * id, 256, &r);
+    WAIT(&r, 1);
+    for (int i = 0; i < 64; i++) b[i] *= 2;
+    PUT(p->out + 64 * id, b, 256, &r);
+    WAIT(&r, 2);
+    ROWSYNC();
+    if (col) COLSYNC();
+    GET(c, p->out + 64 * ((id + 9) % 64), 256, &r);
+    WAIT(&r, 3);
+}
+
+void k_race_chain(void *arg) { diagonal(arg, 1); }
+void k_race_row(void *arg) { diagonal(arg, 0); }
+
 void k_wild_mem(void *arg)               /* main-memory side outside every array */
 {
     float *b = ldm_malloc(64);
@@ -239,7 +264,7 @@ void k_wild_mem(void *arg)               /* main-memory side outside every array
     WAIT(&r, 1);
 }
 
-/* ---- plain loads and stores: caught in instrumented builds (SWEMU_INSTRUMENT=1) ---- */
+/* ---- plain stores: caught in every build but SWEMU_INSTRUMENT=0; plain loads: SWEMU_INSTRUMENT=1 ---- */
 void k_plain_other(void *arg)            /* CPE 1 stores into CPE 0's live block */
 {
     fpara_t *p = arg;
@@ -272,6 +297,28 @@ void k_direct_same_word(void *arg)       /* every CPE stores to out[0] directly 
 {
     fpara_t *p = arg;
     ((volatile float *)p->out)[0] = (float)MYID;
+}
+
+void k_direct_ok(void *arg)              /* clean: own word, a barrier, then the neighbour's */
+{
+    fpara_t *p = arg;
+    volatile float *o = p->out;
+    float x;
+    int id = MYID;
+    o[id] = 2 * p->in[id];
+    SYNC();
+    x = o[(id + 1) % 64];
+    SINK(x);
+}
+
+void k_load_past(void *arg)              /* a load 16 bytes past a 64-byte block */
+{
+    float *b = ldm_malloc(64), x;
+    (void)arg;
+    for (int i = 0; i < 16; i++) b[i] = i;
+    x = ((volatile float *)b)[20];
+    SINK(x);
+    ldm_free(b, 64);
 }
 
 void k_direct_race(void *arg)            /* direct store, then the neighbour's word, no barrier */

@@ -1,7 +1,8 @@
-/* access.c - checks of every plain load and store of slave code, for slave objects compiled
- * with SWEMU_INSTRUMENT_FLAGS (toolchain.py: gcc's -fsanitize=kernel-address in outline
- * mode calls __asan_{load,store}{1,2,4,8,16,N}_noabort before each access; SWEMU_INSTRUMENT=1
- * at build time adds them).  Page protection (async.c) sees 4 KB pages; this sees bytes:
+/* access.c - checks of plain loads and stores of slave code: gcc's -fsanitize=kernel-address
+ * in outline mode calls __asan_{load,store}{1,2,4,8,16,N}_noabort before each access.
+ * toolchain.py's SWEMU_INSTRUMENT levels: stores only by default, loads too with
+ * SWEMU_INSTRUMENT=1, none with 0 (at build time); SWEMU_CHECKS=fast skips them at run time.
+ * Page protection (async.c) sees 4 KB pages; this sees bytes:
  *   - an address in the caller's LDM heap must lie in a live ldm_malloc block (granules);
  *   - another CPE's LDM (heap or stack) is not addressable;
  *   - a get destination / put source in flight (on pages async.c could not protect);
@@ -21,7 +22,7 @@ static inline int live(swemu_cpe *c, size_t off, size_t n)
     return 1;
 }
 
-static void access_fault(swemu_cpe *c, uintptr_t a, size_t n, int w)
+static void __attribute__((noinline, cold, noreturn)) access_fault(swemu_cpe *c, uintptr_t a, size_t n, int w)
 {
     const char *acc = w ? "store to" : "load from";
     char d[160];
@@ -41,15 +42,36 @@ static void access_fault(swemu_cpe *c, uintptr_t a, size_t n, int w)
     swemu_die(c, "%s LDM %#lx: %s", acc, (unsigned long)a, d);
 }
 
+/* the live block holding [a, a + n) of c's heap, or 0: cached in ok_lo/ok_hi, since loops
+ * store into one block many times (ldm.c voids the cache when blocks change) */
+static int in_block(swemu_cpe *c, uintptr_t a, size_t n)
+{
+    uintptr_t base = (uintptr_t)c->ldm;
+    if (a + n > base + SWEMU_ARENA || !live(c, a - base, n)) return 0;
+    for (int i = 0; i < c->nblk; i++)
+        if (a >= base + c->blk[i].off && a + n <= base + c->blk[i].off + c->blk[i].size) {
+            c->ok_lo = base + c->blk[i].off;
+            c->ok_hi = c->ok_lo + c->blk[i].size;
+            break;
+        }
+    return 1;
+}
+
 static inline void check(uintptr_t a, size_t n, int w)
 {
     swemu_cpe *c = swemu_self;
-    if (!c || c->in_emu) return;
+    if (!c || !swemu_checks) return;                            /* SWEMU_CHECKS=fast drops these */
     if (a - c->stk_lo < c->stk_hi - c->stk_lo) return;          /* own stack / TLS */
-    if (a - (uintptr_t)c->ldm < SWEMU_ARENA) {               /* own heap */
-        if (a + n > (uintptr_t)c->ldm + SWEMU_ARENA || !live(c, a - (uintptr_t)c->ldm, n))
-            access_fault(c, a, n, w);
-        if (c->nq) swemu_check_access(c, a, n, w);
+    /* own heap: pages of transfers in flight are protected (a fault reports the access the
+     * same way), only the others need the byte-exact test */
+    if (a - c->ok_lo < c->ok_hi - c->ok_lo && a + n <= c->ok_hi) {
+        if (c->nfill) swemu_check_access(c, a, n, w);
+        return;
+    }
+    if (c->in_emu) return;
+    if (a - (uintptr_t)c->ldm < SWEMU_ARENA) {
+        if (!in_block(c, a, n)) access_fault(c, a, n, w);
+        if (c->nfill) swemu_check_access(c, a, n, w);
         return;
     }
     if ((a >= swemu_ldm_lo && a < swemu_ldm_hi) || (a >= swemu_stk_lo && a < swemu_stk_hi))

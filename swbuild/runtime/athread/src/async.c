@@ -138,6 +138,7 @@ static void land(swemu_cpe *c, int i)
     char *l = swemu_em(x.ldm);
     memmove(&c->q[i], &c->q[i + 1], (c->nq - i - 1) * sizeof *c->q);
     c->nq--;
+    c->nfill -= !x.prot;
     if (!x.put && !x.prot) {
         /* unprotected destination (stack/TLS, shared page): the 0xFF fill tells */
         long k = 0;
@@ -303,6 +304,7 @@ void swemu_issue(swemu_cpe *c, const swemu_xfer *x0)
         x.after = r < 2 ? 0 : r < 5 ? (int)r - 1 : -1;   /* now, after 1..3 calls, at wait */
     }
     c->q[c->nq++] = x;
+    c->nfill += !x.prot;
     if (swemu_conflicts_on) {
         size_t w = 0, r = 0;
         for (int i = 0; i < c->nq; i++) *(c->q[i].put ? &w : &r) += (size_t)c->q[i].n;
@@ -366,22 +368,29 @@ void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi)
 
 /* An access to [a, a + n) by the CPE itself: not into a transfer in flight (any access to a
  * get's destination, a store to a put's source). */
-void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write)
+/* the report of swemu_check_access, out of line: the check runs before every instrumented
+ * store to the heap while DMA is in flight, and must stay a short loop */
+static void __attribute__((noinline, cold, noreturn))
+access_in_flight(swemu_cpe *c, const swemu_xfer *x, uintptr_t a, int write)
 {
     char d[384], w[160];
-    const char *acc = write ? "store to" : "load from";
+    if (a < (uintptr_t)x->ldm) a = (uintptr_t)x->ldm;
+    c->in_emu = 1;
+    describe_xfer(c, x, d, sizeof d);
+    swemu_describe_ldm(c, a, w, sizeof w);
+    if (x->put)
+        swemu_die(c, "store to LDM %#lx (%s) while DMA %s reading it is in flight (buffer "
+                  "reused before its reply wait)", (unsigned long)a, w, d);
+    swemu_die(c, "%s LDM %#lx (%s) before DMA %s into it landed (missing or misplaced "
+              "reply wait)", write ? "store to" : "load from", (unsigned long)a, w, d);
+}
+
+void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write)
+{
     for (int k = 0; k < c->nq; k++) {
-        swemu_xfer *x = &c->q[k];
+        const swemu_xfer *x = &c->q[k];
         if (a + n <= (uintptr_t)x->ldm || a >= (uintptr_t)x->ldm + x->len || (x->put && !write)) continue;
-        if (a < (uintptr_t)x->ldm) a = (uintptr_t)x->ldm;
-        c->in_emu = 1;
-        describe_xfer(c, x, d, sizeof d);
-        swemu_describe_ldm(c, a, w, sizeof w);
-        if (x->put)
-            swemu_die(c, "store to LDM %#lx (%s) while DMA %s reading it is in flight (buffer "
-                      "reused before its reply wait)", (unsigned long)a, w, d);
-        swemu_die(c, "%s LDM %#lx (%s) before DMA %s into it landed (missing or misplaced "
-                  "reply wait)", acc, (unsigned long)a, w, d);
+        access_in_flight(c, x, a, write);
     }
 }
 

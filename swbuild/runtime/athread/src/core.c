@@ -290,7 +290,7 @@ int swemu_spawn(void *fn, void *arg, const char *name)
         memset(c->hist, 0, sizeof c->hist);
         c->heap_peak = 0;
         c->nw = c->nr = 0;
-        c->ea = c->er = c->ec = 0;
+        swemu_clock_reset(c);
         c->state = 0;
     }
     swemu_bar_reset();

@@ -1,8 +1,9 @@
 /* dma.c - DMA for both APIs (v1 athread_get/put, CRTS_dma_*), checks, counters and the
  * write-conflict detector.
  *
- * Every transfer completes inside the call, then adds 1 to the reply word atomically:
- * `while (reply != n);` and CRTS_dma_wait_value see it at once.  Strided transfers follow
+ * With SWEMU_DMA=issue every transfer completes inside the call, then adds 1 to the reply
+ * word atomically; in the other modes async.c queues it until it lands (a BCAST_MODE get
+ * always lands inside the call).  Strided transfers follow
  * the hardware: `bsize` bytes contiguous in main memory, then `stride` bytes skipped (a
  * gap, not a pitch); the LDM side is contiguous; bsize == 0 or stride == 0 = contiguous.
  * v1 BCAST_MODE gets (one issuer, the same LDM address in every CPE of the masked rows)

@@ -37,6 +37,7 @@ static size_t arena_top(swemu_cpe *c)
 
 static void mark(swemu_cpe *c, size_t off, size_t size, int on)
 {
+    c->ok_lo = c->ok_hi = 0;      /* the blocks change: access.c's cached block is void */
     for (size_t g = off / SWEMU_ALIGN; g < (off + size) / SWEMU_ALIGN; g++)
         if (on) c->live[g / 8] |= (unsigned char)(1u << (g % 8));
         else c->live[g / 8] &= (unsigned char)~(1u << (g % 8));
@@ -132,6 +133,7 @@ void swemu_heap_reset(swemu_cpe *c)
     c->heap_used = 0;
     c->nblk = 0;
     memset(c->live, 0, sizeof c->live);
+    c->ok_lo = c->ok_hi = 0;
     heap_changed(c);
 }
 

@@ -2,11 +2,12 @@
  * written by two or more CPEs) and races (bytes one CPE reads and another writes with no
  * barrier between them), plus the names the host registered for main-memory arrays.
  *
- * Barrier order: every range carries the epochs of its CPE - array barriers passed (ea),
- * row + array barriers (er), column + array barriers (ec).  Two accesses of different CPEs
- * are ordered when their ea differ, or, in the same row, their er, or, in the same column,
- * their ec (order through a chain of row and column barriers is not seen: such a pair is
- * reported, as a warning).
+ * Barrier order: vector clocks.  Each CPE counts the barriers it passed (vc[own]) and, for
+ * every other CPE, the last of its barriers it is ordered after: a barrier merges the clocks
+ * of its members (sync.c), so order through chains of row, column and array barriers is
+ * followed.  A range carries its CPE's clock of the time (an index into the CPE's snapshots,
+ * one per epoch with ranges); access X of CPE a precedes Y of CPE b iff b's clock at Y has
+ * passed a's own count at X.
  */
 #include "swemu_int.h"
 
@@ -49,10 +50,49 @@ void swemu_name_of(uintptr_t a, char *buf, size_t n)
         }
 }
 
+/* ---- vector clocks ---- */
+void swemu_clock_reset(swemu_cpe *c)
+{
+    memset(c->vc, 0, sizeof c->vc);
+    c->nsnap = 0;
+    c->snap_fresh = 0;
+}
+
+/* Room for one more snapshot: made at every barrier and DMA issue, since ranges may be
+ * recorded in a signal handler (DMA landing on the spin timer), where malloc must not run. */
+static void snap_room(swemu_cpe *c)
+{
+    void *p;
+    size_t cap = 2 * c->snap_cap + 16;
+    if (c->nsnap + 1 <= c->snap_cap) return;
+    if (!(p = realloc(c->snap, cap * sizeof *c->snap)))
+        swemu_die(c, "out of memory recording barrier clocks (SWEMU_CONFLICTS=0 turns this off)");
+    c->snap = p;
+    c->snap_cap = cap;
+}
+
+void swemu_clock_tick(swemu_cpe *c)     /* c arrives at a barrier: a new epoch */
+{
+    c->vc[c->id]++;
+    c->snap_fresh = 0;
+    snap_room(c);
+}
+
+static unsigned snapshot(swemu_cpe *c)
+{
+    if (!c->snap_fresh) {
+        snap_room(c);
+        memcpy(c->snap[c->nsnap++], c->vc, sizeof c->vc);
+        c->snap_fresh = 1;
+    }
+    return (unsigned)(c->nsnap - 1);
+}
+
 static void add(swemu_cpe *c, swemu_range **v, size_t *n, size_t *cap, uintptr_t lo, uintptr_t hi)
 {
     swemu_range *l = *n ? &(*v)[*n - 1] : NULL;
-    if (l && l->hi == lo && l->ea == c->ea && l->er == c->er && l->ec == c->ec) {
+    unsigned snap = snapshot(c);
+    if (l && l->hi == lo && l->snap == snap) {
         l->hi = hi;                      /* consecutive chunks of one epoch: one range */
         return;
     }
@@ -61,7 +101,7 @@ static void add(swemu_cpe *c, swemu_range **v, size_t *n, size_t *cap, uintptr_t
         *v = realloc(*v, *cap * sizeof **v);
         if (!*v) swemu_die(c, "out of memory recording DMA ranges (SWEMU_CONFLICTS=0 turns this off)");
     }
-    (*v)[(*n)++] = (swemu_range){lo, hi, c->ea, c->er, c->ec};
+    (*v)[(*n)++] = (swemu_range){lo, hi, snap};
 }
 
 void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->w, &c->nw, &c->w_cap, lo, hi); }
@@ -79,6 +119,7 @@ void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads)
 {
     reserve(c, &c->w, c->nw, &c->w_cap, writes);
     reserve(c, &c->r, c->nr, &c->r_cap, reads);
+    snap_room(c);
 }
 void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->r, &c->nr, &c->r_cap, lo, hi); }
 
@@ -164,10 +205,8 @@ static int acc_cmp(const void *x, const void *y)
 
 static int ordered(const acc *a, const acc *b)
 {
-    if (a->r.ea != b->r.ea) return 1;
-    if (a->cpe / 8 == b->cpe / 8 && a->r.er != b->r.er) return 1;
-    if (a->cpe % 8 == b->cpe % 8 && a->r.ec != b->r.ec) return 1;
-    return 0;
+    const unsigned *va = swemu_cpes[a->cpe].snap[a->r.snap], *vb = swemu_cpes[b->cpe].snap[b->r.snap];
+    return vb[a->cpe] > va[a->cpe] || va[b->cpe] > vb[b->cpe];
 }
 
 uint64_t swemu_races(uintptr_t *first, int *reader, int *writer)

@@ -61,7 +61,9 @@ void swemu_write_stats(void)
 #endif
             SWEMU_CPES, SWEMU_LDM_BYTES, swemu_static_ldm, modes[swemu_dma_mode], checks[swemu_checks],
             swemu_checks ? "" : "\"page protection of LDM buffers with DMA in flight (early reads give "
-            "0xFF data, early writes are still reported when the DMA lands)\"");
+            "0xFF data, early writes are still reported when the DMA lands)\", \"checks of plain loads and "
+            "stores (another CPE's LDM, outside ldm_malloc blocks, direct main-memory conflicts and races; "
+            "redzones still catch stores just past a block)\"");
     for (int i = 0; i < nks; i++) {
         swemu_kstat *k = &ks[i];
         int first = 1;

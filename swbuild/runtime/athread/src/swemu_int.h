@@ -32,7 +32,7 @@
 #define SWEMU_SPIN_SIG (SIGRTMIN + 5)   /* spin timer: lands DMA a `while (reply != n);` waits for */
 #define SWEMU_QMAX 256           /* DMA transfers in flight per CPE */
 
-typedef struct { uintptr_t lo, hi; unsigned short ea, er, ec; } swemu_range;   /* + barrier epochs */
+typedef struct { uintptr_t lo, hi; unsigned snap; } swemu_range;   /* + the CPE's clock then (race.c) */
 typedef struct { size_t off, size, req; } swemu_blk;   /* off: arena offset (2 x heap offset) */
 
 /* One DMA transfer in flight (asynchronous modes): it lands - data copied, reply += 1 -
@@ -73,7 +73,10 @@ typedef struct swemu_cpe {
     /* main-memory ranges written by puts in the current spawn (conflict detection) */
     swemu_range *w; size_t nw, w_cap;
     swemu_range *r; size_t nr, r_cap;   /* ranges read by gets (race detection) */
-    unsigned short ea, er, ec;          /* barriers passed: array, row + array, column + array */
+    /* vector clock (race.c): vc[k] = barriers of CPE k this CPE is ordered after (own: passed) */
+    unsigned vc[SWEMU_CPES];
+    unsigned (*snap)[SWEMU_CPES]; size_t nsnap, snap_cap;   /* vc of each epoch with ranges */
+    int snap_fresh;                     /* snap[nsnap - 1] is the current vc */
     volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned */
     double t_done;                /* when it returned from the current kernel */
     /* asynchronous DMA (async.c): transfers in flight, in issue order */
@@ -88,6 +91,8 @@ typedef struct swemu_cpe {
     unsigned char pg_shared[SWEMU_ARENA_PAGES];   /* false sharing seen this spawn: fill, not protect */
     size_t top_pages;             /* pages [top_pages, end) are above every live block */
     unsigned char live[SWEMU_ARENA / SWEMU_ALIGN / 8];   /* granules in live blocks (access.c) */
+    uintptr_t ok_lo, ok_hi;       /* the live block the last checked access hit (access.c) */
+    int nfill;                    /* transfers in flight whose pages are not protected */
 } swemu_cpe;
 
 extern swemu_cpe swemu_cpes[SWEMU_CPES];
@@ -122,6 +127,8 @@ void swemu_record_write(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
 void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
 void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads);
 void swemu_name_of(uintptr_t a, char *buf, size_t n);
+void swemu_clock_reset(swemu_cpe *c);
+void swemu_clock_tick(swemu_cpe *c);
 /* async.c */
 void swemu_async_init(void);
 void swemu_async_thread(swemu_cpe *c);

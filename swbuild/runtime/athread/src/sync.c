@@ -6,19 +6,41 @@
 #include "swemu_int.h"
 
 #include <limits.h>
+#include <string.h>
 #include <linux/futex.h>
 
 typedef struct {
     int n, waiting, finished, gen;
+    int first, step;              /* members: first, first + step, ... (n of them) */
+    unsigned vc[SWEMU_CPES];      /* the members' merged vector clock (race.c) */
 } bar_t;
 static bar_t bar_all, bar_row[SWEMU_CPES / 8], bar_col[8];
 
 /* waiting and finished are each written before the other is read (seq_cst), so of a
  * CPE arriving and a CPE of the same scope leaving the kernel, one sees the other. */
+/* The last CPE to arrive merges the members' vector clocks (they wait, theirs are fixed);
+ * each member takes the merge on leaving, before it can arrive at this barrier again. */
+static void merge(bar_t *b)
+{
+    memset(b->vc, 0, sizeof b->vc);
+    for (int m = 0; m < b->n; m++) {
+        const unsigned *v = swemu_cpes[b->first + m * b->step].vc;
+        for (int i = 0; i < SWEMU_CPES; i++)
+            if (v[i] > b->vc[i]) b->vc[i] = v[i];
+    }
+}
+
 static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
 {
     int g = swemu_load(&b->gen);
+    c->in_emu = 1;          /* no DMA lands (spin timer) while the clock changes */
+    swemu_clock_tick(c);
+    c->in_emu = 0;
     if (__atomic_add_fetch(&b->waiting, 1, __ATOMIC_SEQ_CST) == b->n) {
+        c->in_emu = 1;
+        merge(b);
+        memcpy(c->vc, b->vc, sizeof c->vc);
+        c->in_emu = 0;
         __atomic_store_n(&b->waiting, 0, __ATOMIC_SEQ_CST);
         __atomic_store_n(&b->gen, g + 1, __ATOMIC_SEQ_CST);
         swemu_futex(&b->gen, FUTEX_WAKE, INT_MAX, NULL);
@@ -29,6 +51,9 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
                   "the kernel (the chip would hang)", op, b->finished);
     c->state = 2;
     while (swemu_load(&b->gen) == g) swemu_futex(&b->gen, FUTEX_WAIT, g, NULL);
+    c->in_emu = 1;
+    memcpy(c->vc, b->vc, sizeof c->vc);
+    c->in_emu = 0;
     c->state = 1;
 }
 
@@ -49,17 +74,14 @@ void swemu_sync(int scope, int mask, const char *op)
     case 0: /* ROW_SCOPE */
         if ((mask & 0xff) != 0xff) break;
         bar_wait(&bar_row[c->id / 8], c, op);
-        c->er++;                           /* epochs for race detection (race.c) */
         return;
     case 1: /* COL_SCOPE */
         if ((mask & 0xff) != 0xff) break;
         bar_wait(&bar_col[c->id % 8], c, op);
-        c->ec++;
         return;
     case 2: /* ARRAY_SCOPE */
         if ((mask & 0xffff) != 0xffff) break;
         bar_wait(&bar_all, c, op);
-        c->ea++; c->er++; c->ec++;
         return;
     default:
         swemu_die(c, "%s: unknown scope %d", op, scope);
@@ -76,10 +98,9 @@ int athread_get_core(int id) { return id < 0 ? swemu_tid : id; }
 
 void swemu_bar_reset(void)      /* at spawn, all CPEs idle: plain stores are safe */
 {
-    bar_all.n = SWEMU_CPES;
-    bar_all.finished = bar_all.waiting = 0;
-    for (int i = 0; i < SWEMU_CPES / 8; i++) bar_row[i] = (bar_t){8, 0, 0, bar_row[i].gen};
-    for (int i = 0; i < 8; i++) bar_col[i] = (bar_t){SWEMU_CPES / 8, 0, 0, bar_col[i].gen};
+    bar_all = (bar_t){SWEMU_CPES, 0, 0, bar_all.gen, 0, 1, {0}};
+    for (int i = 0; i < SWEMU_CPES / 8; i++) bar_row[i] = (bar_t){8, 0, 0, bar_row[i].gen, 8 * i, 1, {0}};
+    for (int i = 0; i < 8; i++) bar_col[i] = (bar_t){SWEMU_CPES / 8, 0, 0, bar_col[i].gen, i, 8, {0}};
 }
 
 void swemu_bar_leave(swemu_cpe *c)   /* c returned from the kernel */
