@@ -25,7 +25,7 @@ def _built(tmp_path, target="sunway-emu"):
     return json.loads((tmp_path / "b" / f"{prog.prefix}.plan.json").read_text()), exe, prog
 
 
-@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+@pytest.mark.parametrize("target", ["sunway-emu", pytest.param("diannao-emu", marks=pytest.mark.slow)])
 def test_hung_runner_is_stopped_and_says_where_it_was(tmp_path, target):
     plan, exe, prog = _built(tmp_path, target)
     work = tmp_path / "w"

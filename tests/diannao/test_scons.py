@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import onnx
+import pytest
 
 from dn_models import table2_conv
 
@@ -37,6 +38,7 @@ def _scons(project, *args):
                           text=True, timeout=900)
 
 
+@pytest.mark.slow      # two SCons builds of a model; tests/scons/test_cli_builds.py keeps diannao-emu via SCons quick
 def test_scons_diannao_and_diannao_emu(tmp_path):
     proj = _project(tmp_path / "proj")
     r = _scons(proj, "target=diannao", "model=conv")
