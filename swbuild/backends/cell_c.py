@@ -15,6 +15,28 @@ from __future__ import annotations
 from . import cexpr
 
 
+def scratch(ex, roles, B, NJ):
+    """The cell's own local buffers (elements, in allocation order) for NJ units of B rows,
+    after the printer's projection and state buffers: c state, GRU gates, peepholes, the h
+    gate's bias, sequence lengths and the zero row of padded outputs."""
+    out = {}
+    if ex["cell"] == "LSTM":
+        out["cs"] = B * NJ
+    if ex["cell"] == "GRU":
+        out["zr"] = 2 * B * NJ
+        if not ex["lbr"]:
+            out["rhb"] = B * NJ
+    if "p" in roles:
+        out["pp"] = 3 * NJ
+    if "rbh" in roles:
+        out["rb"] = NJ
+    if "lens" in roles:
+        out["ln"] = B
+        if "y" in roles:
+            out["zero"] = NJ
+    return out
+
+
 def _act(e, x):
     """C text of an activation (an expression of Var("x")) applied to C text `x`."""
     return cexpr.render(e, lambda n: f"({x})" if n == "x" else n, None)

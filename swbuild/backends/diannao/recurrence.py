@@ -25,7 +25,7 @@ from ...errors import UnsupportedError
 from ...ir.graph import Tensor
 from ...ir.sizes import round_up
 from ...names import c_comment
-from ..cell_c import gru_gates, unit_update
+from ..cell_c import gru_gates, scratch, unit_update
 from .schedule.builder import KB
 
 TASKS = 16
@@ -81,21 +81,7 @@ def sched_recurrence(k, program, tc, layouts, store):
     g.tensors[name] = Tensor(name, (TASKS * geo["nblk"] * CB * Hp,), "float32", _weight_image(k, R, geo, banks).reshape(-1))
     params = {role: kb.gparam(k.buffers[b].tensor) for role, b in rb.items() if role != "r"}
     params["wimg"] = kb.gparam(name)
-    nram = {"hf": B * Hp, "gr": B * Cop, "xw": B * G * NJ, "hp": B * NJ, "hn": B * NJ}
-    if ex["cell"] == "LSTM":
-        nram["cs"] = B * NJ
-    if ex["cell"] == "GRU":
-        nram["zr"] = 2 * B * NJ
-        if not ex["lbr"]:
-            nram["rhb"] = B * NJ
-    if "p" in rb:
-        nram["pp"] = 3 * NJ
-    if "rbh" in rb:
-        nram["rb"] = NJ
-    if "lens" in rb:
-        nram["ln"] = B
-        if "y" in rb:
-            nram["zero"] = NJ
+    nram = {"hf": B * Hp, "gr": B * Cop, "xw": B * G * NJ, "hp": B * NJ, "hn": B * NJ} | scratch(ex, rb, B, NJ)
     for n, e in nram.items():
         kb.alloc("NRAM", n, e)
     kb.alloc("WRAM", "w", CB * Hp)

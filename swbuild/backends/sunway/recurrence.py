@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ...errors import LdmError
 from ...names import c_comment
-from ..cell_c import gru_gates, unit_update
+from ..cell_c import gru_gates, scratch, unit_update
 from .cost import model
 from .gather import special_prologue
 from .schedule.kernel_schedule import ldm_align
@@ -58,23 +58,8 @@ def _bufs(k, resident, cores):
     ex, b = k.extra, k.extra["bufs"]
     B, H, G = ex["B"], ex["H"], ex["G"]
     NJ = math.ceil(H / cores)
-    out = {"wr": G * NJ * H if resident else H, "hf": B * H, "xw": B * G * NJ, "gr": B * G * NJ,
-           "hp": B * NJ, "hn": B * NJ}
-    if ex["cell"] == "LSTM":
-        out["cs"] = B * NJ
-    if ex["cell"] == "GRU":
-        out["zr"] = 2 * B * NJ
-        if not ex["lbr"]:
-            out["rhb"] = B * NJ
-    if "p" in b:
-        out["pp"] = 3 * NJ
-    if "rbh" in b:
-        out["rb"] = NJ
-    if "lens" in b:
-        out["ln"] = B
-        if "y" in b:
-            out["zero"] = NJ
-    return out
+    return {"wr": G * NJ * H if resident else H, "hf": B * H, "xw": B * G * NJ, "gr": B * G * NJ,
+            "hp": B * NJ, "hn": B * NJ} | scratch(ex, b, B, NJ)
 
 
 def ldm_bytes(k, resident, cores):
