@@ -30,6 +30,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from .. import __version__
+from ..cachedir import user_cache_dir
 from .array_model import ArrayModel
 
 ENV = "SWBUILD_ZOO_CACHE"
@@ -39,13 +40,7 @@ ALIGN = 64
 
 def cache_dir():
     """The cache directory, or None when the cache is off."""
-    v = os.environ.get(ENV, "").strip()
-    if v.lower() == "off":
-        return None
-    if v:
-        return Path(v)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "swbuild" / "zoo"
+    return user_cache_dir(ENV, "zoo")
 
 
 _SOURCE = []

@@ -21,9 +21,9 @@ import hashlib
 import json
 import os
 import tempfile
-from pathlib import Path
 
 from .... import __version__
+from ....cachedir import user_cache_dir
 
 ENV = "SWBUILD_SCHEDULE_CACHE"
 FORMAT = 1
@@ -31,13 +31,7 @@ FORMAT = 1
 
 def cache_dir():
     """The cache directory, or None when the cache is off."""
-    v = os.environ.get(ENV, "").strip()
-    if v.lower() == "off":
-        return None
-    if v:
-        return Path(v)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "swbuild" / "schedules"
+    return user_cache_dir(ENV, "schedules")
 
 
 def entry_key(signature, toolchain_hash):
