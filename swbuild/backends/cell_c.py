@@ -37,6 +37,22 @@ def scratch(ex, roles, B, NJ):
     return out
 
 
+def masked_update(ex, xw, hr, zr, NJ, peepholes, h_bias):
+    """The C of unit i = (row b, unit u) inside a printer's loop: the cell update where the
+    row's sequence is still active (act[b]), else h (and c) keep their values; the result in
+    hn[i] (and cs[i]). `peepholes`, `h_bias`: the printer holds pp / rb buffers."""
+    lstm = ex["cell"] == "LSTM"
+    L = ["float hn_ = hp[i];"] + (["float cn_ = cs[i];"] if lstm else []) + [
+         "if (act[b]) {", "  float hn, cn;", "  (void)cn;"]
+    if ex["cell"] == "GRU" and ex["lbr"]:
+        L += ["  " + s for s in gru_gates(ex, xw, hr, *zr)]
+    L += ["  " + s for s in unit_update(ex, xw, hr, "hp[i]", cp="cs[i]" if lstm else None,
+                                        pp=(lambda q: f"pp[{q * NJ} + u]") if peepholes else None,
+                                        rbh="rb[u]" if h_bias else None, z=zr[0], r=zr[1])]
+    L += ["  hn_ = hn;"] + (["  cn_ = cn;"] if lstm else []) + ["}", "hn[i] = hn_;"] + (["cs[i] = cn_;"] if lstm else [])
+    return L
+
+
 def _act(e, x):
     """C text of an activation (an expression of Var("x")) applied to C text `x`."""
     return cexpr.render(e, lambda n: f"({x})" if n == "x" else n, None)

@@ -8,15 +8,21 @@ from swbuild import build, check, toolchain
 from swbuild.compiler import compile_to
 
 
-def build_and_run(m, target, tmp_path, ins, name):
-    """Compile `m` for `target` into tmp_path, build its runner with the emulation runtime and
-    run it on `ins`; returns (plan, outputs). The runner must exit 0."""
+def build_runner(m, target, tmp_path, name):
+    """Compile `m` for `target` into tmp_path and build its runner with the emulation
+    runtime; returns (plan, runner path)."""
     tc = toolchain.load(target)
     prog, _ = compile_to(m, tc, tmp_path, name)
     rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "rt")
     steps, _, exe = build.model_steps(tc, prog.prefix, tmp_path, tmp_path, rt_lib)
     build.run_steps(rt_steps + steps, log=lambda s: None)
-    plan = json.loads((tmp_path / f"{prog.prefix}.plan.json").read_text())
+    return json.loads((tmp_path / f"{prog.prefix}.plan.json").read_text()), exe
+
+
+def build_and_run(m, target, tmp_path, ins, name):
+    """Build `m`'s runner (build_runner) and run it on `ins`; returns (plan, outputs). The
+    runner must exit 0."""
+    plan, exe = build_runner(m, target, tmp_path, name)
     got, _, err, code, _ = check.run_runner(exe, plan, ins, tmp_path)
     assert code == 0, err
     return plan, got

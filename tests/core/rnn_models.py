@@ -1,14 +1,12 @@
 """Small GRU / LSTM / RNN models (built in memory) and a check of one on an emulated target
 against onnxruntime, with the emulator's findings (DMA predicted == measured, conflicts,
 races, BANG rule violations) judged by swbuild's own check."""
-import json
-
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from swbuild import build, check, toolchain
-from swbuild.compiler import compile_to
+from core_models import build_runner
+from swbuild import check
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
@@ -121,12 +119,7 @@ def combine(models):
 
 def check_on(m, feed, target, tmp_path, name="rnn", rtol=1e-4, atol=1e-5, ref=None):
     """Compile, build, run and judge `m` on `target`; returns (check document, plan)."""
-    tc = toolchain.load(target)
-    prog, _ = compile_to(m, tc, tmp_path, name)
-    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "rt")
-    steps, _, exe = build.model_steps(tc, prog.prefix, tmp_path, tmp_path, rt_lib)
-    build.run_steps(rt_steps + steps, log=lambda s: None)
-    plan = json.loads((tmp_path / f"{prog.prefix}.plan.json").read_text())
+    plan, exe = build_runner(m, target, tmp_path, name)
     ref = reference(m, feed) if ref is None else ref
     doc = check.check_build(plan, exe, ref, feed, rtol, atol, workdir=tmp_path)
     return doc, plan

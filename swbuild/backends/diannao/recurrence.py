@@ -25,7 +25,7 @@ from ...errors import UnsupportedError
 from ...ir.graph import Tensor
 from ...ir.sizes import round_up
 from ...names import c_comment
-from ..cell_c import gru_gates, scratch, unit_update
+from ..cell_c import gru_gates, masked_update, scratch
 from .schedule.builder import KB
 
 TASKS = 16
@@ -202,25 +202,7 @@ def recurrence_body(dk, P):
         blocks("hf")
     w(f"    for (int b = 0; b < {B}; b++) for (int u = 0; u < nown; u++) {{")
     w(f"      const int i = b * {NJ} + u;")
-    w("      float hn_ = hp[i];")
-    if cell == "LSTM":
-        w("      float cn_ = cs[i];")
-    w("      if (act[b]) {")
-    w("        float hn, cn;")
-    w("        (void)cn;")
-    if cell == "GRU" and ex["lbr"]:
-        L.extend("        " + s for s in gru_gates(ex, xw_, gr, *zr))
-    upd = unit_update(ex, xw_, gr, "hp[i]", cp="cs[i]" if cell == "LSTM" else None,
-                      pp=(lambda q: f"pp[{q * NJ} + u]") if "pp" in dk.bufs else None,
-                      rbh="rb[u]" if "rb" in dk.bufs else None, z=zr[0], r=zr[1])
-    L.extend("        " + s for s in upd)
-    w("        hn_ = hn;")
-    if cell == "LSTM":
-        w("        cn_ = cn;")
-    w("      }")
-    w("      hn[i] = hn_;")
-    if cell == "LSTM":
-        w("      cs[i] = cn_;")
+    L.extend("      " + s for s in masked_update(ex, xw_, gr, zr, NJ, "pp" in dk.bufs, "rb" in dk.bufs))
     w("    }")
     w(f"    __memcpy({par['hx']} + (s & 1) * {B * H} + j0, hn, nown * 4, NRAM2GDRAM, {H * 4}, {NJ * 4}, {B - 1});")
     if "y" in par:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ...errors import LdmError
 from ...names import c_comment
-from ..cell_c import gru_gates, scratch, unit_update
+from ..cell_c import gru_gates, masked_update, scratch
 from .cost import model
 from .gather import special_prologue
 from .schedule.kernel_schedule import ldm_align
@@ -218,25 +218,7 @@ def recurrence_c(k, cores, itemsize=4):
     w("        /* the cell update of my units */")
     w(f"        for (int b = 0; b < {B}; b++) for (int u = 0; u < nown; u++) {{")
     w("          const int i = b * nown + u;")
-    w("          float hn_ = hp[i];")
-    if cell == "LSTM":
-        w("          float cn_ = cs[i];")
-    w("          if (act[b]) {")
-    w("            float hn, cn;")
-    w("            (void)cn;")
-    if cell == "GRU" and ex["lbr"]:
-        L += ["            " + s for s in gru_gates(ex, xw_, hr_, *zr)]
-    upd = unit_update(ex, xw_, hr_, "hp[i]", cp="cs[i]" if cell == "LSTM" else None,
-                      pp=(lambda q: f"pp[{q * NJ} + u]") if "pp" in bufs else None,
-                      rbh="rb[u]" if "rb" in bufs else None, z=zr[0], r=zr[1])
-    L += ["            " + s for s in upd]
-    w("            hn_ = hn;")
-    if cell == "LSTM":
-        w("            cn_ = cn;")
-    w("          }")
-    w("          hn[i] = hn_;")
-    if cell == "LSTM":
-        w("          cs[i] = cn_;")
+    L += ["          " + s for s in masked_update(ex, xw_, hr_, zr, NJ, "pp" in bufs, "rb" in bufs)]
     w("        }")
     put(f"p.{rb['hx']} + (s & 1) * {B * H} + j0", "hn", f"{B} * nown * 4", "nown * 4", f"({H} - nown) * 4")
     if "y" in rb:
