@@ -22,28 +22,17 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sunway_report import model_args, run  # noqa: E402
+from sunway_report import model_args, report_and_check  # noqa: E402
 
 DEFAULT = ["light_resnet50", "light_inception_v1"]
 
 
 def one(name, target, work, mode, timeout):
     args, stem = model_args(name)
-    out = Path(work) / f"{stem}-grouping-{mode}"
-    p, secs = run([sys.executable, "-m", "swbuild.cli", "report", *args, "--target", target, "--json",
-                   "--grouping", mode, "-o", str(out)], timeout)
-    if p.returncode != 0:
-        return {"status": "error", "reason": (p.stderr.strip().splitlines() or ["?"])[-1]}
-    rep = json.loads(p.stdout.strip().splitlines()[-1])
-    runner = next(out.glob("*_runner"), None)
-    chk = {"status": "not run"}
-    if runner is not None:
-        c, _ = run([sys.executable, "-m", "swbuild.cli", "check", *args, "--target", target, "--grouping", mode,
-                    "--runner", str(runner)], timeout)
-        try:
-            chk = json.loads(c.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            chk = {"status": "error", "reason": c.stderr.strip()[-300:]}
+    rep, chk, secs = report_and_check(args, target, Path(work) / f"{stem}-grouping-{mode}", timeout,
+                                      ("--grouping", mode))
+    if rep is None:
+        return chk
     g = rep.get("grouping")
     doc = {"check": chk.get("status"), "max_abs_err": chk.get("max_abs_err"),
            "kernel_launches": rep["kernel_launches"], "main_memory_bytes": rep["main_memory_bytes"],

@@ -78,22 +78,31 @@ def conv3x3(rep):
             "gflops_modeled": sum(k["flops"] for k in ks) / sum(k["modeled_seconds"] for k in ks) / 1e9}
 
 
-def bench(name, target, work, timeout):
-    args, stem = model_args(name)
-    out = Path(work) / stem
-    p, secs = run([sys.executable, "-m", "swbuild.cli", "report", *args, "--target", target, "--json", "-o", str(out)],
-                  timeout)
+def report_and_check(args, target, out, timeout, extra=()):
+    """`swbuild report --json` into `out`, then `swbuild check` of the runner it built:
+    (report, check document, report seconds), or (None, error document, None)."""
+    p, secs = run([sys.executable, "-m", "swbuild.cli", "report", *args, "--target", target, "--json", *extra,
+                   "-o", str(out)], timeout)
     if p.returncode != 0:
-        return {"status": "error", "reason": (p.stderr.strip().splitlines() or ["?"])[-1]}
+        return None, {"status": "error", "reason": (p.stderr.strip().splitlines() or ["?"])[-1]}, None
     rep = json.loads(p.stdout.strip().splitlines()[-1])
-    runner = next(out.glob("*_runner"), None)
+    runner = next(Path(out).glob("*_runner"), None)
     chk = {"status": "not run"}
     if runner is not None:
-        c, _ = run([sys.executable, "-m", "swbuild.cli", "check", *args, "--target", target, "--runner", str(runner)], timeout)
+        c, _ = run([sys.executable, "-m", "swbuild.cli", "check", *args, "--target", target, *extra,
+                    "--runner", str(runner)], timeout)
         try:
             chk = json.loads(c.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             chk = {"status": "error", "reason": c.stderr.strip()[-300:]}
+    return rep, chk, secs
+
+
+def bench(name, target, work, timeout):
+    args, stem = model_args(name)
+    rep, chk, secs = report_and_check(args, target, Path(work) / stem, timeout)
+    if rep is None:
+        return chk
     ok = (chk.get("status") == "pass" and rep["dma_match"] and rep["write_conflicts"] == 0
           and not rep["ldm_over_budget"] and rep["arena_ratio"] <= 1.05)
     summary = {
