@@ -9,7 +9,7 @@ from swbuild import toolchain
 from swbuild.optimizer.grouping import Budget, grouping_of, group_kernels, model_compulsory_bytes, target_budget
 from swbuild.optimizer.grouping.binding import bind_cores, scopes_and_moves
 from swbuild.optimizer.grouping.instances import Edge, order_instances
-from swbuild.optimizer.grouping.kgraph import kernel_graph
+from swbuild.optimizer.grouping.kgraph import kernel_graph, out_root
 from swbuild.optimizer.grouping.merge import Merger
 from swbuild.optimizer.grouping.split_info import (balanced_cores, candidate_factors, footprint, slice_of,
                                                    split_info)
@@ -311,3 +311,21 @@ def test_sunway_plan_and_report_count_a_group_as_one_launch():
     assert off.target_state.launches is None and len(fam.plan(off, tc)["kernels"]) == 3
     piped = fam.optimize(program(residual_model(), fuse=False), tc, {"grouping": "on", "parallel": "pipeline"})
     assert piped.target_state.launches is None
+
+
+def test_a_kernel_writing_a_tensor_an_earlier_kernel_wrote_stays_after_it():
+    """ConvTranspose lowers to a product, a zeroing of the output and a scatter-add into it:
+    grouping the product with the scatter must not move the zeroing after them (dcgan gave
+    all-wrong outputs so)."""
+    x, y = "x", "y"
+    m = make([helper.make_node("ConvTranspose", [x, "w"], ["t"], strides=[2, 2], pads=[1, 1, 1, 1]),
+              helper.make_node("Relu", ["t"], [y])],
+             [(x, [1, 8, 8, 8])], [(y, [1, 4, 16, 16])], [("w", rand(8, 4, 4, 4, seed=1))])
+    p = program(m)
+    kg = kernel_graph(p)
+    order = [k.name for k in group_kernels(program(m), sunway(), {"grouping": "on"}).kernels]
+    for r, ws in kg.writers.items():
+        mine = [n for n in ws if out_root(p, next(k for k in p.kernels if k.name == n)) == r]
+        assert all(r in kg.reads[n] for n in mine[1:]), (r, mine)      # a later writer depends on the earlier
+        assert [n for n in order if n in mine] == mine, (r, mine, order)   # and they keep their order
+    assert any(len(ws) > 1 for ws in kg.writers.values()), "the model no longer has a zero + scatter pair"

@@ -53,8 +53,13 @@ def kernel_graph(program):
     for k in program.kernels:
         for r in written(program, k):
             writers.setdefault(r, []).append(k.name)
+    first = {}
     for k in program.kernels:
-        rs = sorted({program.root(b.tensor) for n, b in k.buffers.items() if n != k.out})
+        rs = {program.root(b.tensor) for n, b in k.buffers.items() if n != k.out}
+        own = out_root(program, k)
+        if first.setdefault(own, k.name) != k.name:
+            rs.add(own)     # an earlier kernel wrote this tensor (ConvTranspose: zero, then scatter-add): it comes after
+        rs = sorted(rs)
         reads[k.name] = tuple(rs)
         for r in rs:
             consumers.setdefault(r, []).append(k.name)
