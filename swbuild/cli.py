@@ -55,7 +55,7 @@ def _shape(text):
     if not sep or not name:
         raise SwbuildError(f"--input {text!r}: expected NAME=D0xD1x... (e.g. data=1x3x224x224)")
     try:
-        shape = tuple(int(d) for d in dims.replace(",", "x").split("x") if d)
+        shape = tuple(int(d) for d in dims.replace(",", "x").split("x"))
     except ValueError:
         raise SwbuildError(f"--input {text!r}: dimensions must be integers") from None
     if not shape or any(d <= 0 for d in shape):
@@ -101,6 +101,8 @@ def make_job(args) -> Job:
     if not args.model:
         raise SwbuildError("give a MODEL.onnx or --recipe RECIPE")
     path = Path(args.model)
+    if not path.is_file():      # before SCons, whose message would name a generated file instead
+        raise SwbuildError(f"{path}: no such ONNX file" if not path.exists() else f"{path}: not a file")
     opts = {k: o.default for k, o in rc.OPTIONS.items() if k not in rc.WHEN_GIVEN}
     opts.update(sets)
     name = args.name or path.stem

@@ -52,7 +52,7 @@ def makefile(tc, prefix, files, runtime_srcs) -> str:
     out = [f"# {prefix} for {tc.name} ({tc.description}), exported by swbuild {__version__}.",
            "# Build: make       Override any tool or flag list on the command line: make CC=/path/to/cc CFLAGS=-O2",
            f"# Outputs: lib{prefix}.a, the model (include {prefix}.h; call {prefix}_init, {prefix}_run, "
-           f"{prefix}_teardown), and {prefix}_runner, a program around it ({prefix}_runner.c).", ""]
+           f"{prefix}_teardown), and {prefix}_runner, a program around it ({f['runner']}).", ""]
     for tool in used_tools:
         out.append(f"{TOOL_VARS[tool]} = {_words(_tool(tc, tool))}")
     defines = [f"-D{d}" for d in tc.runtime_defines()]

@@ -492,29 +492,35 @@ def _inputs(raw, errs):
     for i, item in enumerate(raw):
         with errs.section():
             spec = _input(i, item, seen, errs)
-            out.append(spec)
+            if spec is not None:
+                out.append(spec)
     return out
 
 
-def _input(i, item, seen, err):
+def _input(i, item, seen, errs):
+    """One input entry; every problem of it is collected (a bad shape does not hide a bad dtype)."""
     f = f"inputs[{i}]"
     if not isinstance(item, dict):
-        raise err(f, "must be a mapping with name, shape, dtype")
+        raise errs(f, "must be a mapping with name, shape, dtype")
+    n_before = len(errs.found)
     for k in item:
         if k not in INPUT_FIELDS:
-            raise err(f"{f}.{k}", _unknown(k, INPUT_FIELDS))
+            errs.add(f"{f}.{k}", _unknown(k, INPUT_FIELDS))
     name = item.get("name")
     if not isinstance(name, str) or not name:
-        raise err(f"{f}.name", "missing or empty input name")
-    if name in seen:
-        raise err(f"{f}.name", f"duplicate input '{name}'")
-    seen.add(name)
+        errs.add(f"{f}.name", "missing or empty input name")
+    elif name in seen:
+        errs.add(f"{f}.name", f"duplicate input '{name}'")
+    else:
+        seen.add(name)
     shape = item.get("shape")
     if not isinstance(shape, list) or not shape or any(_as_int(d) is None or isinstance(d, str) or d < 1 for d in shape):
-        raise err(f"{f}.shape", f"must be a non-empty list of positive integers, got {shape!r}")
+        errs.add(f"{f}.shape", f"must be a non-empty list of positive integers, got {shape!r}")
     dtype = item.get("dtype", "float32")
     if dtype not in DTYPES:
-        raise err(f"{f}.dtype", f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPES)}; allowed: {', '.join(DTYPES)}")
+        errs.add(f"{f}.dtype", f"unknown dtype {dtype!r}{did_you_mean(dtype, DTYPES)}; allowed: {', '.join(DTYPES)}")
+    if len(errs.found) > n_before:
+        return None
     return InputSpec(name, tuple(shape), dtype)
 
 

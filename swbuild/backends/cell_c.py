@@ -15,6 +15,13 @@ from __future__ import annotations
 from . import cexpr
 
 
+def flops(ex):
+    """Arithmetic of a recurrence kernel over its T steps (a multiply-add counts 2): the
+    recurrent GEMVs plus about ten operations per unit for the cell update."""
+    T, B, H, G = ex["T"], ex["B"], ex["H"], ex["G"]
+    return 2 * T * B * G * H * H + 10 * T * B * H
+
+
 def scratch(ex, roles, B, NJ):
     """The cell's own local buffers (elements, in allocation order) for NJ units of B rows,
     after the printer's projection and state buffers: c state, GRU gates, peepholes, the h

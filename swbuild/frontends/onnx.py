@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper, shape_inference
 from ..errors import ModelError, UnknownInputs, UnsupportedError
 from ..ir.graph import Graph, Node, Tensor
 from ..zoo.array_model import ArrayModel
+from .outer_scope import bind_outer_constants
 from .validate import check_graph, check_proto
 
 SMALL_CONST = 4096      # constants up to this many elements go to shape inference as values
@@ -190,7 +191,11 @@ def _infer_shapes(graph: Graph, model, opset):
             inits.append(numpy_helper.from_array(np.array(t.data), t.name))
         elif t.data is not None or t.name in graph.inputs:
             ins.append(helper.make_tensor_value_info(t.name, _onnx_type(t.dtype), list(t.shape)))
-    pnodes = [helper.make_node(n.op, n.inputs, n.outputs, name=n.name, **n.attrs) for n in graph.nodes]
+    def value_of(name):
+        t = graph.tensors.get(name)
+        return None if t is None or t.data is None or t.size > SMALL_CONST else t.data
+    pnodes = [helper.make_node(n.op, n.inputs, n.outputs, name=n.name, **bind_outer_constants(n.attrs, value_of)[0])
+              for n in graph.nodes]
     # An output that is also an input or a constant is already typed; name it once.
     defined = {i.name for i in ins} | {t.name for t in inits}
     outs = [helper.make_tensor_value_info(o, 0, None) for o in graph.outputs if o not in defined]
@@ -278,7 +283,11 @@ def _evaluate(graph, n, opset, ReferenceEvaluator):
         feeds[f"i{k}"] = np.array(t.data)
         pin.append(f"i{k}")
     pout = [f"o{k}" if o else "" for k, o in enumerate(n.outputs)]
-    node = helper.make_node(n.op, pin, pout, **n.attrs)
+    t_of = graph.tensors.get
+    attrs, complete = bind_outer_constants(n.attrs, lambda name: t_of(name).data if t_of(name) is not None else None)
+    if not complete:        # the body reads a run-time value: the node stays
+        return None
+    node = helper.make_node(n.op, pin, pout, **attrs)
     vis = [helper.make_tensor_value_info(f"i{k}", _onnx_type(graph.tensors[i].dtype), list(graph.tensors[i].shape))
            for k, i in enumerate(ins) if i]
     outs = [helper.make_tensor_value_info(p, 0, None) for p in pout if p]

@@ -48,7 +48,11 @@ def check_proto(model: onnx.ModelProto, input_shapes: dict):
         if not tt.HasField("shape") and vi.name not in input_shapes:
             raise ModelError(f"graph input '{vi.name}' has no shape; give it in the recipe's inputs "
                              f"or with --input {vi.name}=D0xD1x...")
-        dims = input_shapes.get(vi.name) or [d.dim_value for d in tt.shape.dim if d.HasField("dim_value")]
+        given = input_shapes.get(vi.name)
+        if given is not None and tt.HasField("shape") and len(given) != len(tt.shape.dim):
+            raise ModelError(f"graph input '{vi.name}' has rank {len(tt.shape.dim)} in the model; the shape given "
+                             f"for it, {'x'.join(map(str, given))}, has rank {len(given)}")
+        dims = given or [d.dim_value for d in tt.shape.dim if d.HasField("dim_value")]
         check_elements(f"graph input '{vi.name}'", dims)
     for t in g.initializer:
         check_elements(f"initializer '{t.name}'", t.dims)

@@ -117,3 +117,46 @@ def test_onnx_scan_node_tests(target, tmp_path):
 def test_dynamic_loops_are_refused_by_name(model, why):
     with pytest.raises(UnsupportedError, match=f"node 'loop0' \\(Loop\\): .*{why}"):
         build_program(model(), toolchain.load("sunway-emu"), "bad")
+
+
+def outer_shape_scan_model(seed=2):
+    """A Scan whose unshaped body unsqueezes by axes of the outer graph and scales by an outer
+    scalar (the pattern of onnx's expanded LinearAttention): onnx shape inference alone cannot
+    shape the body's outputs, so the frontend binds the outer constants into the body."""
+    rng = np.random.default_rng(seed)
+    f = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)  # noqa: E731
+    body = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["x", "ax"], ["xr"]),
+         helper.make_node("Mul", ["xr", "scale"], ["xs"]),
+         helper.make_node("Add", ["s_in", "xs"], ["s_out"]),
+         helper.make_node("Squeeze", ["s_out", "ax"], ["y"])],
+        "body", [f("s_in", None), f("x", None)], [f("s_out", None), f("y", None)])
+    consts = [helper.make_node("Constant", [], ["ax"], value=numpy_helper.from_array(np.array([-2], np.int64))),
+              helper.make_node("Constant", [], ["scale"], value=numpy_helper.from_array(np.array(0.5, np.float32)))]
+    node = helper.make_node("Scan", ["s0", "X"], ["s", "Y"], name="scan_outer", body=body, num_scan_inputs=1)
+    g = helper.make_graph(consts + [node], "outer", [f("s0", [1, 6]), f("X", [T, 6])],
+                          [helper.make_tensor_value_info("s", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
+    return m, {"s0": rng.standard_normal((1, 6)).astype(np.float32), "X": rng.standard_normal((T, 6)).astype(np.float32)}
+
+
+def test_a_body_reading_outer_shape_constants_gets_static_shapes(tmp_path):
+    m, feed = outer_shape_scan_model()
+    p = build_program(m, toolchain.load("sunway-emu"), "outer")
+    assert p.graph.tensors["Y"].shape == (T, 6)
+    doc, _ = check_on(m, feed, "sunway-emu", tmp_path, rtol=1e-5, atol=1e-6)
+    assert doc["status"] == "pass", doc.get("reason")
+
+
+def test_a_constant_loop_whose_body_reads_outer_constants_folds(tmp_path):
+    """Every input constant and the body reads outer constants: the Loop folds at compile time
+    (it used to fail with 'constant folding failed: Unable to find input')."""
+    m, _ = loop_model(trips=3)
+    g = m.graph
+    g.input.remove(g.input[0])
+    g.initializer.append(numpy_helper.from_array(np.array([1.0, -2.0, 3.0], np.float32), "v0"))
+    p = build_program(m, toolchain.load("sunway-emu"), "folded")
+    assert p.graph.nodes == [] and {k.op for k in p.kernels} == {"Copy"}   # outputs copied from constants
+    doc, _ = check_on(m, {}, "sunway-emu", tmp_path, rtol=1e-6, atol=1e-7)
+    assert doc["status"] == "pass", doc.get("reason")

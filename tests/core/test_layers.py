@@ -19,7 +19,7 @@ LAYERS = [
                        "swbuild.recipe", "swbuild.lockfile"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
     ("frontends and ops", ["swbuild.frontends", "swbuild.frontends.onnx", "swbuild.frontends.scop",
-                           "swbuild.frontends.scop.*", "swbuild.frontends.validate", "swbuild.ops", "swbuild.ops.*"]),
+                           "swbuild.frontends.scop.*", "swbuild.frontends.validate", "swbuild.frontends.outer_scope", "swbuild.ops", "swbuild.ops.*"]),
     ("target-neutral passes", ["swbuild.optimizer", "swbuild.optimizer.*"]),
     ("lowering", ["swbuild.lowering"]),
     ("backends: shared", ["swbuild.backends.common", "swbuild.backends.cexpr", "swbuild.backends.watchdog",

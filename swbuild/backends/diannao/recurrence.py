@@ -25,7 +25,7 @@ from ...errors import UnsupportedError
 from ...ir.graph import Tensor
 from ...ir.sizes import round_up
 from ...names import c_comment
-from ..cell_c import gru_gates, masked_update, scratch
+from ..cell_c import flops as cell_flops, gru_gates, masked_update, scratch
 from .schedule.builder import KB
 
 TASKS = 16
@@ -88,6 +88,7 @@ def sched_recurrence(k, program, tc, layouts, store):
     kb.sid("compute", "gemv")            # the step's GEMVs: __bang_conv
     cell = kb.sid("compute", "cell")     # the cell update: scalar C
     dk = kb.finish("recurrence", [], geometry=geo, roles=params, resident=geo["nblk"] == 1, scalar_sids=[cell])
+    dk.flops = cell_flops(ex)          # the kernel's loop nest is the cell's, not the T steps' GEMVs
     cycles, step = model_cycles(k, geo, tc.hardware)
     wbytes = G * ex["H"] * ex["H"] * 4
     dk.info["recurrence"] = {"steps": ex["T"], "modeled_cycles": cycles, "step_cycles": step,

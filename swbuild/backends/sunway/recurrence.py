@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ...errors import LdmError
 from ...names import c_comment
-from ..cell_c import gru_gates, masked_update, scratch
+from ..cell_c import flops as cell_flops, gru_gates, masked_update, scratch
 from .cost import model
 from .gather import special_prologue
 from .schedule.kernel_schedule import ldm_align
@@ -312,7 +312,7 @@ def _model(k, hw, resident, para_bytes, bcast=False):
     cyc += syncs * float(model.hwget(hw, "row_sync_cycles")) * (2 if bcast else 1)   # + the row's wait for its copy
     comp = cyc / model.clock(hw)
     total = model.kernel_seconds(hw, dma + comp)
-    flops = 2 * T * B * G * H * H + 10 * T * B * H
+    flops = cell_flops(ex)
     weights = G * H * H * 4
     comp_bytes = weights + T * B * G * H * 4 + 4 * B * H * (T * ("y" in ex["bufs"]) + ("yh" in ex["bufs"]) + ("yc" in ex["bufs"]))
     return total, (dma + comp) / T, flops, comp_bytes, weights
