@@ -387,11 +387,18 @@ access_in_flight(swemu_cpe *c, const swemu_xfer *x, uintptr_t a, int write)
 
 void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write)
 {
+    /* The spin timer must not land (and shift c->q) while an entry is half read: the
+     * check would mix one transfer's address with the next one's length. */
+    int was = c->in_emu;
+    c->in_emu = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     for (int k = 0; k < c->nq; k++) {
         const swemu_xfer *x = &c->q[k];
         if (a + n <= (uintptr_t)x->ldm || a >= (uintptr_t)x->ldm + x->len || (x->put && !write)) continue;
         access_in_flight(c, x, a, write);
     }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    c->in_emu = was;
 }
 
 /* A fault at `a` on the calling CPE: 1 = handled (retry the access); 0 = not an LDM
