@@ -283,8 +283,7 @@ def _evaluate(graph, n, opset, ReferenceEvaluator):
         feeds[f"i{k}"] = np.array(t.data)
         pin.append(f"i{k}")
     pout = [f"o{k}" if o else "" for k, o in enumerate(n.outputs)]
-    t_of = graph.tensors.get
-    attrs, complete = bind_outer_constants(n.attrs, lambda name: t_of(name).data if t_of(name) is not None else None)
+    attrs, complete = bind_outer_constants(n.attrs, lambda name: getattr(graph.tensors.get(name), "data", None))
     if not complete:        # the body reads a run-time value: the node stays
         return None
     node = helper.make_node(n.op, pin, pout, **attrs)

@@ -42,12 +42,12 @@ def _import_body(ctx, node, body, shapes):
     """The body GraphProto as a Graph (static shapes, constants folded), its tensors renamed
     into the outer graph; returns (renamed nodes, renamed body inputs, renamed body outputs)."""
     from ..frontends.onnx import import_model
+    from ..frontends.outer_scope import body_reads
     g = ctx.graph
     for n in body.node:
         if n.op_type in ("Scan", "Loop", "If"):
             _refuse(node, f"a nested {n.op_type} in the body is not supported")
-    produced = {o for n in body.node for o in n.output} | {t.name for t in body.initializer} | {i.name for i in body.input}
-    outer = sorted({i for n in body.node for i in n.input if i and i not in produced})
+    outer = sorted(body_reads(body))
     ins = [helper.make_tensor_value_info(vi.name, ONNX_TYPES[dt], list(sh)) for vi, (sh, dt) in zip(body.input, shapes)]
     inits = list(body.initializer)
     for name in outer:
