@@ -8,6 +8,9 @@ import pytest
 # Tests never read or write the user's schedule and zoo caches; the caches' own tests give them a temp dir.
 os.environ["SWBUILD_SCHEDULE_CACHE"] = "off"
 os.environ["SWBUILD_ZOO_CACHE"] = "off"
+# pytest-xdist already keeps the cores busy: searches stay in each test process (the parallel
+# search's own test sets SWBUILD_JOBS itself).
+os.environ.setdefault("SWBUILD_JOBS", "1")
 # Generated code runs under the Athread emulator's strictest settings in every test (issue 15):
 # DMA lands at its reply wait, every LDM buffer in flight is page-protected, plain loads and
 # stores of slave code are checked (built with SWEMU_INSTRUMENT=1).  Tests of other modes set

@@ -43,10 +43,12 @@ def fold_batchnorm(graph):
             continue
         scale, bias, mean, var = (np.asarray(t.data, np.float64) for t in params)
         a = scale / np.sqrt(var + float(n.attrs.get("epsilon", 1e-5)))
-        w = np.asarray(graph.tensors[conv.inputs[1]].data, np.float64)
+        w = np.asarray(graph.tensors[conv.inputs[1]].data)
         b0 = np.asarray(graph.tensors[conv.inputs[2]].data, np.float64) if len(conv.inputs) > 2 and conv.inputs[2] \
             else np.zeros(w.shape[0])
-        w2 = (w * a.reshape([-1] + [1] * (w.ndim - 1))).astype(np.float32)
+        # products in float64, rounded once to float32, in one pass (no float64 copy of W)
+        w2 = np.empty(w.shape, np.float32)
+        np.multiply(w, a.reshape([-1] + [1] * (w.ndim - 1)), out=w2, dtype=np.float64, casting="same_kind")
         b2 = ((b0 - mean) * a + bias).astype(np.float32)
         wn, bn = f"{conv.inputs[1]}/bnfold", f"{conv.inputs[1]}/bnfold_bias"
         graph.tensors[wn] = Tensor(wn, w2.shape, "float32", w2)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import SCons.Script
 from SCons.Action import Action
 
 import swbuild
@@ -88,6 +89,14 @@ def generate(env, target=None, project_dir=None, verbose=None, **kw):
         dirs.append(str(Path(project) / "toolchains"))
     if dirs:
         env["ENV"]["SWBUILD_TOOLCHAINS"] = os.pathsep.join(dirs)
+    # SCons gives commands only PATH: the generator's caches (where they live, `off`) and
+    # worker count come from the user's environment. It searches tiles on every core; under
+    # `scons -j N` the builds already share the cores, so each searches in its own process.
+    for var in ("SWBUILD_SCHEDULE_CACHE", "SWBUILD_ZOO_CACHE", "SWBUILD_JOBS", "XDG_CACHE_HOME", "HOME"):
+        if os.environ.get(var):
+            env["ENV"][var] = os.environ[var]
+    if not os.environ.get("SWBUILD_JOBS") and int(SCons.Script.GetOption("num_jobs") or 1) > 1:
+        env["ENV"]["SWBUILD_JOBS"] = "1"
     if os.environ.get(FAIL_FILE):     # run by the CLI (driver.py): the generator says why it failed
         env["ENV"][FAIL_FILE] = os.environ[FAIL_FILE]
 

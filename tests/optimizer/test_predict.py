@@ -8,7 +8,7 @@ from onnx import helper
 from opt_models import conv_model, make, program, rand, schedule, sunway
 from swbuild.backends.sunway.cost.predict import compulsory_bytes, predict_kernel, simulate
 from swbuild.backends.sunway.schedule import ldm
-from swbuild.backends.sunway.schedule.grid import cpe_share, decode
+from swbuild.backends.sunway.schedule.grid import all_cpe_sequences, cpe_sequence, cpe_share, decode
 
 
 def tiles_of(s, counts, cores, c):
@@ -129,3 +129,19 @@ def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
     assert {b.buf for b in k.schedule.boxes if b.shared} == {b.buf for b in k.schedule.boxes
                                                              if b.context != "out" and "co" not in b.vars}
     assert "rows split co" in str(k.schedule)
+
+
+@pytest.mark.parametrize("counts", [[1], [3], [7, 8], [2, 16, 5], [64], [65], [8, 8, 8], [16, 3], [200]])
+@pytest.mark.parametrize("mode", ["cyclic", "block"])
+def test_all_cpe_sequences_are_the_cpes_own_sequences_in_cpe_order(counts, mode):
+    """simulate deals the tiles of every CPE at once; each CPE's run must be cpe_sequence's."""
+    import numpy as np
+    for cores in (64, 16):
+        for lane in [None] + [i for i, c in enumerate(counts) if c % 8 == 0]:
+            g, cpe, pos = all_cpe_sequences(counts, cores, mode, lane)
+            for c in range(cores):
+                own = cpe_sequence(counts, cores, c, mode, lane)
+                assert g[cpe == c].tolist() == own.tolist()
+                assert pos[cpe == c].tolist() == list(range(len(own)))
+            assert (np.diff(cpe) >= 0).all()
+            assert sorted(g.tolist()) == list(range(math.prod(counts)))   # every tile once

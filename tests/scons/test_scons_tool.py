@@ -31,6 +31,17 @@ def test_generate_on_bare_environment(proj):
     assert tool.exists(env)
 
 
+def test_generator_commands_see_the_users_cache_and_worker_settings(proj, monkeypatch, tmp_path):
+    """SCons hands commands only PATH: the caches' places and the worker count go through."""
+    monkeypatch.setenv("SWBUILD_SCHEDULE_CACHE", str(tmp_path / "sched"))
+    monkeypatch.setenv("SWBUILD_ZOO_CACHE", "off")
+    monkeypatch.setenv("SWBUILD_JOBS", "3")
+    env = Environment(tools=[])
+    tool.generate(env, target="sunway-emu", project_dir=str(proj))
+    assert env["ENV"]["SWBUILD_SCHEDULE_CACHE"] == str(tmp_path / "sched")
+    assert env["ENV"]["SWBUILD_ZOO_CACHE"] == "off" and env["ENV"]["SWBUILD_JOBS"] == "3"
+
+
 def test_generate_keeps_user_values_and_reads_variables(proj):
     env = Environment(tools=[], SWGENCOM="mygen $SOURCE", target="fake-emu", SWBUILD_PROJECT=str(proj),
                       batch="2", simd="off")

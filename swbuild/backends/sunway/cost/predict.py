@@ -19,7 +19,7 @@ from ..convert import convert_predict
 from ..gather import gather_predict
 from ..recurrence import recurrence_predict
 from ..schedule.dma import box_plans, transfers
-from ..schedule.grid import ROW, cpe_sequence, mixed_radix
+from ..schedule.grid import ROW, all_cpe_sequences, mixed_radix
 from . import model
 
 SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict, "recurrence": recurrence_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
@@ -42,15 +42,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     # each CPE's tiles, concatenated: seq[i] = global tile, cpe_of[i], first[i] (first of its CPE)
     lane = s.lane
     lane_pos = order.index(lane) if lane else None
-    seq, cpe_of, pos = [], [], []
-    for c in range(cores):
-        g = cpe_sequence(counts, cores, c, mode, lane_pos)
-        seq.append(g)
-        cpe_of.append(np.full(len(g), c, np.int64))
-        pos.append(np.arange(len(g), dtype=np.int64))
-    seq = np.concatenate(seq) if seq else np.zeros(0, np.int64)
-    cpe_of = np.concatenate(cpe_of) if cpe_of else np.zeros(0, np.int64)
-    pos = np.concatenate(pos) if pos else np.zeros(0, np.int64)      # tile's place in its CPE's run
+    seq, cpe_of, pos = all_cpe_sequences(counts, cores, mode, lane_pos)   # pos: place in its CPE's run
     coords = mixed_radix(seq, counts)
     tstart = {n: c * t[n] for n, c in zip(order, coords)}
     tcount = {n: np.minimum(t[n], ext[n] - tstart[n]) for n in order}

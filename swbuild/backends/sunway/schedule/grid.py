@@ -83,6 +83,26 @@ def cpe_sequence(counts, cores, cpe, mode, lane_pos=None):
     return g
 
 
+def all_cpe_sequences(counts, cores, mode, lane_pos=None):
+    """cpe_sequence of every CPE at once, concatenated in CPE order: (global tiles, the CPE of
+    each, its place in its CPE's run)."""
+    units = cores if lane_pos is None else cores // ROW
+    gc = list(counts) if lane_pos is None else group_counts(counts, lane_pos)
+    share = np.array([cpe_share(math.prod(gc), units, u, mode) for u in range(units)], np.int64).reshape(units, 3)
+    unit = np.arange(cores) if lane_pos is None else np.arange(cores) // ROW
+    g0, n, step = share[unit, 0], share[unit, 1], share[unit, 2]
+    cpe_of = np.repeat(np.arange(cores, dtype=np.int64), n)
+    pos = np.arange(len(cpe_of), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    g = g0[cpe_of] + pos * step[cpe_of]
+    if lane_pos is not None:
+        coords = mixed_radix(g, gc)
+        coords[lane_pos] = coords[lane_pos] * ROW + cpe_of % ROW
+        g = np.zeros(len(cpe_of), np.int64)
+        for c, x in zip(counts, coords):
+            g = g * c + x
+    return g, cpe_of, pos
+
+
 def cpe_tile_lists(total, cores, mode):
     out = []
     for c in range(cores):

@@ -376,7 +376,7 @@ TIME_SLACK = 0.02          # modelled time given up, at most, for less main-memo
 _MEMO = {}
 
 
-def _signature(s):
+def signature(s):
     """The canonical form of a search: kernels that differ only in names (repeated layers)
     get the same tiles, in this process (_MEMO) and across builds (cache.py)."""
     k = s.k
@@ -394,7 +394,7 @@ def _signature(s):
 def search_tiles(s):
     """The chosen tiles of `s`'s kernel: from this process's memo, the persistent cache, or
     the search (then remembered in both)."""
-    sig = _signature(s)
+    sig = signature(s)
     if sig in _MEMO:
         return dict(_MEMO[sig])
     key = cache.entry_key(sig, s.toolchain_hash)

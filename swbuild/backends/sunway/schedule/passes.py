@@ -17,11 +17,11 @@ from ..cost.predict import compulsory_bytes, simulate
 from ..convert import convert_schedule
 from ..gather import gather_schedule
 from ..recurrence import recurrence_schedule
-from . import reorder
+from . import parallel, reorder
 from .dma import apply_blocking
 from .grid import spatial_tiles
 from .kernel_schedule import Schedule, classify_iterators, ldm_align
-from .ldm import Search, ldm_budget, search_tiles
+from .ldm import Search, ldm_budget, search_tiles, signature
 
 SPECIAL_SCHEDULERS = {"gather": gather_schedule, "convert": convert_schedule, "recurrence": recurrence_schedule}   # kernel kind -> fn(kernel, hw, budget, options)
 
@@ -105,10 +105,17 @@ def choose_tiles(program, target, options):
         options = dict(options, traffic_weight=state.traffic_weight)
     budget = ldm_budget(target, options)
     kernels = _compute(program)
+    searches = [Search(k, target.hardware, budget, options, program.graph, target.sha256) for k in kernels]
+    todo, seen = [], set()                   # the distinct searches the caches do not answer
+    for s in searches:
+        sig = signature(s)
+        if sig not in seen and not parallel.cached(s):
+            todo.append(s)
+        seen.add(sig)
+    parallel.prefetch(search_tiles, todo)
     with Steps(len(kernels), "schedule") as progress:    # the long pass: [37/59] schedule: k36_conv
-        for k in kernels:
+        for k, s in zip(kernels, searches):
             progress.step(k.name)
-            s = Search(k, target.hardware, budget, options, program.graph, target.sha256)
             state.drafts[k.name] = Draft(s, tiles=search_tiles(s))
     return program
 

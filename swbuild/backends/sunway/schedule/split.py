@@ -11,7 +11,8 @@ kernel adds the S partials and applies the epilogue:
 
 Both are ordinary kernels (tiled, DMA-planned, SIMD) and the partials are an ordinary
 intermediate of the memory plan. The split is kept only when the cost model says the pair
-is at least SPLIT_GAIN faster than the original kernel.
+is at least SPLIT_GAIN faster than the original kernel. A trial's sum kernel is not searched
+when its partials alone already lose.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from ....ir.loopnest import Acc, Axis, Bin, Buffer, Kernel, Load, Var, iconst, i
 from ....recipe import option_on
 from ..cost import model
 from ..cost.predict import compulsory_bytes
-from .ldm import Search, ldm_budget, search_tiles
+from . import parallel
+from .ldm import Search, ldm_budget, signature, search_tiles
 
 SPLITS = (2, 4, 8, 16)
 SPLIT_MIN_FLOPS = 2e7
@@ -64,44 +66,61 @@ def _split_kernel(k, S, graph):
     return k1, k2
 
 
+def _eligible(k):
+    return (k.kind == "compute" and k.combine == "sum" and k.init == 0.0 and k.reduce_axes and k.axes
+            and k.flops() >= SPLIT_MIN_FLOPS)
+
+
+def _decide(k, hw, budget, options, g, toolchain_hash):
+    """The number of parts to split k's reduction into, or None (k stays whole)."""
+    s = Search(k, hw, budget, options, g, toolchain_hash)
+    t0 = s.evaluate(search_tiles(s))[0]
+    if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k)):
+        return None                          # already close to its bound
+    best = (t0 * SPLIT_GAIN, None)
+    quick = dict(options, search_effort="quick")
+    for S in SPLITS:
+        pair = _split_kernel(k, S, g)
+        if pair is None:
+            continue
+        t = 0.0
+        for kk in pair:
+            ss = Search(kk, hw, budget, quick, g, toolchain_hash)
+            t += ss.evaluate(search_tiles(ss))[0]
+            if t >= best[0]:                 # the partials alone lose: no need to search the sum
+                break
+        if t < best[0]:
+            best = (t, S)
+        elif best[1] is not None:            # past the best split: larger S only adds partials
+            break
+        for kk in pair:                      # drop the trial's partials from the graph
+            g.tensors.pop(kk.buffers[kk.out].tensor, None) if kk.out != k.out else None
+    return best[1]
+
+
 def split_reductions(program, target, options):
     """Split a long reduction with a small output over the CPEs when the cost model gains."""
     if not option_on(options, "split_reductions"):
         return program
     budget = ldm_budget(target, options)
     hw, g = target.hardware, program.graph
+    args = (hw, budget, options, g, target.sha256)
+    todo, seen = [], set()                   # one decision per distinct kernel, if not cached
+    for k in filter(_eligible, program.kernels):
+        s = Search(k, *args)
+        sig = signature(s)
+        if sig not in seen and not parallel.cached(s):
+            todo.append(k)
+        seen.add(sig)
+    parallel.prefetch(lambda k: _decide(k, *args), todo)
     out = []
     for k in program.kernels:
-        if (k.kind != "compute" or k.combine != "sum" or k.init != 0.0
-                or not k.reduce_axes or not k.axes or k.flops() < SPLIT_MIN_FLOPS):
+        S = _decide(k, *args) if _eligible(k) else None
+        if S is None:
             out.append(k)
             continue
-        s = Search(k, hw, budget, options, g, target.sha256)
-        t0 = s.evaluate(search_tiles(s))[0]
-        if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k)):
-            out.append(k)                    # already close to its bound
-            continue
-        best = (t0 * SPLIT_GAIN, None)
-        quick = dict(options, search_effort="quick")
-        for S in SPLITS:
-            pair = _split_kernel(k, S, g)
-            if pair is None:
-                continue
-            t = 0.0
-            for kk in pair:
-                ss = Search(kk, hw, budget, quick, g, target.sha256)
-                t += ss.evaluate(search_tiles(ss))[0]
-            if t < best[0]:
-                best = (t, pair)
-            elif best[1] is not None:        # past the best split: larger S only adds partials
-                break
-            for kk in pair:                  # drop the trial's partials from the graph
-                g.tensors.pop(kk.buffers[kk.out].tensor, None) if kk.out != k.out else None
-        if best[1] is None:
-            out.append(k)
-            continue
-        k1, k2 = _split_kernel(k, best[1][0].axes[0].extent, g)
-        program.notes.append(f"{k.name}: reduction split {k1.axes[0].extent} ways over the CPEs")
+        k1, k2 = _split_kernel(k, S, g)
+        program.notes.append(f"{k.name}: reduction split {S} ways over the CPEs")
         out += [k1, k2]
     program.kernels = out
     return program

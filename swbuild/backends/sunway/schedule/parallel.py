@@ -1,0 +1,74 @@
+"""Tile searches on every core.
+
+The searches of different kernels are independent and each is a pure function of the
+kernel's canonical form (ldm.signature). Before a pass searches its kernels one by one, it
+hands the kernels that would miss the search memo and the persistent cache to `prefetch`:
+worker processes (forked, so they share the program without pickling it) run the same
+searches and send back the memo entries they made, in the order of the kernels. The pass then
+runs exactly as before and finds every result in the memo, so the output is the same bytes
+with one worker or many.
+
+    SWBUILD_JOBS=N     N workers (1: none, search in the process itself)
+    (unset)            one per CPU this process may run on
+
+Fewer than MIN_ITEMS searches stay in the process (a fork and its start-up cost more than
+they save). A worker that fails leaves its kernels to the pass, which then searches them
+itself and reports any error as it would without workers.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+from ....errors import SwbuildError
+from . import cache, ldm
+
+ENV = "SWBUILD_JOBS"
+MIN_ITEMS = 6
+
+_WORK = None        # (fn, items) while a pool runs: the forked workers inherit it
+
+
+def jobs():
+    """Worker processes to use: $SWBUILD_JOBS, or the CPUs this process may run on."""
+    v = os.environ.get(ENV, "").strip()
+    if not v:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not v.isdigit() or int(v) < 1:
+        raise SwbuildError(f"{ENV}={v!r}: expected a whole number of worker processes, 1 or more")
+    return int(v)
+
+
+def cached(search):
+    """Whether search_tiles(search) is a memo or persistent-cache hit (no work to hand out)."""
+    sig = ldm.signature(search)
+    return sig in ldm._MEMO or cache.load(cache.entry_key(sig, search.toolchain_hash)) is not None
+
+
+def _run(i):
+    fn, items = _WORK
+    before = set(ldm._MEMO)
+    try:
+        fn(items[i])
+    except Exception:           # noqa: BLE001 -- the pass redoes this item and reports it
+        return []
+    return [(k, v) for k, v in ldm._MEMO.items() if k not in before]
+
+
+def prefetch(fn, items):
+    """Run fn(item) for every item in worker processes, for the memo entries it makes."""
+    n = min(jobs(), len(items))
+    if n < 2 or len(items) < MIN_ITEMS or "fork" not in multiprocessing.get_all_start_methods():
+        return
+    global _WORK
+    _WORK = (fn, items)
+    try:
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
+            for entries in ex.map(_run, range(len(items))):
+                for k, v in entries:
+                    ldm._MEMO.setdefault(k, v)
+    except (OSError, RuntimeError):   # no processes here (a sandbox, a limit): search in-process
+        pass
+    finally:
+        _WORK = None

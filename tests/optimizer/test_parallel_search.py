@@ -1,0 +1,66 @@
+"""Tile searches in worker processes (schedule/parallel.py): the same bytes as searching in
+the process itself, the workers really do the searching, and SWBUILD_JOBS is checked."""
+import os
+
+import pytest
+from onnx import helper
+
+from opt_models import make, rand, sunway
+
+from swbuild.backends.sunway.schedule import ldm, parallel
+from swbuild.compiler import compile_to
+from swbuild.errors import SwbuildError
+
+
+def eight_layer_model():
+    """Eight convolutions of distinct shapes (eight distinct searches), two of them long
+    reductions with small outputs (split trials)."""
+    nodes, inits, c, x = [], [], 4, "x"
+    for i, co in enumerate([8, 12, 16, 20, 24, 28, 32, 36]):
+        nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"y{i}"], pads=[1, 1, 1, 1]))
+        inits += [(f"w{i}", rand(co, c, 3, 3, seed=2 * i + 1, scale=0.3)), (f"b{i}", rand(co, seed=2 * i + 2))]
+        c, x = co, f"y{i}"
+    nodes.append(helper.make_node("Conv", [x, "wg", "bg"], ["g"]))
+    inits += [("wg", rand(512, c, 1, 1, seed=40, scale=0.1)), ("bg", rand(512, seed=41))]
+    nodes.append(helper.make_node("GlobalAveragePool", ["g"], ["p"]))
+    nodes.append(helper.make_node("Flatten", ["p"], ["f"]))
+    nodes.append(helper.make_node("Gemm", ["f", "wf", "bf"], ["out"], transB=1))
+    inits += [("wf", rand(1000, 512, seed=42, scale=0.05)), ("bf", rand(1000, seed=43))]
+    return make(nodes, [("x", [1, 4, 32, 32])], [("out", [1, 1000])], inits)
+
+
+def _compile(tmp_path, monkeypatch, jobs, tag):
+    monkeypatch.setenv(parallel.ENV, str(jobs))
+    monkeypatch.setattr(ldm, "_MEMO", {})
+    main = os.getpid()
+    calls = []
+    real = ldm._search_tiles
+
+    def counted(s):                     # forked workers inherit this; only ours are recorded
+        if os.getpid() == main:
+            calls.append(s.k.name)
+        return real(s)
+    monkeypatch.setattr(ldm, "_search_tiles", counted)
+    _, files = compile_to(eight_layer_model(), sunway(), tmp_path / tag, "m")
+    return files, calls
+
+
+def test_workers_give_the_same_bytes_and_do_the_searching(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_ITEMS", 2)     # the split pass has two kernels to hand out
+    serial, serial_calls = _compile(tmp_path, monkeypatch, 1, "serial")
+    par, par_calls = _compile(tmp_path, monkeypatch, 2, "par")
+    assert par == serial
+    assert {'m_k7_conv', 'm_k8_conv', 'm_k7_conv_part'} <= set(serial_calls)    # split trials
+    assert len(serial_calls) >= 11
+    assert par_calls == []              # every search ran in a worker; the passes hit the memo
+
+
+def test_jobs_setting_is_checked(monkeypatch):
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(parallel.ENV, bad)
+        with pytest.raises(SwbuildError, match="SWBUILD_JOBS"):
+            parallel.jobs()
+    monkeypatch.setenv(parallel.ENV, "3")
+    assert parallel.jobs() == 3
+    monkeypatch.delenv(parallel.ENV)
+    assert parallel.jobs() == len(os.sched_getaffinity(0))
