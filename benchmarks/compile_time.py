@@ -8,7 +8,9 @@ peak RSS from its rusage), median of --repeat runs:
          drawn);
   warm   the same build again on the caches the cold run filled (a CI rebuild, an edit);
 
-and, when a Python with TVM is available (--tvm-python, or $SWBUILD_TVM_PYTHON; TVM is no
+CPU seconds include the tile-search worker processes (schedule/parallel.py; SWBUILD_JOBS
+from the environment applies), wall seconds are reported next to them; and, when a Python
+with TVM is available (--tvm-python, or $SWBUILD_TVM_PYTHON; TVM is no
 dependency of swbuild: install apache-tvm in a separate venv), TVM's
 `relax.frontend.onnx.from_onnx` + `tvm.compile(target="llvm")` of the same ONNX model in the
 same run, and the ratio swbuild cold / TVM.
@@ -31,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,14 +54,17 @@ tvm.compile(mod, target="llvm")
 
 
 def run(argv, env):
-    """(cpu seconds, peak RSS bytes, returncode, stderr tail) of one child process."""
+    """(cpu seconds, peak RSS bytes, returncode, stderr tail, wall seconds) of one child
+    process; its CPU time includes the worker processes it waited for (tile searches)."""
     with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
         p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         tail = err.read()[-800:].decode(errors="replace")
-    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode, tail
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode, tail, wall
 
 
 def onnx_file(name, tmp):
@@ -75,16 +81,17 @@ def onnx_file(name, tmp):
 
 
 def median_runs(argv, env, repeat, before=None):
-    cpu, rss = [], []
+    cpu, rss, wall = [], [], []
     for _ in range(repeat):
         if before:
             before()
-        c, r, rc, tail = run(argv, env)
+        c, r, rc, tail, w = run(argv, env)
         if rc != 0:
             raise SystemExit(f"{' '.join(map(str, argv))} failed (exit {rc}):\n{tail}")
         cpu.append(c)
         rss.append(r)
-    return round(statistics.median(cpu), 3), max(rss)
+        wall.append(w)
+    return round(statistics.median(cpu), 3), max(rss), round(statistics.median(wall), 3)
 
 
 def bench(name, target, repeat, tvm_python, tmp):
@@ -102,11 +109,11 @@ def bench(name, target, repeat, tvm_python, tmp):
     cold = median_runs(argv, env, repeat, before=clear)
     warm = median_runs(argv, env, repeat)
     row = {"model": name, "source": "recipe" if source[0] == "--recipe" else "onnx", "target": target,
-           "cold_cpu_s": cold[0], "cold_peak_rss_mb": round(cold[1] / 2**20, 1),
-           "warm_cpu_s": warm[0], "warm_peak_rss_mb": round(warm[1] / 2**20, 1)}
+           "cold_cpu_s": cold[0], "cold_wall_s": cold[2], "cold_peak_rss_mb": round(cold[1] / 2**20, 1),
+           "warm_cpu_s": warm[0], "warm_wall_s": warm[2], "warm_peak_rss_mb": round(warm[1] / 2**20, 1)}
     if tvm_python:
         tvm = median_runs([tvm_python, "-c", TVM_SCRIPT, str(model)], dict(os.environ), repeat)
-        row.update(tvm_cpu_s=tvm[0], tvm_peak_rss_mb=round(tvm[1] / 2**20, 1),
+        row.update(tvm_cpu_s=tvm[0], tvm_wall_s=tvm[2], tvm_peak_rss_mb=round(tvm[1] / 2**20, 1),
                    cold_over_tvm=round(cold[0] / tvm[0], 3), warm_over_tvm=round(warm[0] / tvm[0], 3))
     shutil.rmtree(out, ignore_errors=True)
     return row

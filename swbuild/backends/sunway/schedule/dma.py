@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -58,12 +59,18 @@ class BoxPlan:
     level: int = -1           # innermost reduce-tile loop (position in the order) it depends on
     notes: list = field(default_factory=list)
 
-    @property
+    # the index never changes after construction: its variables are computed once (the tile
+    # search asks for them hundreds of thousands of times)
+    @cached_property
     def vars(self):
         return frozenset(v for dim in self.index for aff in dim for v in aff if v)
 
+    @cached_property
+    def _dim_vars(self):
+        return tuple(frozenset(v for aff in dim for v in aff if v) for dim in self.index)
+
     def dim_vars(self, d):
-        return {v for aff in self.index[d] for v in aff if v}
+        return self._dim_vars[d]
 
     # -- static extents ---------------------------------------------------------------
     def span(self, tiles):

@@ -21,7 +21,7 @@ from . import batch
 
 ENUMERATE_LIMIT = (400, 2000)  # evaluations of the enumerative search: every kernel, kernels >= 1e8 flops
 ENUMERATE_BIG = 1e8
-CHUNK = (16, 256)              # shapes costed at once: the first chunk, the largest
+CHUNK = (256, 1024)            # shapes costed at once: the first chunk, the largest
 
 
 def enumerate_tiles(s, cands):

@@ -185,9 +185,12 @@ class Search:
         order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
         rcounts = reorder.reduce_counts(k, tiles)
         ntiles = spatial_tiles(k, tiles)
+        # per input box, what every lane shares: its fetch shape and the reduce loop it sits in
+        boxes = [(b, self.box_static(b, tiles), reorder.box_level(b, order)) for b in self.boxes
+                 if b.context != "out"]
         common = (sp, order, rcounts, math.prod(rcounts[n] for n in order),
                   {a.name for a in k.axes if tiles[a.name] < a.extent}, set(order), ntiles,
-                  math.ceil(ntiles / self.cores), self.db_ok and self.ldm(tiles, True) <= self.budget)
+                  math.ceil(ntiles / self.cores), self.db_ok and self.ldm(tiles, True) <= self.budget, boxes)
         best = None
         for lane in [None] + self.lanes(tiles):
             r = self._evaluate_lane(tiles, lane, common)
@@ -204,16 +207,13 @@ class Search:
     def _evaluate_lane(self, tiles, lane, common):
         """One lane's modelled time; `common`: what all lanes share (_evaluate)."""
         k, hw = self.k, self.hw
-        sp, order, rcounts, nsteps, split, tiled, ntiles, waves, db_fits = common
+        sp, order, rcounts, nsteps, split, tiled, ntiles, waves, db_fits, boxes = common
         vp, base_cyc, step_full, step_zero, oby, put = sp
         dma_tile = dma_once = first = 0.0
         bytes_tile = bytes_once = 0
         expand = 0.0
         syncs_tile = syncs_once = 0.0
-        for b in self.boxes:
-            if b.context == "out":
-                continue
-            cap, calls, by, chunk = self.box_static(b, tiles)
+        for b, (cap, calls, by, chunk), lv in boxes:
             secs = self._dma_seconds(by, chunk)
             first += secs
             shared = lane is not None and lane not in self._vset[id(b)]
@@ -222,7 +222,6 @@ class Search:
                 # bandwidth, and row barriers around each fetch
                 secs, by = secs / ROW, by / ROW
             if b.context == "body" and k.combine is not None and (self._vset[id(b)] & tiled):
-                lv = reorder.box_level(b, order)
                 n = math.prod(rcounts[x] for x in order[:lv + 1])
                 dma_tile += n * secs
                 bytes_tile += n * by
