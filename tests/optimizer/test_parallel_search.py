@@ -1,5 +1,6 @@
 """Tile searches in worker processes (schedule/parallel.py): the same bytes as searching in
-the process itself, the workers really do the searching, and SWBUILD_JOBS is checked."""
+the process itself, the workers really do the searching, SWBUILD_JOBS is checked; and split
+decisions persist in the schedule cache."""
 import os
 
 import pytest
@@ -7,7 +8,7 @@ from onnx import helper
 
 from opt_models import make, rand, sunway
 
-from swbuild.backends.sunway.schedule import ldm, parallel
+from swbuild.backends.sunway.schedule import ldm, parallel, split
 from swbuild.compiler import compile_to
 from swbuild.errors import SwbuildError
 
@@ -32,6 +33,7 @@ def eight_layer_model():
 def _compile(tmp_path, monkeypatch, jobs, tag):
     monkeypatch.setenv(parallel.ENV, str(jobs))
     monkeypatch.setattr(ldm, "_MEMO", {})
+    monkeypatch.setattr(split, "_DECISIONS", {})
     main = os.getpid()
     calls = []
     real = ldm._search_tiles
@@ -64,3 +66,22 @@ def test_jobs_setting_is_checked(monkeypatch):
     assert parallel.jobs() == 3
     monkeypatch.delenv(parallel.ENV)
     assert parallel.jobs() == len(os.sched_getaffinity(0))
+
+
+def test_split_decisions_are_cached_so_a_rebuild_runs_no_trials(tmp_path, monkeypatch):
+    """The split decisions persist with the tiles: a rebuild on the cache runs no trial."""
+    from swbuild.backends.sunway.schedule import cache
+    monkeypatch.setenv(parallel.ENV, "1")
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(ldm, "_MEMO", {})
+    monkeypatch.setattr(split, "_DECISIONS", {})
+    _, cold = compile_to(eight_layer_model(), sunway(), tmp_path / "cold", "m")
+    assert split._DECISIONS and all(v >= 1 for v in split._DECISIONS.values())
+    monkeypatch.setattr(ldm, "_MEMO", {})
+    monkeypatch.setattr(split, "_DECISIONS", {})
+
+    def no_trials(*a):
+        raise AssertionError("split trials ran despite a cached decision")
+    monkeypatch.setattr(split, "_trials", no_trials)
+    _, warm = compile_to(eight_layer_model(), sunway(), tmp_path / "warm", "m")
+    assert warm == cold

@@ -7,7 +7,7 @@ from onnx import helper
 
 from opt_models import make, rand, sunway
 
-from swbuild.backends.sunway.schedule import cache, ldm
+from swbuild.backends.sunway.schedule import cache, ldm, split
 from swbuild.compiler import compile_to
 
 
@@ -26,6 +26,7 @@ def two_layer_model():
 def _compile(tmp_path, monkeypatch, setting, tag):
     monkeypatch.setenv(cache.ENV, str(setting))
     monkeypatch.setattr(ldm, "_MEMO", {})          # a fresh process: only the disk cache remembers
+    monkeypatch.setattr(split, "_DECISIONS", {})
     _, files = compile_to(two_layer_model(), sunway(), tmp_path / tag, "m")
     return files
 

@@ -5,8 +5,8 @@ kernel's canonical form (ldm.signature). Before a pass searches its kernels one 
 hands the kernels that would miss the search memo and the persistent cache to `prefetch`:
 worker processes (forked, so they share the program without pickling it) run the same
 searches and send back the memo entries they made, in the order of the kernels. The pass then
-runs exactly as before and finds every result in the memo, so the output is the same bytes
-with one worker or many.
+runs exactly as before and finds every result in the memos (tiles, split decisions), so the
+output is the same bytes with one worker or many.
 
     SWBUILD_JOBS=N     N workers (1: none, search in the process itself)
     (unset)            one per CPU this process may run on
@@ -46,14 +46,20 @@ def cached(search):
     return sig in ldm._MEMO or cache.load(cache.entry_key(sig, search.toolchain_hash)) is not None
 
 
+def _memos():
+    """The memos a search fills: tiles (ldm) and split decisions (split)."""
+    from . import split
+    return ldm._MEMO, split._DECISIONS
+
+
 def _run(i):
     fn, items = _WORK
-    before = set(ldm._MEMO)
+    before = [set(m) for m in _memos()]
     try:
         fn(items[i])
     except Exception:           # noqa: BLE001 -- the pass redoes this item and reports it
-        return []
-    return [(k, v) for k, v in ldm._MEMO.items() if k not in before]
+        return [[] for _ in before]
+    return [[(k, v) for k, v in m.items() if k not in b] for m, b in zip(_memos(), before)]
 
 
 def prefetch(fn, items):
@@ -65,9 +71,10 @@ def prefetch(fn, items):
     _WORK = (fn, items)
     try:
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
-            for entries in ex.map(_run, range(len(items))):
-                for k, v in entries:
-                    ldm._MEMO.setdefault(k, v)
+            for deltas in ex.map(_run, range(len(items))):
+                for memo, entries in zip(_memos(), deltas):
+                    for k, v in entries:
+                        memo.setdefault(k, v)
     except (OSError, RuntimeError):   # no processes here (a sandbox, a limit): search in-process
         pass
     finally:

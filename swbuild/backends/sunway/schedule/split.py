@@ -12,7 +12,8 @@ kernel adds the S partials and applies the epilogue:
 Both are ordinary kernels (tiled, DMA-planned, SIMD) and the partials are an ordinary
 intermediate of the memory plan. The split is kept only when the cost model says the pair
 is at least SPLIT_GAIN faster than the original kernel. A trial's sum kernel is not searched
-when its partials alone already lose.
+when its partials alone already lose. The decision is remembered like tiles are (this
+process, the persistent schedule cache), so a rebuild runs no trials.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ....ir.loopnest import Acc, Axis, Bin, Buffer, Kernel, Load, Var, iconst, i
 from ....recipe import option_on
 from ..cost import model
 from ..cost.predict import compulsory_bytes
-from . import parallel
+from . import cache, parallel
 from .ldm import Search, ldm_budget, signature, search_tiles
 
 SPLITS = (2, 4, 8, 16)
@@ -71,9 +72,37 @@ def _eligible(k):
             and k.flops() >= SPLIT_MIN_FLOPS)
 
 
-def _decide(k, hw, budget, options, g, toolchain_hash):
-    """The number of parts to split k's reduction into, or None (k stays whole)."""
+_DECISIONS = {}     # ("split",) + the kernel's search signature -> parts (1: whole), this process
+
+
+def _decision_key(s):
+    return ("split",) + signature(s)
+
+
+def decide(k, hw, budget, options, g, toolchain_hash):
+    """The number of parts to split k's reduction into, or None (k stays whole): from this
+    process's memo, the persistent schedule cache (as one pseudo-axis "split"), or the trials."""
     s = Search(k, hw, budget, options, g, toolchain_hash)
+    key = _decision_key(s)
+    S = _DECISIONS.get(key)
+    if S is None:
+        ckey = cache.entry_key(key, toolchain_hash)
+        stored = cache.load(ckey)
+        if stored is not None and len(stored) == 1 and stored[0][0] == "split" and stored[0][1] >= 1:
+            S = stored[0][1]
+        else:
+            S = _trials(k, s, hw, budget, options, g, toolchain_hash) or 1
+            cache.store(ckey, [("split", S)])
+        _DECISIONS[key] = S
+    return S if S > 1 else None
+
+
+def _decided(s):
+    key = _decision_key(s)
+    return key in _DECISIONS or cache.load(cache.entry_key(key, s.toolchain_hash)) is not None
+
+
+def _trials(k, s, hw, budget, options, g, toolchain_hash):
     t0 = s.evaluate(search_tiles(s))[0]
     if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k)):
         return None                          # already close to its bound
@@ -109,13 +138,13 @@ def split_reductions(program, target, options):
     for k in filter(_eligible, program.kernels):
         s = Search(k, *args)
         sig = signature(s)
-        if sig not in seen and not parallel.cached(s):
+        if sig not in seen and not _decided(s):
             todo.append(k)
         seen.add(sig)
-    parallel.prefetch(lambda k: _decide(k, *args), todo)
+    parallel.prefetch(lambda k: decide(k, *args), todo)
     out = []
     for k in program.kernels:
-        S = _decide(k, *args) if _eligible(k) else None
+        S = decide(k, *args) if _eligible(k) else None
         if S is None:
             out.append(k)
             continue
