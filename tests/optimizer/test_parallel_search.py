@@ -85,3 +85,45 @@ def test_split_decisions_are_cached_so_a_rebuild_runs_no_trials(tmp_path, monkey
     monkeypatch.setattr(split, "_trials", no_trials)
     _, warm = compile_to(eight_layer_model(), sunway(), tmp_path / "warm", "m")
     assert warm == cold
+
+
+def test_ctrl_c_stops_the_workers_at_once(monkeypatch):
+    """An interrupt while workers search raises at once and leaves no worker behind."""
+    import signal
+    import time
+
+    monkeypatch.setenv(parallel.ENV, "2")
+
+    def forever(item):
+        time.sleep(600)
+
+    def interrupt(*a):
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            parallel.prefetch(forever, list(range(parallel.MIN_ITEMS)))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - t0 < 30
+    deadline = time.monotonic() + 10
+    while _children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _children() == []
+
+
+def _children():
+    """Live (not zombie) child processes of this process, from /proc."""
+    me, out = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == me and stat[0] != "Z":
+                out.append(int(d))
+    return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 
 from ....errors import SwbuildError
@@ -46,10 +47,11 @@ def cached(search):
     return sig in ldm._MEMO or cache.load(cache.entry_key(sig, search.toolchain_hash)) is not None
 
 
+MEMOS = [lambda: ldm._MEMO]     # the memos the work fills, as getters; split.py adds its decisions
+
+
 def _memos():
-    """The memos a search fills: tiles (ldm) and split decisions (split)."""
-    from . import split
-    return ldm._MEMO, split._DECISIONS
+    return [get() for get in MEMOS]
 
 
 def _run(i):
@@ -69,13 +71,31 @@ def prefetch(fn, items):
         return
     global _WORK
     _WORK = (fn, items)
+    ex = None
     try:
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
-            for deltas in ex.map(_run, range(len(items))):
-                for memo, entries in zip(_memos(), deltas):
-                    for k, v in entries:
-                        memo.setdefault(k, v)
+        ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_quiet)
+        for deltas in ex.map(_run, range(len(items))):
+            for memo, entries in zip(_memos(), deltas):
+                for k, v in entries:
+                    memo.setdefault(k, v)
+        ex.shutdown()
     except (OSError, RuntimeError):   # no processes here (a sandbox, a limit): search in-process
-        pass
+        _stop(ex)
+    except BaseException:             # Ctrl-C, an error: the workers go at once, not after their queue
+        _stop(ex)
+        raise
     finally:
         _WORK = None
+
+
+def _quiet():
+    """Workers leave Ctrl-C to the parent, which stops them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(ex):
+    if ex is None:
+        return
+    for p in list((getattr(ex, "_processes", None) or {}).values()):
+        p.terminate()
+    ex.shutdown(wait=False, cancel_futures=True)

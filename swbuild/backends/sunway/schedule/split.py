@@ -73,6 +73,7 @@ def _eligible(k):
 
 
 _DECISIONS = {}     # ("split",) + the kernel's search signature -> parts (1: whole), this process
+parallel.MEMOS.append(lambda: _DECISIONS)      # workers send decisions back with the tiles
 
 
 def _decision_key(s):
