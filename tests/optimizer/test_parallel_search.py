@@ -121,7 +121,8 @@ def _children():
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
             if int(stat[1]) == me and stat[0] != "Z":
