@@ -65,7 +65,7 @@ def test_jobs_setting_is_checked(monkeypatch):
     monkeypatch.setenv(parallel.ENV, "3")
     assert parallel.jobs() == 3
     monkeypatch.delenv(parallel.ENV)
-    assert parallel.jobs() == len(os.sched_getaffinity(0))
+    assert parallel.jobs() == min(parallel.cpus(), parallel.MAX_DEFAULT) >= 1
 
 
 def test_split_decisions_are_cached_so_a_rebuild_runs_no_trials(tmp_path, monkeypatch):
@@ -128,3 +128,19 @@ def _children():
             if int(stat[1]) == me and stat[0] != "Z":
                 out.append(int(d))
     return out
+
+
+def test_default_workers_follow_the_cgroup_cpu_quota(tmp_path, monkeypatch):
+    """A container limited to 1.5 CPUs gets 2 workers at most, whatever its affinity says."""
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("150000 100000\n")
+    assert parallel.cpus(str(v2)) == min(2, len(os.sched_getaffinity(0)))
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert parallel.cpus(str(v2)) == len(os.sched_getaffinity(0))
+    v1 = tmp_path / "v1" / "cpu"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("100000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert parallel.cpus(str(tmp_path / "v1")) == 1
+    assert parallel.cpus(str(tmp_path / "none")) == len(os.sched_getaffinity(0))

@@ -9,7 +9,7 @@ runs exactly as before and finds every result in the memos (tiles, split decisio
 output is the same bytes with one worker or many.
 
     SWBUILD_JOBS=N     N workers (1: none, search in the process itself)
-    (unset)            one per CPU this process may run on
+    (unset)            one per CPU this process may use (affinity and cgroup quota), at most 8
 
 Fewer than MIN_ITEMS searches stay in the process (a fork and its start-up cost more than
 they save). A worker that fails leaves its kernels to the pass, which then searches them
@@ -27,18 +27,45 @@ from . import cache, ldm
 
 ENV = "SWBUILD_JOBS"
 MIN_ITEMS = 6
+MAX_DEFAULT = 8     # searches are many and short: more workers mostly add fork cost
 
 _WORK = None        # (fn, items) while a pool runs: the forked workers inherit it
 
 
 def jobs():
-    """Worker processes to use: $SWBUILD_JOBS, or the CPUs this process may run on."""
+    """Worker processes to use: $SWBUILD_JOBS, or the CPUs this process may use (at most
+    MAX_DEFAULT)."""
     v = os.environ.get(ENV, "").strip()
     if not v:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return min(cpus(), MAX_DEFAULT)
     if not v.isdigit() or int(v) < 1:
         raise SwbuildError(f"{ENV}={v!r}: expected a whole number of worker processes, 1 or more")
     return int(v)
+
+
+def cpus(cgroup="/sys/fs/cgroup"):
+    """CPUs this process may use: its affinity, bounded by a cgroup CPU quota (a container
+    limited to 2 CPUs on a 64-core host sees 64 in its affinity)."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    quota = _quota(cgroup)
+    return n if quota is None else min(n, quota)
+
+
+def _quota(cgroup):
+    """The cgroup's CPU quota in whole CPUs (rounded up), or None without one."""
+    def read(name):
+        with open(os.path.join(cgroup, name)) as f:
+            return f.read().split()
+    for parts in (lambda: read("cpu.max")[:2],                                            # cgroup v2
+                  lambda: read("cpu/cpu.cfs_quota_us") + read("cpu/cpu.cfs_period_us")):  # cgroup v1
+        try:
+            quota, period = parts()
+        except (OSError, ValueError):
+            continue
+        if quota in ("max", "-1") or not quota.isdigit() or not period.isdigit() or int(period) == 0:
+            return None
+        return max(1, -(-int(quota) // int(period)))
+    return None
 
 
 def cached(search):
