@@ -87,8 +87,10 @@ def test_split_decisions_are_cached_so_a_rebuild_runs_no_trials(tmp_path, monkey
     assert warm == cold
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_ctrl_c_stops_the_workers_at_once(monkeypatch):
-    """An interrupt while workers search raises at once and leaves no worker behind."""
+    """An interrupt while workers search raises at once, leaves no worker behind and no
+    error in the pool's manager thread."""
     import signal
     import time
 

@@ -101,7 +101,11 @@ def prefetch(fn, items):
     ex = None
     try:
         ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_quiet)
-        for deltas in ex.map(_run, range(len(items))):
+        # futures, not ex.map: map cancels what is pending when interrupted, and Python 3.11's
+        # pool then raises in its manager thread marking those futures broken
+        futures = [ex.submit(_run, i) for i in range(len(items))]
+        for f in futures:
+            deltas = f.result()
             for memo, entries in zip(_memos(), deltas):
                 for k, v in entries:
                     memo.setdefault(k, v)
@@ -125,4 +129,4 @@ def _stop(ex):
         return
     for p in list((getattr(ex, "_processes", None) or {}).values()):
         p.terminate()
-    ex.shutdown(wait=False, cancel_futures=True)
+    ex.shutdown(wait=False)     # not cancel_futures: see prefetch
