@@ -77,10 +77,10 @@ static inline void check(uintptr_t a, size_t n, int w)
     if ((a >= swemu_ldm_lo && a < swemu_ldm_hi) || (a >= swemu_stk_lo && a < swemu_stk_hi))
         access_fault(c, a, n, w);
     if (swemu_conflicts_on) {                                    /* main memory */
-        c->in_emu = 1;
+        swemu_enter(c);
         if (w) swemu_record_write(c, a, a + n);
         else swemu_record_read(c, a, a + n);
-        c->in_emu = 0;
+        swemu_leave(c);
     }
 }
 

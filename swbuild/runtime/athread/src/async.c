@@ -270,7 +270,7 @@ void swemu_issue(swemu_cpe *c, const swemu_xfer *x0)
 {
     swemu_xfer x = *x0;
     uintptr_t lo = (uintptr_t)x.ldm, hi = lo + x.len;
-    c->in_emu = 1;
+    swemu_enter(c);
     x.seq = ++c->seq;
     if (c->seq == 1) c->rng = seed * 2654435761u + (unsigned)c->id * 40503u + 1;
     for (int i = 0; i < c->nq;)          /* random mode: this call is one more event */
@@ -314,7 +314,7 @@ void swemu_issue(swemu_cpe *c, const swemu_xfer *x0)
     if (x.after == 0) land(c, c->nq - 1);
     else arm(c, spin_ns);
     flush(c);
-    c->in_emu = 0;
+    swemu_leave(c);
 }
 
 /* Land the transfers on `reply` in issue order until the wait is satisfied.  exact: v1's
@@ -323,12 +323,12 @@ void swemu_wait_reply(const char *op, volatile int *reply, int value, int exact)
 {
     swemu_cpe *c = swemu_need_cpe(op);
     int *r = swemu_em((void *)reply);
-    c->in_emu = 1;
+    swemu_enter(c);
     for (int i = 0; i < c->nq && __atomic_load_n(r, __ATOMIC_SEQ_CST) < value;)
         if (c->q[i].reply == reply) land(c, i);
         else i++;
     flush(c);
-    c->in_emu = 0;
+    swemu_leave(c);
     if (*r < value)
         swemu_die(c, "%s: reply word is %d, waiting for %d, and no DMA is in flight: the chip "
                   "would wait forever", op, *r, value);
@@ -375,7 +375,7 @@ access_in_flight(swemu_cpe *c, const swemu_xfer *x, uintptr_t a, int write)
 {
     char d[384], w[160];
     if (a < (uintptr_t)x->ldm) a = (uintptr_t)x->ldm;
-    c->in_emu = 1;
+    swemu_enter(c);
     describe_xfer(c, x, d, sizeof d);
     swemu_describe_ldm(c, a, w, sizeof w);
     if (x->put)
@@ -390,8 +390,7 @@ void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write)
     /* The spin timer must not land (and shift c->q) while an entry is half read: the
      * check would mix one transfer's address with the next one's length. */
     int was = c->in_emu;
-    c->in_emu = 1;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    swemu_enter(c);
     for (int k = 0; k < c->nq; k++) {
         const swemu_xfer *x = &c->q[k];
         if (a + n <= (uintptr_t)x->ldm || a >= (uintptr_t)x->ldm + x->len || (x->put && !write)) continue;
@@ -417,7 +416,7 @@ int swemu_fault(swemu_cpe *c, uintptr_t a, int write)
     if (off >= SWEMU_ARENA)
         swemu_die(c, "%s %#lx: %zu bytes past the end of the %d-byte LDM", acc, (unsigned long)a,
                   off - SWEMU_LDM_BYTES, SWEMU_LDM_BYTES);
-    c->in_emu = 1;
+    swemu_enter(c);
     swemu_check_access(c, a, 1, write);
     p = off / SWEMU_PAGE;
     if (p >= c->top_pages) {
@@ -433,7 +432,7 @@ int swemu_fault(swemu_cpe *c, uintptr_t a, int write)
         else k++;
     }
     flush(c);
-    c->in_emu = 0;
+    swemu_leave(c);
     if (c->pg_prot[p] == (PROT_READ | PROT_WRITE)) return 1;
     return 0;
 }

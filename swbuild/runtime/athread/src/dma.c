@@ -99,7 +99,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
 {
     swemu_cpe *c = swemu_need_cpe(op);
     long chunk, gap, n;
-    c->in_emu = 1;          /* cleared by swemu_issue / below */
+    swemu_enter(c);          /* cleared by swemu_issue / below */
     swemu_redzones(c, op, 8);   /* the first word: where an off-by-one store lands */
     n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
     dma_count(c, put, len);
@@ -121,7 +121,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
     }
     c->copying = NULL;
     if (reply) __atomic_fetch_add((int *)swemu_em((void *)reply), 1, __ATOMIC_SEQ_CST);
-    c->in_emu = 0;
+    swemu_leave(c);
     return 0;
 }
 
@@ -149,7 +149,7 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     uintptr_t d = (uintptr_t)dest, off;
     long chunk, gap, n, nt = 0;
     int rows = SWEMU_CPES / 8, stack;
-    c->in_emu = 1;
+    swemu_enter(c);
     n = dma_check(c, op, src, dest, len, bsize, stride, reply, &chunk, &gap);
     if (!(mask & 0xffu))
         swemu_die(c, "%s: BCAST_MODE mask is 0: no row would receive the data", op);
@@ -195,7 +195,7 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     c->copying = NULL;
     dma_count(c, 0, len);
     if (reply) __atomic_fetch_add((int *)swemu_em(reply), 1, __ATOMIC_SEQ_CST);
-    c->in_emu = 0;
+    swemu_leave(c);
     return 0;
 }
 

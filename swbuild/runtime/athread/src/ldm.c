@@ -66,7 +66,7 @@ void *ldm_malloc(size_t size)
     swemu_cpe *c = swemu_need_cpe("ldm_malloc");
     size_t r, off = 0, top, stack = swemu_stack_depth(c);
     int i;
-    c->in_emu = 1;          /* no DMA lands (spin timer) while the block list is changed */
+    swemu_enter(c);          /* no DMA lands (spin timer) while the block list is changed */
     if (size > SWEMU_LDM_BYTES) r = size;   /* fails below without wrapping */
     else r = granule(size);
     /* first fit between live blocks (kept sorted by offset), in heap offsets */
@@ -93,7 +93,7 @@ void *ldm_malloc(size_t size)
     c->heap_used += r;
     if (top > c->heap_peak) c->heap_peak = top;
     heap_changed(c);
-    c->in_emu = 0;
+    swemu_leave(c);
     return c->ldm + 2 * off;
 }
 
@@ -102,7 +102,7 @@ void ldm_free(void *p, size_t size)
     swemu_cpe *c = swemu_need_cpe("ldm_free");
     int i;
     if (!p) return;
-    c->in_emu = 1;
+    swemu_enter(c);
     for (i = 0; i < c->nblk; i++)
         if (c->ldm + c->blk[i].off == (char *)p) break;
     if (i == c->nblk)
@@ -117,7 +117,7 @@ void ldm_free(void *p, size_t size)
     memmove(&c->blk[i], &c->blk[i + 1], (c->nblk - i - 1) * sizeof *c->blk);
     c->nblk--;
     heap_changed(c);
-    c->in_emu = 0;
+    swemu_leave(c);
 }
 
 int CRTS_pldm_get_free_size(void)

@@ -95,6 +95,12 @@ typedef struct swemu_cpe {
     int nfill;                    /* transfers in flight whose pages are not protected */
 } swemu_cpe;
 
+/* The emulator's own bookkeeping of a CPE runs between these: the spin timer (async.c) does
+ * not land a DMA in between. The signal fences keep the compiler from moving the bookkeeping's
+ * memory accesses out of the window (the timer's signal is delivered to this same thread). */
+static inline void swemu_enter(swemu_cpe *c) { c->in_emu = 1; __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+static inline void swemu_leave(swemu_cpe *c) { __atomic_signal_fence(__ATOMIC_SEQ_CST); c->in_emu = 0; }
+
 extern swemu_cpe swemu_cpes[SWEMU_CPES];
 extern __thread swemu_cpe *swemu_self;
 extern size_t swemu_static_ldm;   /* bytes of TLS (= __thread_local/__ldm data) */

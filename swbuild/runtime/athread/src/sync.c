@@ -33,14 +33,14 @@ static void merge(bar_t *b)
 static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
 {
     int g = swemu_load(&b->gen);
-    c->in_emu = 1;          /* no DMA lands (spin timer) while the clock changes */
+    swemu_enter(c);          /* no DMA lands (spin timer) while the clock changes */
     swemu_clock_tick(c);
-    c->in_emu = 0;
+    swemu_leave(c);
     if (__atomic_add_fetch(&b->waiting, 1, __ATOMIC_SEQ_CST) == b->n) {
-        c->in_emu = 1;
+        swemu_enter(c);
         merge(b);
         memcpy(c->vc, b->vc, sizeof c->vc);
-        c->in_emu = 0;
+        swemu_leave(c);
         __atomic_store_n(&b->waiting, 0, __ATOMIC_SEQ_CST);
         __atomic_store_n(&b->gen, g + 1, __ATOMIC_SEQ_CST);
         swemu_futex(&b->gen, FUTEX_WAKE, INT_MAX, NULL);
@@ -51,9 +51,9 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
                   "the kernel (the chip would hang)", op, b->finished);
     c->state = 2;
     while (swemu_load(&b->gen) == g) swemu_futex(&b->gen, FUTEX_WAIT, g, NULL);
-    c->in_emu = 1;
+    swemu_enter(c);
     memcpy(c->vc, b->vc, sizeof c->vc);
-    c->in_emu = 0;
+    swemu_leave(c);
     c->state = 1;
 }
 
