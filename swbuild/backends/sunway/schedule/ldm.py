@@ -390,20 +390,27 @@ def signature(s):
             repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.share_ok, s.traffic_weight, s.quick)
 
 
+def known_tiles(s):
+    """The tiles of `s`'s kernel from this process's memo or the persistent cache (a hit is
+    memoised), or None: what search_tiles returns without searching."""
+    sig = signature(s)
+    if sig not in _MEMO:
+        stored = cache.load(cache.entry_key(sig, s.toolchain_hash))
+        if stored is None or sorted(a for a, _ in stored) != sorted(s.ext):
+            return None
+        _MEMO[sig] = dict(stored)
+    return dict(_MEMO[sig])
+
+
 def search_tiles(s):
     """The chosen tiles of `s`'s kernel: from this process's memo, the persistent cache, or
     the search (then remembered in both)."""
-    sig = signature(s)
-    if sig in _MEMO:
-        return dict(_MEMO[sig])
-    key = cache.entry_key(sig, s.toolchain_hash)
-    stored = cache.load(key)
-    if stored is not None and sorted(a for a, _ in stored) == sorted(s.ext):
-        tiles = dict(stored)
-    else:
+    tiles = known_tiles(s)
+    if tiles is None:
+        sig = signature(s)
         tiles = _search_tiles(s)
-        cache.store(key, list(tiles.items()))
-    _MEMO[sig] = dict(tiles)
+        cache.store(cache.entry_key(sig, s.toolchain_hash), list(tiles.items()))
+        _MEMO[sig] = dict(tiles)
     return tiles
 
 

@@ -23,7 +23,7 @@ import signal
 from concurrent.futures import ProcessPoolExecutor
 
 from ....errors import SwbuildError
-from . import cache, ldm
+from . import ldm
 
 ENV = "SWBUILD_JOBS"
 MIN_ITEMS = 6
@@ -68,10 +68,16 @@ def _quota(cgroup):
     return None
 
 
-def cached(search):
-    """Whether search_tiles(search) is a memo or persistent-cache hit (no work to hand out)."""
-    sig = ldm.signature(search)
-    return sig in ldm._MEMO or cache.load(cache.entry_key(sig, search.toolchain_hash)) is not None
+def distinct_misses(items, key, known):
+    """The work to hand out: of the items with the same key the first, unless `known(item)`
+    (a memo or cache lookup) already gives its result."""
+    todo, seen = [], set()
+    for it in items:
+        k = key(it)
+        if k not in seen and known(it) is None:
+            todo.append(it)
+        seen.add(k)
+    return todo
 
 
 MEMOS = [lambda: ldm._MEMO]     # the memos the work fills, as getters; split.py adds its decisions

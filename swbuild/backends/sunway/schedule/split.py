@@ -80,30 +80,32 @@ def _decision_key(s):
     return ("split",) + signature(s)
 
 
-def decide(k, hw, budget, options, g, toolchain_hash):
-    """The number of parts to split k's reduction into, or None (k stays whole): from this
-    process's memo, the persistent schedule cache (as one pseudo-axis "split"), or the trials."""
-    s = Search(k, hw, budget, options, g, toolchain_hash)
+def _known(s):
+    """The decision for `s`'s kernel from this process's memo or the persistent schedule
+    cache (as one pseudo-axis "split"; a hit is memoised), or None."""
     key = _decision_key(s)
-    S = _DECISIONS.get(key)
+    if key not in _DECISIONS:
+        stored = cache.load(cache.entry_key(key, s.toolchain_hash))
+        if stored is None or len(stored) != 1 or stored[0][0] != "split" or stored[0][1] < 1:
+            return None
+        _DECISIONS[key] = stored[0][1]
+    return _DECISIONS[key]
+
+
+def decide(s, options):
+    """The number of parts to split the reduction of `s`'s kernel into, or None (it stays
+    whole): remembered (_known), or from the trials."""
+    S = _known(s)
     if S is None:
-        ckey = cache.entry_key(key, toolchain_hash)
-        stored = cache.load(ckey)
-        if stored is not None and len(stored) == 1 and stored[0][0] == "split" and stored[0][1] >= 1:
-            S = stored[0][1]
-        else:
-            S = _trials(k, s, hw, budget, options, g, toolchain_hash) or 1
-            cache.store(ckey, [("split", S)])
+        S = _trials(s, options) or 1
+        key = _decision_key(s)
+        cache.store(cache.entry_key(key, s.toolchain_hash), [("split", S)])
         _DECISIONS[key] = S
     return S if S > 1 else None
 
 
-def _decided(s):
-    key = _decision_key(s)
-    return key in _DECISIONS or cache.load(cache.entry_key(key, s.toolchain_hash)) is not None
-
-
-def _trials(k, s, hw, budget, options, g, toolchain_hash):
+def _trials(s, options):
+    k, hw, budget, g = s.k, s.hw, s.budget, s.graph
     t0 = s.evaluate(search_tiles(s))[0]
     if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k)):
         return None                          # already close to its bound
@@ -115,7 +117,7 @@ def _trials(k, s, hw, budget, options, g, toolchain_hash):
             continue
         t = 0.0
         for kk in pair:
-            ss = Search(kk, hw, budget, quick, g, toolchain_hash)
+            ss = Search(kk, hw, budget, quick, g, s.toolchain_hash)
             t += ss.evaluate(search_tiles(ss))[0]
             if t >= best[0]:                 # the partials alone lose: no need to search the sum
                 break
@@ -134,18 +136,11 @@ def split_reductions(program, target, options):
         return program
     budget = ldm_budget(target, options)
     hw, g = target.hardware, program.graph
-    args = (hw, budget, options, g, target.sha256)
-    todo, seen = [], set()                   # one decision per distinct kernel, if not cached
-    for k in filter(_eligible, program.kernels):
-        s = Search(k, *args)
-        sig = signature(s)
-        if sig not in seen and not _decided(s):
-            todo.append(k)
-        seen.add(sig)
-    parallel.prefetch(lambda k: decide(k, *args), todo)
+    searches = {id(k): Search(k, hw, budget, options, g, target.sha256) for k in program.kernels if _eligible(k)}
+    parallel.prefetch(lambda s: decide(s, options), parallel.distinct_misses(searches.values(), signature, _known))
     out = []
     for k in program.kernels:
-        S = decide(k, *args) if _eligible(k) else None
+        S = decide(searches[id(k)], options) if id(k) in searches else None
         if S is None:
             out.append(k)
             continue
