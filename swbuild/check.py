@@ -245,7 +245,8 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     if findings.get("ldm_over_budget"):
         reasons.append(f"LDM peak over the budget in {len(findings['ldm_over_budget'])} kernels")
     if findings.get("dma_mismatches"):
-        reasons.append(f"measured DMA differs from the compiler's prediction in {len(findings['dma_mismatches'])} kernels")
+        reasons.append("measured DMA or register communication differs from the compiler's prediction in "
+                       f"{len(findings['dma_mismatches'])} kernels")
     if findings.get("violations"):
         reasons.append(f"{findings['violations']} BANG rule violations in the emulator")
     if findings.get("stats") == "missing":

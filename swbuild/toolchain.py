@@ -66,6 +66,7 @@ SWEMU_RULES = {
     "cpes": "SWEMU_CPES",                # CPE threads
     "dma_align_bytes": "SWEMU_DMA_ALIGN",  # DMA addresses, len, bsize, stride
     "simd_lanes": "SWEMU_SIMD_LANES",    # lanes of simd_type: vector alignment = lanes * 4 B
+    "regcomm_buffer_entries": "SWEMU_REGCOMM_DEPTH",  # register communication receive buffer
 }
 SWEMU_MODEL_KEYS = {
     "mesh", "ldm_reserve_bytes", "clock_hz", "peak_flops_per_cpe", "simd_type",

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from swbuild import build, toolchain
+from swbuild import toolchain
+from swemu_build import build_program
 
 C_DIR = Path(__file__).parent / "c"
 HEX = r"0x[0-9a-f]+"
@@ -19,18 +20,7 @@ HEX = r"0x[0-9a-f]+"
 
 def build_faults(name, out, level="stores"):
     tc = toolchain.load(name)
-    steps, lib = build.runtime_steps(tc, out)
-    extra = {"host": [], "slave": toolchain.swemu_instrument_flags(level)}
-    flags = lambda side: (list(tc.flags[side]) + extra[side] + ["-Wall", "-Werror"]
-                          + sum((["-I", str(i)] for i in tc.runtime_include_dirs()), [])
-                          + [f"-D{d}" for d in tc.runtime_defines()] + ["-I", str(C_DIR)])
-    h, s, exe = out / "fh.o", out / "fs.o", out / "faults"
-    steps += [
-        build.Step("host", tc.argv("host_cc") + flags("host") + ["-c", str(C_DIR / "faults_host.c"), "-o", str(h)], [], [h]),
-        build.Step("slave", tc.argv("slave_cc") + flags("slave") + ["-c", str(C_DIR / "faults_slave.c"), "-o", str(s)], [], [s]),
-        build.Step("link", tc.argv("link") + tc.flags["link"] + [str(h), str(s), str(lib)] + tc.flags["libs"] + ["-o", str(exe)], [], [exe]),
-    ]
-    build.run_steps(steps, log=lambda *a: None)
+    exe = build_program(name, out, "faults_host.c", "faults_slave.c", "faults", level)
     return SimpleNamespace(name=name, exe=exe, cap=int(tc.hardware["ldm_bytes"]), level=level,
                            get="athread_get" if tc.api == "athread" else "CRTS_dma_iget",
                            put="athread_put" if tc.api == "athread" else "CRTS_dma_iput",

@@ -42,7 +42,8 @@ def test_a_new_rule_without_enforcement_is_caught():
 
 
 @pytest.mark.parametrize("name, want", [
-    ("sunway-emu", {"SWEMU_LDM_BYTES": "65536", "SWEMU_CPES": "64", "SWEMU_DMA_ALIGN": "4", "SWEMU_SIMD_LANES": "4"}),
+    ("sunway-emu", {"SWEMU_LDM_BYTES": "65536", "SWEMU_CPES": "64", "SWEMU_DMA_ALIGN": "4", "SWEMU_SIMD_LANES": "4",
+                    "SWEMU_REGCOMM_DEPTH": "4"}),
     ("sunway-pro-emu", {"SWEMU_LDM_BYTES": "262144", "SWEMU_CPES": "64", "SWEMU_DMA_ALIGN": "4", "SWEMU_SIMD_LANES": "8"}),
 ])
 def test_emulator_defines_come_from_the_file(name, want):

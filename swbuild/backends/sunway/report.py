@@ -22,9 +22,13 @@ def _tot(d):
     return {"ops": int(d["get"]["ops"] + d["put"]["ops"]), "bytes": int(d["get"]["bytes"] + d["put"]["bytes"])}
 
 
+_NO_MESSAGES = {"puts": 0, "gets": 0}
+
+
 def emulator_findings(plan, stats):
     """Per kernel, the emulator's counters against the compiler's plan: kernels whose measured
-    DMA operations/bytes (per spawn) differ from the prediction, write conflicts (bytes written
+    DMA operations/bytes or register communication messages (per spawn; a plan kernel without
+    `regcomm` sends none) differ from the prediction, write conflicts (bytes written
     by two CPEs), races (bytes read by one CPE and written by another), the LDM peak and
     kernels whose LDM peak exceeds the plan's budget."""
     if stats is None:
@@ -39,8 +43,13 @@ def emulator_findings(plan, stats):
         md = {d: {"ops": m["dma"][d]["ops"], "bytes": m["dma"][d]["bytes"]} for d in ("get", "put")}
         spawns = max(1, int(m.get("spawns", 1)))
         per_spawn = {d: {x: v // spawns for x, v in md[d].items()} for d in md}
+        rc = {x: int(v) // spawns for x, v in m.get("regcomm", _NO_MESSAGES).items()}
+        want_rc = k.get("regcomm", _NO_MESSAGES)
         if per_spawn != {d: {x: k["dma"][d][x] for x in ("ops", "bytes")} for d in ("get", "put")}:
             mismatched.append({"kernel": k["name"], "measured": per_spawn, "predicted": k["dma"]})
+        elif rc != want_rc:
+            mismatched.append({"kernel": k["name"], "measured": dict(per_spawn, regcomm=rc),
+                               "predicted": dict(k["dma"], regcomm=want_rc)})
         conflicts += int(m.get("write_conflicts", 0))
         races += int(m.get("races", 0))
         ldm = int(m.get("ldm_peak_bytes", 0))

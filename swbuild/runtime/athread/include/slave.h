@@ -30,6 +30,18 @@ int athread_get_id(int core);
 int athread_get_core(int id);
 int athread_syn(scope scp, int mask);
 
+/* Register communication: one 256-bit message (any variable of at most 32 bytes: intv8,
+ * doublev4, floatv4...) to the CPE at position `dst` of this CPE's row (PUTR) or column
+ * (PUTC), 8 = to the other 7; GET takes the oldest message received and waits for one.
+ * On the chip these are the putr/putc/getr/getc instructions, usually written as inline
+ * asm macros of these names; generated code defines those only when these are absent. */
+#define REG_PUTR(var, dst) do { __typeof__(var) swemu_rc_v_ = (var); \
+        swemu_rc_put(0, &swemu_rc_v_, sizeof swemu_rc_v_, (dst), "putr"); } while (0)
+#define REG_PUTC(var, dst) do { __typeof__(var) swemu_rc_v_ = (var); \
+        swemu_rc_put(1, &swemu_rc_v_, sizeof swemu_rc_v_, (dst), "putc"); } while (0)
+#define REG_GETR(var) swemu_rc_get(0, &(var), sizeof(var), "getr")
+#define REG_GETC(var) swemu_rc_get(1, &(var), sizeof(var), "getc")
+
 #define _MYID ((int)swemu_tid)
 #define _PEN ((int)swemu_tid)
 #define _ROW ((int)swemu_tid / 8)

@@ -61,6 +61,11 @@ void swemu_sync(int scope, int mask, const char *op);
 void swemu_reply_wait(volatile int *reply, int value);
 #define SWEMU_REPLY_WAIT(rp, value) swemu_reply_wait(&(rp), (value))
 
+/* Register communication (SW26010, slave.h's REG_PUTR/REG_GETR/REG_PUTC/REG_GETC): dir 0
+ * the CPE's mesh row, 1 its column; dst the receiver's position, or 8 for all the others. */
+void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op);
+void swemu_rc_get(int dir, void *v, size_t size, const char *op);
+
 /* Host side: names a main-memory array for the emulator's reports ("name+offset"). */
 void swemu_register(const void *p, size_t bytes, const char *name);
 

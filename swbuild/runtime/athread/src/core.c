@@ -136,6 +136,7 @@ static void kernel_done(swemu_cpe *c)
 {
     swemu_kernel_end(c);   /* DMA never waited for */
     swemu_redzones(c, "kernel end", SIZE_MAX);
+    swemu_rc_kernel_end(c);   /* messages nobody took */
     swemu_heap_reset(c);   /* LDM does not survive the kernel; leaks are counted */
     swemu_bar_leave(c);
 }
@@ -287,6 +288,7 @@ int swemu_spawn(void *fn, void *arg, const char *name)
     for (int i = 0; i < SWEMU_CPES; i++) {
         swemu_cpe *c = &swemu_cpes[i];
         c->get_ops = c->get_bytes = c->put_ops = c->put_bytes = c->leaked = 0;
+        c->rc_puts = c->rc_gets = 0;
         memset(c->hist, 0, sizeof c->hist);
         c->heap_peak = 0;
         c->nw = c->nr = 0;
@@ -294,6 +296,7 @@ int swemu_spawn(void *fn, void *arg, const char *name)
         c->state = 0;
     }
     swemu_bar_reset();
+    swemu_rc_reset();
     cur_fn = (void (*)(void *))fn;
     cur_arg = arg;
     running = SWEMU_CPES;
@@ -312,14 +315,14 @@ int __real_athread_spawn(void *fn, void *arg) { return swemu_spawn(fn, arg, "unn
 
 static void join_timed_out(void)
 {
-    int run = 0, bar = 0;
+    int run = 0, bar = 0, rc = swemu_rc_waiting();
     for (int i = 0; i < SWEMU_CPES; i++) {
         run += swemu_cpes[i].state == 1;
         bar += swemu_cpes[i].state == 2;
     }
-    swemu_die(NULL, "kernel %s: still running after SWEMU_TIMEOUT=%g s (%d CPEs computing, "
-              "%d waiting in a barrier): deadlock, or a wait for a DMA reply that never comes?",
-              cur_k->name, timeout_s, run, bar);
+    swemu_die(NULL, "kernel %s: still running after SWEMU_TIMEOUT=%g s (%d CPEs computing, of them %d "
+              "in register communication, %d waiting in a barrier): deadlock, or a wait for a DMA "
+              "reply that never comes?", cur_k->name, timeout_s, run, rc, bar);
 }
 
 int athread_join(void)
@@ -344,6 +347,7 @@ int athread_join(void)
         k->put_ops += c->put_ops; k->put_bytes += c->put_bytes;
         for (int b = 0; b < SWEMU_HIST; b++) k->hist[b] += c->hist[b];
         k->leaked += c->leaked;
+        k->rc_puts += c->rc_puts; k->rc_gets += c->rc_gets;
         if (c->heap_peak > k->peak) k->peak = c->heap_peak;
         if (c->t_done > t_end) t_end = c->t_done;
     }

@@ -81,8 +81,10 @@ void swemu_write_stats(void)
                 first = 0;
             }
         fprintf(f, "}, \"ldm_peak_bytes\": %zu, \"ldm_leaked_bytes\": %llu, \"write_conflicts\": %llu, "
-                "\"races\": %llu, \"seconds\": %.6f}", k->peak, (unsigned long long)k->leaked,
-                (unsigned long long)k->conflicts, (unsigned long long)k->races, k->seconds);
+                "\"races\": %llu, \"regcomm\": {\"puts\": %llu, \"gets\": %llu}, \"seconds\": %.6f}",
+                k->peak, (unsigned long long)k->leaked, (unsigned long long)k->conflicts,
+                (unsigned long long)k->races, (unsigned long long)k->rc_puts,
+                (unsigned long long)k->rc_gets, k->seconds);
     }
     fprintf(f, "%s]}\n", nks ? "\n" : "");
     ok = !ferror(f);

@@ -53,6 +53,7 @@ typedef struct {
     char *name;
     uint64_t spawns, get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST];
     uint64_t leaked, conflicts, races;
+    uint64_t rc_puts, rc_gets;    /* register communication messages (regcomm.c) */
     size_t peak;
     double seconds;
     int warned, race_warned;
@@ -70,6 +71,7 @@ typedef struct swemu_cpe {
     size_t heap_used, heap_peak;
     /* counters of the current spawn, owned by the CPE thread while it runs */
     uint64_t get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST], leaked;
+    uint64_t rc_puts, rc_gets;    /* register communication: puts issued, messages taken */
     /* main-memory ranges written by puts in the current spawn (conflict detection) */
     swemu_range *w; size_t nw, w_cap;
     swemu_range *r; size_t nr, r_cap;   /* ranges read by gets (race detection) */
@@ -77,7 +79,8 @@ typedef struct swemu_cpe {
     unsigned vc[SWEMU_CPES];
     unsigned (*snap)[SWEMU_CPES]; size_t nsnap, snap_cap;   /* vc of each epoch with ranges */
     int snap_fresh;                     /* snap[nsnap - 1] is the current vc */
-    volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned */
+    volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned (regcomm.c
+                                     keeps who waits in a get or put itself) */
     double t_done;                /* when it returned from the current kernel */
     /* asynchronous DMA (async.c): transfers in flight, in issue order */
     swemu_xfer q[SWEMU_QMAX]; int nq;
@@ -147,6 +150,10 @@ void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n);
 void swemu_wait_reply(const char *op, volatile int *reply, int value, int exact);
 void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
 void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write);
+/* regcomm.c */
+void swemu_rc_reset(void);
+void swemu_rc_kernel_end(swemu_cpe *c);
+int swemu_rc_waiting(void);
 /* redzone.c */
 void swemu_redzone_fill(swemu_cpe *c, const swemu_blk *b);
 void swemu_redzone_check(swemu_cpe *c, const swemu_blk *b, const char *when, size_t bytes);
