@@ -59,12 +59,19 @@ class Compile:
 
     def argv(self):
         inc = [a for d in self.include for a in ("-I", str(d))]
-        asm = [f"-Wa,-I,{d}" for d in self.asm_include or []]
+        asm = [a for d in self.asm_include or [] for a in asm_include_args(d)]
         return (self.tool + self.flags + inc + [f"-D{d}" for d in self.defines] + ["-c", str(self.source)]
                 + asm + ["-o", str(self.obj)])
 
     def step(self):
         return Step(f"{self.label} {self.source.name}", self.argv(), [self.source] + list(self.deps), [self.obj])
+
+
+def asm_include_args(d):
+    """The assembler's -I DIR through the compiler driver: -Wa,-I,DIR, unless DIR holds a comma,
+    which -Wa would split at (then -Xassembler, which passes its argument whole)."""
+    d = str(d)
+    return ["-Xassembler", "-I", "-Xassembler", d] if "," in d else [f"-Wa,-I,{d}"]
 
 
 @dataclass

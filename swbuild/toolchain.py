@@ -74,7 +74,7 @@ SWEMU_MODEL_KEYS = {
     "spawn_seconds", "fma_per_cycle_simd", "fma_per_cycle_scalar", "ldm_loads_per_cycle",
     "dual_issue", "simd_unaligned_load_cost", "loop_overhead_cycles", "div_cycles",
     "transcendental_cycles", "vector_registers", "dma_overlap", "roofline_bytes_per_s",
-    "row_broadcast", "row_sync_cycles",
+    "row_broadcast", "row_sync_cycles", "array_broadcast", "array_sync_cycles",
     # MPI cost model (swbuild/mpi.py): network between core groups and between nodes
     "net_bandwidth_bytes_per_s", "net_latency_s", "noc_bandwidth_bytes_per_s", "noc_latency_s",
 }

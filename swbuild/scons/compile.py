@@ -13,6 +13,8 @@ import SCons.Action
 import SCons.Defaults
 import SCons.Tool
 
+from swbuild.build import asm_include_args
+
 from .actions import is_abs_arg
 
 # .mlu (BANG C device code) is C++ to the device compiler: the C scanner follows its #includes.
@@ -54,7 +56,7 @@ def _compile_env(env, c, verbose):
     e.Prepend(CCFLAGS=list(c.flags), CPPDEFINES=list(c.defines),
               CPPPATH=[e.Dir(str(d)) for d in c.include])
     if c.asm_include:   # the weights' .incbin: ASPPCOM runs $CC
-        e["ASPPFLAGS"] = ["$ASFLAGS"] + cmd_list(f"-Wa,-I,{d}" for d in c.asm_include)
+        e["ASPPFLAGS"] = ["$ASFLAGS"] + cmd_list(a for d in c.asm_include for a in asm_include_args(d))
     for var in ("CCCOMSTR", "CXXCOMSTR", "ASPPCOMSTR"):
         _label(e, var, f"{c.label} ${{SOURCE.file}}", verbose)
     return e

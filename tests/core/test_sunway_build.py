@@ -203,3 +203,11 @@ def test_emulated_host_names_every_kernel_buffer_and_the_real_one_does_not(swbui
             assert int(nbytes) >= 4 * int(np.prod([int(d) for d in dims.split(",")]))
     inputs = re.findall(r'SW_NAME\(sw_para\.\w+, (\d+), "gpu_0/data_0"\);', emu)
     assert inputs and {int(n) for n in inputs} == {4 * int(np.prod(plan["inputs"][0]["shape"]))}
+
+
+def test_assembler_include_survives_a_comma_in_the_directory():
+    """gcc's -Wa splits its argument at commas: a build directory like "out,v2" would lose the
+    weights' .incbin path; -Xassembler passes it whole."""
+    from swbuild.build import asm_include_args
+    assert asm_include_args("/tmp/out") == ["-Wa,-I,/tmp/out"]
+    assert asm_include_args("/tmp/out,v2") == ["-Xassembler", "-I", "-Xassembler", "/tmp/out,v2"]

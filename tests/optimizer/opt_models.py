@@ -64,8 +64,9 @@ def pin_pipeline(monkeypatch, **pins):
 
 def pinned(runs, tiles=None, double_buffer=False, lane=KEEP, partition=None):
     """The passes with test pins applied right after the pass that decides each: `tiles`
-    {op: {axis: size}}, `double_buffer` (when it fits), `lane` (row sharing axis, or None for
-    none; ignored where the axis is no lane), `partition` ("cyclic" | "block")."""
+    {op: {axis: size}}, `double_buffer` (when it fits), `lane` (row sharing axis, (axis, width)
+    for array sharing with width 64, or None for none; ignored where it is no lane),
+    `partition` ("cyclic" | "block")."""
     def fix_tiles(p, tc):
         for k in p.kernels:
             d = p.target_state.drafts.get(k.name)
@@ -84,7 +85,8 @@ def pinned(runs, tiles=None, double_buffer=False, lane=KEEP, partition=None):
     def fix_lane(p, tc):
         for d in p.target_state.drafts.values():
             if lane is not KEEP:
-                d.lane = lane if lane in d.search.lanes(d.tiles) else None
+                want = (lane, 8) if isinstance(lane, str) else lane     # an axis: row sharing
+                d.lane, d.share_width = want if want in d.search.lanes(d.tiles) else (None, 8)
 
     def fix_partition(p, tc):
         for k in p.kernels:

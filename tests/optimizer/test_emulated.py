@@ -150,19 +150,26 @@ def test_reduction_split_over_cpes(tmp_path, target):
     assert ok, err
 
 
-@pytest.mark.parametrize("lane,tiles,db,mode", [
-    ("co", {"ci": 4, "co": 2, "o0": 2, "o1": 8, "k0": 2}, True, "cyclic"),     # input broadcast, pads
-    ("co", {"ci": 8, "co": 2, "o0": 4, "o1": 4}, False, "block"),              # single-buffered
-    ("o0", {"ci": 4, "co": 4, "o0": 1, "o1": 16, "k0": 1}, True, "block"),     # weights broadcast
+@pytest.mark.parametrize("lane,shape,tiles,db,mode", [
+    ("co", (32, 16, 32), {"ci": 4, "co": 2, "o0": 2, "o1": 8, "k0": 2}, True, "cyclic"),     # input broadcast, pads
+    ("co", (32, 16, 32), {"ci": 8, "co": 2, "o0": 4, "o1": 4}, False, "block"),              # single-buffered
+    ("o0", (32, 16, 32), {"ci": 4, "co": 4, "o0": 1, "o1": 16, "k0": 1}, True, "block"),     # weights broadcast
+    # array sharing: all 64 CPEs split the lane axis, one broadcast feeds every row
+    (("co", 64), (32, 16, 64), {"ci": 4, "co": 1, "o0": 4, "o1": 16, "k0": 2}, True, "cyclic"),
+    (("co", 64), (32, 16, 128), {"ci": 8, "co": 1, "o0": 8, "o1": 8}, False, "block"),
+    (("o0", 64), (8, 64, 8), {"ci": 4, "co": 4, "o0": 1, "o1": 32, "k0": 1}, True, "block"),
 ])
-def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, tiles, db, mode):
-    """The 8 CPEs of a mesh row split the lane axis and one broadcast DMA per row feeds them the
-    boxes that do not depend on it: outputs stay exact, the emulator's counts equal the
-    prediction (which counts one DMA per row and fetch, test_predict.py), and the kernel reads
-    fewer bytes in fewer DMAs than with every CPE fetching its own copy under the same tiles."""
+def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape, tiles, db, mode):
+    """The 8 CPEs of a mesh row (all 64, array sharing) split the lane axis and one broadcast
+    DMA per row (array) feeds them the boxes that do not depend on it: outputs stay exact, the
+    emulator's counts equal the prediction (which counts one DMA per row and fetch,
+    test_predict.py), and the kernel reads fewer bytes in fewer DMAs than with every CPE
+    fetching its own copy under the same tiles."""
     from opt_models import conv_model
     from swbuild import check
-    model = conv_model(c=32, hw=16, co=32)
+    c, hw, co = shape
+    model = conv_model(c=c, hw=hw, co=co)
+    axis, width = (lane, 8) if isinstance(lane, str) else lane
     opts = {} if db else {"double_buffer": "off"}
     pins = dict(tiles={"Conv": tiles}, partition=mode, double_buffer=db)
     runs = {}
@@ -171,7 +178,8 @@ def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, tiles,
         out.mkdir()
         plan, stats, got, ref = _run_pinned(model, "sunway-emu", opts, out, monkeypatch, lane=share, **pins)
         k = plan["kernels"][0]
-        assert k["row_shared"] == share and bool(k["broadcast"]) == (share is not None)
+        assert k["row_shared"] == (axis if share else None) and bool(k["broadcast"]) == (share is not None)
+        assert k["shared_by"] == (width if share else None)
         assert k["double_buffered"] == db and k["partition"] == mode
         f = emulator_findings(plan, stats)
         assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0 and f["ldm_over_budget"] == []

@@ -12,19 +12,21 @@ from swbuild.backends.sunway.schedule.grid import all_cpe_sequences, cpe_sequenc
 
 
 def tiles_of(s, counts, cores, c):
-    """Grid coordinates of CPE c's tiles, in order: its share of the grid, or with row sharing
-    its row's share of the groups with lane tile (group lane coordinate) * 8 + column."""
+    """Grid coordinates of CPE c's tiles, in order: its share of the grid, or with row (array)
+    sharing its row's (the array's) share of the groups with lane tile (group lane coordinate)
+    * W + position, W = 8 (64)."""
     if not s.lane:
         g0, n, step = cpe_share(math.prod(counts), cores, c, s.partition)
         return [decode(g0 + j * step, s.grid_order, counts) for j in range(n)]
+    W = s.share_width
     li = s.grid_order.index(s.lane)
     gc = list(counts)
-    gc[li] //= 8
-    g0, n, step = cpe_share(math.prod(gc), cores // 8, c // 8, s.partition)
+    gc[li] //= W
+    g0, n, step = cpe_share(math.prod(gc), cores // W, c // W, s.partition)
     out = []
     for j in range(n):
         coords = decode(g0 + j * step, s.grid_order, gc)
-        coords[li] = coords[li] * 8 + c % 8
+        coords[li] = coords[li] * W + c % W
         out.append(coords)
     return out
 
@@ -37,7 +39,7 @@ def naive(k, cores, para):
     rc = [math.ceil(ext[n] / t[n]) for n in s.red_order]
     gops = gby = pops = pby = 0
     for c in range(cores):
-        resident = {}
+        resident, fetches = {}, {}
         for j, coords in enumerate(tiles_of(s, counts, cores, c)):
             ranges = {a: (ci * t[a], min(t[a], ext[a] - ci * t[a])) for a, ci in zip(s.grid_order, coords)}
             for r in range(math.prod(rc)):
@@ -52,8 +54,9 @@ def naive(k, cores, para):
                     fp = b.footprint(rr)
                     if resident.get(b.name) != fp:
                         resident[b.name] = fp
-                        if b.shared and (j * math.prod(rc) + r) % 8 != c % 8:
-                            continue        # another CPE of the row broadcasts this step's box
+                        kth = fetches[b.name] = fetches.get(b.name, -1) + 1
+                        if b.shared and kth % s.share_width != c % s.share_width:
+                            continue        # another CPE of the row (array) broadcasts the box's kth fetch
                         calls, by, _ = b.transfer(*fp)
                         gops += calls
                         gby += by
@@ -82,6 +85,11 @@ LANE_CASES = [   # row sharing: the row splits co (input broadcast) or a pixel a
     (conv_model(c=16, hw=10, co=32, pads=(1, 2, 0, 1)), {"Conv": {"ci": 4, "co": 4, "o0": 1, "o1": 4, "k0": 2}}, "cyclic", "co"),
     (conv_model(c=16, hw=16, co=12, pads=(1, 2, 0, 1)), {"Conv": {"ci": 4, "co": 4, "o0": 2, "o1": 2, "k0": 2}}, "block", "o0"),
     (conv_model(c=8, hw=17, co=32, stride=2, group=2), {"Conv": {"ci": 2, "co": 2, "o0": 3, "o1": 5}}, "block", "co"),
+    # array sharing: all 64 CPEs split co (64 tiles: the input broadcast to all) or o0
+    (conv_model(c=16, hw=10, co=64, pads=(1, 2, 0, 1)), {"Conv": {"ci": 4, "co": 1, "o0": 5, "o1": 4, "k0": 2}},
+     "cyclic", ("co", 64)),
+    (conv_model(c=4, hw=64, co=8), {"Conv": {"ci": 2, "co": 4, "o0": 1, "o1": 16}}, "block", ("o0", 64)),
+    (conv_model(c=16, hw=10, co=128), {"Conv": {"ci": 4, "co": 1, "o0": 4, "o1": 10}}, "block", ("co", 64)),
 ]
 
 
@@ -94,7 +102,9 @@ def test_vectorised_prediction_equals_a_plain_replay(model, tiles, mode, db, lan
     for k in p.kernels:
         para = 8 * len(k.buffers)
         if lane and k.op == "Conv":
-            assert k.schedule.lane == lane and any(b.shared for b in k.schedule.boxes)
+            axis, width = (lane, 8) if isinstance(lane, str) else lane
+            assert (k.schedule.lane, k.schedule.share_width) == (axis, width)
+            assert any(b.shared for b in k.schedule.boxes)
         assert predict_kernel(k, 64, para) == naive(k, 64, para), k.name
 
 
@@ -119,8 +129,12 @@ def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
     tiles = {"n": 1, "co": 8, "o0": 2, "o1": 16, "ci": 8, "k0": 3, "k1": 3}
     emu, pro = sunway(), sunway("sunway-pro-emu")
     s = ldm.Search(k, emu.hardware, emu.ldm_budget, {}, p.graph)
-    assert s.lanes(tiles) == ["co", "o0"]                      # 8 co tiles, 8 o0 tiles; 1 o1 tile
-    assert s.lanes(dict(tiles, co=16)) == ["o0"]               # 4 co tiles: not a whole row
+    assert s.lanes(tiles) == [("co", 8), ("o0", 8)]            # 8 co tiles, 8 o0 tiles; 1 o1 tile
+    assert s.lanes(dict(tiles, co=16)) == [("o0", 8)]          # 4 co tiles: not a whole row
+    # 64 co tiles: a row, or all 64 CPEs (array broadcast, SW26010's BCAST_MODE to all rows)
+    assert s.lanes(dict(tiles, co=1)) == [("co", 8), ("co", 64), ("o0", 8)]
+    no_array = dict(emu.hardware, array_broadcast=False)
+    assert ldm.Search(k, no_array, emu.ldm_budget, {}, p.graph).lanes(dict(tiles, co=1)) == [("co", 8), ("o0", 8)]
     assert ldm.Search(k, emu.hardware, emu.ldm_budget, {"row_share": "off"}, p.graph).lanes(tiles) == []
     assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(tiles) == []
     # the chosen lane's broadcast boxes are exactly those that do not depend on it
@@ -137,10 +151,11 @@ def test_all_cpe_sequences_are_the_cpes_own_sequences_in_cpe_order(counts, mode)
     """simulate deals the tiles of every CPE at once; each CPE's run must be cpe_sequence's."""
     import numpy as np
     for cores in (64, 16):
-        for lane in [None] + [i for i, c in enumerate(counts) if c % 8 == 0]:
-            g, cpe, pos = all_cpe_sequences(counts, cores, mode, lane)
+        lanes = [(None, 8)] + [(i, w) for i, c in enumerate(counts) for w in (8, cores) if c % w == 0]
+        for lane, w in lanes:
+            g, cpe, pos = all_cpe_sequences(counts, cores, mode, lane, w)
             for c in range(cores):
-                own = cpe_sequence(counts, cores, c, mode, lane)
+                own = cpe_sequence(counts, cores, c, mode, lane, w)
                 assert g[cpe == c].tolist() == own.tolist()
                 assert pos[cpe == c].tolist() == list(range(len(own)))
             assert (np.diff(cpe) >= 0).all()

@@ -26,7 +26,7 @@ class CpeApi:
     wait: str
     stride_takes_zero_gap: bool   # a strided call with gap 0 is a plain transfer (else call `get`/`put`)
     simd_widths: tuple        # floatvN vector types of the chip
-    bcast_get: str = None     # one DMA into the same LDM address of a mesh row's 8 CPEs ({row}), if any
+    bcast_get: str = None     # one DMA into the same LDM address of every CPE of the rows in {mask}, if any
     row_sync: str = None      # barrier of a mesh row, if any
     wait_macro: str = ""      # C lines defining the macro `wait` calls, printed after the includes
     array_sync: str = "athread_syn(ARRAY_SCOPE, 0xffff)"   # barrier of all 64 CPEs
@@ -49,7 +49,7 @@ API = {
         put_stride="athread_put(PE_MODE, {ldm}, {mem}, {len}, (void *){rp}, {gap}, {bsize})",
         put="athread_put(PE_MODE, {ldm}, {mem}, {len}, (void *){rp}, 0, 0)",
         wait="SW_REPLY_WAIT({r}, {n})", stride_takes_zero_gap=True, simd_widths=(4,),
-        bcast_get="athread_get(BCAST_MODE, {mem}, {ldm}, {len}, (void *){rp}, (char)(1 << {row}), {gap}, {bsize})",
+        bcast_get="athread_get(BCAST_MODE, {mem}, {ldm}, {len}, (void *){rp}, (char)({mask}), {gap}, {bsize})",
         row_sync="athread_syn(ROW_SCOPE, 0xff)", wait_macro=_V1_WAIT, array_sync="athread_syn(ARRAY_SCOPE, 0xffff)"),
     "crts": CpeApi(
         "crts", "#include <crts.h>", (), "crts_rply_t", "CRTS_tid",

@@ -119,7 +119,7 @@ def recurrence_c(k, cores, itemsize=4):
         if bcast:
             w(f"        if (rowbusy) {{")
             w("          if (cpe % 8 == 0) {")
-            w(f"            sw_bget(hf, {src}, {B * H * 4}, {bsize or 0}, {gap or 0}, &rp, cpe / 8);")
+            w(f"            sw_bget(hf, {src}, {B * H * 4}, {bsize or 0}, {gap or 0}, &rp, 1 << (cpe / 8));")
             w("            ng++;")
             w("            SW_WAIT(rp, ng);")
             w("          }")

@@ -97,7 +97,7 @@ def build_report(plan, stats, tc):
                  "roofline_fraction": roof / mod if mod else 0.0,
                  "dma_seconds": float(k.get("dma_seconds", 0.0)), "compute_seconds": float(k.get("compute_seconds", 0.0)),
                  "emulated_seconds": float(m.get("seconds", 0.0)) / spawns if m else None}
-        for key in ("tiles", "spatial_tiles", "reduce_steps", "grid_order", "partition", "row_shared", "broadcast",
+        for key in ("tiles", "spatial_tiles", "reduce_steps", "grid_order", "partition", "row_shared", "shared_by", "broadcast",
                     "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind", "group"):
             if key in k:
                 entry[key] = k[key]

@@ -14,11 +14,13 @@ Shape of every kernel (swTVM's layout, with double buffering):
         last step of a tile: epilogue, non-blocking DMA of the output tile
 
 With row sharing (schedule/grid.py) a box that does not depend on the row's lane axis has the
-same footprint on all 8 CPEs of a mesh row at every step. The whole row records it, the CPE
-in column (step % 8) broadcasts it (athread_get BCAST_MODE, mask 1 << row) and waits for
-it, and the row meets in athread_syn(ROW_SCOPE): once per step that fetches or consumes a
+same footprint on all 8 CPEs of a mesh row at every step. The whole row records it and
+counts the box's fetches; the CPE in column (k % 8) broadcasts its k-th fetch (athread_get
+BCAST_MODE, mask 1 << row), so the fetches are dealt evenly, and waits for it, and the row meets in athread_syn(ROW_SCOPE): once per step that fetches or consumes a
 double-buffered broadcast (the data has landed, and the half the next broadcast refills is
-no longer read), around a single-buffered one, and once after allocation.
+no longer read), around a single-buffered one, and once after allocation. Array sharing is
+the same over all 64 CPEs: CPE (k % 64) broadcasts the k-th fetch to every row (mask 0xff)
+and the array meets in athread_syn(ARRAY_SCOPE).
 
 DMA is non-blocking with one reply word per buffer half. A box is fetched exactly when its
 footprint differs from the resident one, so each DMA sits at the outermost loop where the
@@ -70,6 +72,8 @@ class _K:
             self.key[(b.buf, b.context, b.pad)] = b
         self.rcounts = [math.ceil(self.ext[n] / self.t[n]) for n in self.s.red_order]
         self.nsteps = math.prod(self.rcounts)
+        # the barrier of the CPEs a broadcast feeds: a mesh row, or the whole array
+        self.sync = "SW_ROW_SYNC" if self.s.share_width == ROW else "SW_ARRAY_SYNC"
 
     def box_of(self, ld, ctx):
         b = self.key.get((ld.buf, ctx, ld.pad))
@@ -94,10 +98,14 @@ def kernel_c(k, cores, itemsize=4):
     w("SW_WAIT(rp, 1);")
     w("const int cpe = SW_CPE_ID();")
     counts = [math.ceil(K.ext[n] / t[n]) for n in s.grid_order]
-    if s.lane:      # row sharing: rows take groups, column c the lane tiles l*8 + c (schedule/grid.py)
-        counts = group_counts(counts, s.grid_order.index(s.lane))
-        w(f"const int row = cpe / {ROW}, col = cpe % {ROW};")
-        who, units = "row", cores // ROW
+    if s.lane:      # row (array) sharing: units of `width` CPEs take groups, CPE c of a unit the
+        # lane tiles l*width + c (schedule/grid.py); `row` is the unit, `col` the CPE in it
+        W = s.share_width
+        counts = group_counts(counts, s.grid_order.index(s.lane), W)
+        w(f"const int row = cpe / {W}, col = cpe % {W};")
+        w(f"const int bmask = {'1 << row' if W == ROW else hex((1 << (cores // ROW)) - 1)};   /* rows a broadcast feeds */")
+        w("(void)bmask;")
+        who, units = "row", cores // W
     else:
         who, units = "cpe", cores
     total = math.prod(counts)
@@ -123,6 +131,8 @@ def kernel_c(k, cores, itemsize=4):
         w(f"int ng_{b.name}[2] = {{0, 0}}, val_{b.name}[2] = {{0, 0}}, fresh_{b.name}[2] = {{0, 0}};")
         w(f"int lo_{b.name}[2][{nd}], hi_{b.name}[2][{nd}];")
         w(f"int cur_{b.name} = {1 if b.halves == 2 else 0}, pend_{b.name} = 0;")
+        if b.shared:
+            w(f"int nb_{b.name} = 0;   /* broadcasts of this box so far: the next issuer */")
         if b.pad_dims:
             w(f"static const int shape_{b.name}[{len(b.shape)}] = {{{', '.join(map(str, b.shape))}}};")
     w("SW_REPLY rp_out = 0;")
@@ -138,12 +148,12 @@ def kernel_c(k, cores, itemsize=4):
     single = [b for b in K.boxes if b.halves == 1]
     shared_db = [b for b in db if b.shared]
     if shared_db:
-        w("SW_ROW_SYNC();   /* the whole row has allocated its buffers before the first broadcast */")
+        w(f"{K.sync}();   /* the whole row (array) has allocated its buffers before the first broadcast */")
     if db:
         w("/* prologue: fetch the first step's double-buffered boxes */")
         _decode(w, K, "0", "NT", counts, gstep, None)
         for b in db:
-            _prefetch(w, K, b, "NT", itemsize, "0")
+            _prefetch(w, K, b, "NT", itemsize)
     w.open("for (long s = 0; s < S; s++)")
     _decode(w, K, "s", "T", counts, gstep, "rstep")
     if shared_db:
@@ -164,11 +174,11 @@ def kernel_c(k, cores, itemsize=4):
             w("sync = 1;")
             w.close()
             w.close()
-        w("if (sync) SW_ROW_SYNC();")
+        w(f"if (sync) {K.sync}();")
     if db:
         w.open("if (s + 1 < S)")
         for b in db:
-            _prefetch(w, K, b, "NT", itemsize, "s + 1")
+            _prefetch(w, K, b, "NT", itemsize)
         w.close()
     for b in single:
         _fetch_single(w, K, b, itemsize)
@@ -211,7 +221,7 @@ def _decode(w, K, sexpr, P, counts, gstep, rvar):
     if rvar:
         w(f"{rvar} = rr;")
     for n, c in reversed(list(zip(s.grid_order, counts))):
-        tile = f"((int)(g % {c}) * {ROW} + col)" if n == s.lane else f"(int)(g % {c})"
+        tile = f"((int)(g % {c}) * {s.share_width} + col)" if n == s.lane else f"(int)(g % {c})"
         w(f"{P}0_{n} = {tile} * {t[n]}; g /= {c}; {P}N_{n} = SW_MIN({t[n]}, {K.ext[n]} - {P}0_{n});")
     for n, c in reversed(list(zip(s.red_order, K.rcounts))):
         w(f"{P}0_{n} = (rr % {c}) * {t[n]}; rr /= {c}; {P}N_{n} = SW_MIN({t[n]}, {K.ext[n]} - {P}0_{n});")
@@ -256,12 +266,12 @@ def _new_fp(w, K, b, P, half):
     w.open(f"if ({' || '.join(diff)})")
 
 
-def _prefetch(w, K, b, P, itemsize, step):
+def _prefetch(w, K, b, P, itemsize):
     w("{")
     w.depth += 1
     _new_fp(w, K, b, P, f"cur_{b.name}")
     w(f"const int h = cur_{b.name} ^ 1;")
-    _issue(w, K, b, "h", itemsize, step)
+    _issue(w, K, b, "h", itemsize)
     w(f"pend_{b.name} = 1;")
     w.close()
     w.depth -= 1
@@ -274,20 +284,21 @@ def _fetch_single(w, K, b, itemsize):
     _new_fp(w, K, b, "T", "0")
     w("const int h = 0;")
     if b.shared:         # the row meets before (the old contents are done with) and after
-        w("SW_ROW_SYNC();")
-        _issue(w, K, b, "h", itemsize, "s")
+        w(f"{K.sync}();")
+        _issue(w, K, b, "h", itemsize)
         w(f"SW_WAIT(rp_{b.name}[0], ng_{b.name}[0]);")
-        w("SW_ROW_SYNC();")
+        w(f"{K.sync}();")
     else:
-        _issue(w, K, b, "h", itemsize, "s")
+        _issue(w, K, b, "h", itemsize)
     w.close()
     w.depth -= 1
     w("}")
 
 
-def _issue(w, K, b, h, itemsize, step):
+def _issue(w, K, b, h, itemsize):
     """Record the new footprint in half h and issue its DMA (flo*/fhi* are in scope). A
-    shared box is recorded by the whole row and broadcast by the CPE in column `step` % 8."""
+    shared box is recorded by the whole row (array), which counts its fetches in lockstep,
+    and the k-th fetch is broadcast by the CPE at k % width in it (an even deal)."""
     nd = len(b.shape)
     n = b.name
     w(f"val_{n}[{h}] = 1;")
@@ -296,7 +307,7 @@ def _issue(w, K, b, h, itemsize, step):
     if b.pad_dims:
         w(f"fresh_{n}[{h}] = {' || '.join(f'flo{d} < 0 || fhi{d} > {b.shape[d] - 1}' for d in b.pad_dims)};")
     if b.shared:
-        w.open(f"if ((int)(({step}) % {ROW}) == col)")
+        w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
         _transfer(w, K, b, h, itemsize)
         w.close()
     else:
@@ -368,7 +379,7 @@ def _call(direction, ldm, mem, length, bsize, gap, reply):
     if direction == "get":
         return f"sw_get({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply});"
     if direction == "bget":
-        return f"sw_bget({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply}, row);"
+        return f"sw_bget({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply}, bmask);"
     return f"sw_put({mem}, {ldm}, {length}, {bsize}, {gap}, &{reply});"
 
 

@@ -63,10 +63,10 @@ def dma_helpers(api):
                     f"    else {dma_call(api, d, False, **args)};"]
         out.append("}")
     if api.bcast_get:
-        call = api.bcast_get.format(mem="(void *)mem", ldm="ldm", len="len", rp="rp", row="row", gap="gap",
+        call = api.bcast_get.format(mem="(void *)mem", ldm="ldm", len="len", rp="rp", mask="mask", gap="gap",
                                     bsize="gap ? bsize : 0")
-        out += ["/* one DMA read once from memory into the same LDM address of the 8 CPEs of `row` */",
-                f"static inline void sw_bget(void *ldm, const void *mem, int len, int bsize, int gap, {api.reply} *rp, int row)",
+        out += ["/* one DMA read once from memory into the same LDM address of every CPE of the rows in `mask` */",
+                f"static inline void sw_bget(void *ldm, const void *mem, int len, int bsize, int gap, {api.reply} *rp, int mask)",
                 "{", f"    {call};", "}"]
     if api.row_sync:
         out.append(f"#define SW_ROW_SYNC() {api.row_sync}")

@@ -18,7 +18,8 @@
 * Row sharing (schedule/grid.py): a box one broadcast DMA brings to the 8 CPEs of a
   mesh row costs each of them 1/8 of its bytes at the core group's bandwidth (the memory
   side reads it once), and each such fetch costs `row_sync_cycles` per row barrier (one
-  when double-buffered, two otherwise).
+  when double-buffered, two otherwise). Array sharing (`array_broadcast`): the same for all
+  64 CPEs, 1/64 of the bytes each and `array_sync_cycles` per array barrier.
 * Roofline: max(flops / (peak_flops_per_cpe * cpes), compulsory bytes / roof bandwidth),
   the roof bandwidth being `roofline_bytes_per_s` (the DMA bandwidth CPEs can attain; the
   theoretical `mem_bandwidth_bytes_per_s` when absent). Compulsory bytes: every tensor region
@@ -38,7 +39,8 @@ TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "tan", "
 DEFAULTS = {"dual_issue": True, "simd_unaligned_load_cost": 2, "loop_overhead_cycles": 1,
             "div_cycles": 10, "transcendental_cycles": 30, "vector_registers": 32,
             "fma_per_cycle_simd": 1, "fma_per_cycle_scalar": 1, "ldm_loads_per_cycle": 1,
-            "spawn_seconds": 10e-6, "dma_overlap": 1.0, "row_broadcast": False, "row_sync_cycles": 100}
+            "spawn_seconds": 10e-6, "dma_overlap": 1.0, "row_broadcast": False, "row_sync_cycles": 100,
+            "array_broadcast": False, "array_sync_cycles": 200}
 
 
 def hwget(hw, key):
@@ -131,6 +133,11 @@ def op_cycles(e, hw):
     for c in children(e):
         n += op_cycles(c, hw)
     return n
+
+
+def sync_cycles(hw, width):
+    """Cycles of the barrier around a broadcast to `width` CPEs: a mesh row's, else the array's."""
+    return float(hwget(hw, "row_sync_cycles" if width <= 8 else "array_sync_cycles"))
 
 
 def peak_flops(hw):

@@ -19,7 +19,7 @@ from ..convert import convert_predict
 from ..gather import gather_predict
 from ..recurrence import recurrence_predict
 from ..schedule.dma import box_plans, transfers
-from ..schedule.grid import ROW, all_cpe_sequences, mixed_radix
+from ..schedule.grid import all_cpe_sequences, mixed_radix
 from . import model
 
 SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict, "recurrence": recurrence_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
@@ -42,7 +42,8 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     # each CPE's tiles, concatenated: seq[i] = global tile, cpe_of[i], first[i] (first of its CPE)
     lane = s.lane
     lane_pos = order.index(lane) if lane else None
-    seq, cpe_of, pos = all_cpe_sequences(counts, cores, mode, lane_pos)   # pos: place in its CPE's run
+    width = s.share_width
+    seq, cpe_of, pos = all_cpe_sequences(counts, cores, mode, lane_pos, width)   # pos: place in its CPE's run
     coords = mixed_radix(seq, counts)
     tstart = {n: c * t[n] for n, c in zip(order, coords)}
     tcount = {n: np.minimum(t[n], ext[n] - tstart[n]) for n in order}
@@ -97,10 +98,13 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         owner = cpe_of[rows_seq]
         sel = change
         if b.shared:
-            # one broadcast per row: the row's CPEs see the same changes; the CPE in column
-            # (step of the data) % 8 issues it (slave.py)
-            step = pos[rows_seq] * nsteps + pidx * math.prod(rcounts[lv + 1:])
-            lead = (step % ROW) == (owner % ROW)
+            # one broadcast per row (array): its CPEs see the same changes, and the CPE at
+            # k % width in it issues the box's k-th fetch (slave.py)
+            k_th = np.cumsum(change) - 1
+            starts = np.ones(nrow, bool)
+            starts[1:] = owner[1:] != owner[:-1]
+            first_k = np.maximum.accumulate(np.where(starts, k_th - change + 1, 0))
+            lead = ((k_th - first_k) % width) == (owner % width)
             syncs += np.bincount(owner[change], minlength=cores) * (1 if b.halves == 2 else 2)
             sel = change & lead
         get_ops += np.bincount(owner[sel], weights=calls[sel], minlength=cores).astype(np.int64)
@@ -154,7 +158,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         zero = simd.step_cycles(k, s.vector, hw, textent, 0)
         cyc = cyc + full + (nsteps - 1) * zero
     comp_cyc = np.bincount(cpe_of, weights=np.broadcast_to(cyc, (nseq,)), minlength=cores) + expand
-    comp_cyc = comp_cyc + syncs * float(model.hwget(hw, "row_sync_cycles"))
+    comp_cyc = comp_cyc + syncs * model.sync_cycles(hw, width)
     comp_s = comp_cyc / model.clock(hw)
     exposed = first_s + last_put + para
     dma_total = dma_s + para
@@ -219,6 +223,7 @@ def predict_program(program, tc):
                     "ldm_bytes": s.ldm_bytes, "ldm_budget": s.ldm_budget,
                     "tiles": s.tiles, "spatial_tiles": s.ntiles, "reduce_steps": r["nsteps"],
                     "grid_order": list(s.grid_order), "partition": s.partition, "row_shared": s.lane,
+                    "shared_by": s.share_width if s.lane else None,
                     "broadcast": [b.buf for b in s.boxes if b.shared], "reduce_order": list(s.red_order),
                     "double_buffered": bool(s.double_buffer), "simd": str(s.vector) if s.vector else None,
                     "blocked": [b.buf for b in s.boxes if b.blocked is not None],

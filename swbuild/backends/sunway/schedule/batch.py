@@ -18,7 +18,6 @@ import numpy as np
 
 from ..cost import model
 from . import simd
-from .grid import ROW
 from .kernel_schedule import LDM_ALIGN
 
 
@@ -342,17 +341,16 @@ def evaluate(s, T, n, st, sp):
         in2 &= ~in1
         ex = cap * 2.0 / ldm_rate if b.pad_dims else None
         boxes.append((vs, dma_seconds(hw, by, chunk), by.astype(float), in1, in2, ~(in1 | in2), cnt, ex))
-    lanes = [None]
-    if s.share_ok:
-        lanes += [a.name for a in k.axes
-                  if any(b.context != "out" and a.name not in s._vset[id(b)] for b in s.boxes)]
+    lanes = [None]          # as Search.lanes, before the tile count's divisibility (below)
+    lanes += [(a.name, w) for a in k.axes
+              if any(b.context != "out" and a.name not in s._vset[id(b)] for b in s.boxes) for w in s.widths]
     best, lane_ix = None, np.zeros(n, np.int64)
     for li, lane in enumerate(lanes):       # the first of equal objectives wins, as in _evaluate
         r = _lane(s, n, fix, boxes, lane, fits_db)
         if best is None:
             best = r
             continue
-        better = (_cdiv(s.ext[lane], T[lane]) % ROW == 0) & (r[4] < best[4])
+        better = (_cdiv(s.ext[lane[0]], T[lane[0]]) % lane[1] == 0) & (r[4] < best[4])
         best = tuple(np.where(better, x, y) for x, y in zip(r, best))
         lane_ix = np.where(better, li, lane_ix)
     secs, db, traffic, as_float, _ = best
@@ -370,25 +368,30 @@ def _lane(s, n, fix, boxes, lane, fits_db):
     """Search._evaluate_lane per row: (seconds, double-buffered, traffic, traffic is a float,
     objective). Sums in the scalar model's order (box by box)."""
     k, hw = s.k, s.hw
+    axis, width = lane or (None, 1)
     zero = np.zeros(n)
     dma_tile, dma_once, first = zero, zero, zero
     bytes_tile, bytes_once, expand, syncs_tile, syncs_once = zero, zero, zero, zero, zero
     as_float = False
+    waves = fix["waves"]
+    dma_shared = zero
     for vs, secs, byf, in1, in2, in3, cnt, ex in boxes:
         first = first + secs
-        shared = lane is not None and lane not in vs
-        if shared:
-            secs, byf, as_float = secs / ROW, byf / ROW, True
-        dma_tile = dma_tile + np.where(in1, cnt * secs, np.where(in2, secs, 0.0))
+        shared = lane is not None and axis not in vs
+        if shared:      # the busiest CPE issues ceil(fetches / width) of the broadcasts
+            byf, as_float = byf / width, True
+            dma_shared = dma_shared + np.where(in1, _cdiv(waves * cnt, width) * secs,
+                                               np.where(in2, _cdiv(waves, width) * secs, secs))
+        else:
+            dma_tile = dma_tile + np.where(in1, cnt * secs, np.where(in2, secs, 0.0))
+            dma_once = dma_once + np.where(in3, secs, 0.0)
         bytes_tile = bytes_tile + np.where(in1, cnt * byf, np.where(in2, byf, 0.0))
         if ex is not None:
             expand = expand + np.where(in1, cnt * ex, np.where(in2, ex, 0.0))
-        dma_once = dma_once + np.where(in3, secs, 0.0)
         bytes_once = bytes_once + np.where(in3, byf, 0.0)
         if shared:
             syncs_tile = syncs_tile + np.where(in1, cnt, np.where(in2, 1, 0))
             syncs_once = syncs_once + np.where(in3, 1, 0)
-    waves = fix["waves"]
     dma_tile = dma_tile + fix["put"]
     bytes_tile = bytes_tile + fix["oby"]
     cyc = fix["base"] + expand
@@ -397,8 +400,8 @@ def _lane(s, n, fix, boxes, lane, fits_db):
         cyc = cyc + (fix["nsteps"] - 1) * fix["zero"]
     clock = model.clock(hw)
     comp_tile = cyc / clock
-    D, C = waves * dma_tile + dma_once, waves * comp_tile
-    sync = (waves * syncs_tile + syncs_once) * float(model.hwget(hw, "row_sync_cycles")) / clock
+    D, C = waves * dma_tile + dma_once + dma_shared, waves * comp_tile
+    sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width) / clock
     serial = D + (C + 2 * sync)
     traffic = fix["ntiles"] * bytes_tile + np.minimum(fix["ntiles"], s.cores) * bytes_once
     db = np.zeros(n, bool)

@@ -21,6 +21,11 @@ the same footprint on the whole row at every step and one broadcast DMA (athread
 BCAST_MODE, row mask) feeds all 8 (slave.py). The other grid coordinates ("groups", the
 grid with the lane axis' tile count divided by 8) are dealt to the 8 rows, cyclic or block
 as above; a row's 8 CPEs therefore run the same number of steps in lockstep.
+
+Array sharing is the same with all 64 CPEs as one "row" (`width` 64): the lane axis' tile
+count is a multiple of 64, tile l*64 + cpe goes to CPE `cpe`, and every CPE runs every group
+in lockstep, so a box that does not depend on the lane axis is broadcast to all 64 (athread
+BCAST_MODE, mask of all rows) and read from memory once.
 """
 from __future__ import annotations
 
@@ -59,44 +64,45 @@ def mixed_radix(idx, counts):
     return list(reversed(out))
 
 
-def group_counts(counts, lane_pos):
-    """Tile counts of the row-group grid: the lane axis' count divided by the row width."""
+def group_counts(counts, lane_pos, width=ROW):
+    """Tile counts of the group grid: the lane axis' count divided by the sharing width."""
     g = list(counts)
-    g[lane_pos] //= ROW
+    g[lane_pos] //= width
     return g
 
 
-def cpe_sequence(counts, cores, cpe, mode, lane_pos=None):
+def cpe_sequence(counts, cores, cpe, mode, lane_pos=None, width=ROW):
     """Flattened global tile indices (grid `counts`, outermost first) that CPE `cpe`
-    processes, in order. With `lane_pos`, row sharing as in the module docstring."""
+    processes, in order. With `lane_pos`, row (or array: `width` 64) sharing as in the
+    module docstring."""
     total = math.prod(counts)
     if lane_pos is None:
         g0, n, step = cpe_share(total, cores, cpe, mode)
         return g0 + np.arange(n, dtype=np.int64) * step
-    gc = group_counts(counts, lane_pos)
-    g0, n, step = cpe_share(math.prod(gc), cores // ROW, cpe // ROW, mode)
+    gc = group_counts(counts, lane_pos, width)
+    g0, n, step = cpe_share(math.prod(gc), cores // width, cpe // width, mode)
     coords = mixed_radix(g0 + np.arange(n, dtype=np.int64) * step, gc)
-    coords[lane_pos] = coords[lane_pos] * ROW + cpe % ROW
+    coords[lane_pos] = coords[lane_pos] * width + cpe % width
     g = np.zeros(n, np.int64)
     for c, x in zip(counts, coords):
         g = g * c + x
     return g
 
 
-def all_cpe_sequences(counts, cores, mode, lane_pos=None):
+def all_cpe_sequences(counts, cores, mode, lane_pos=None, width=ROW):
     """cpe_sequence of every CPE at once, concatenated in CPE order: (global tiles, the CPE of
     each, its place in its CPE's run)."""
-    units = cores if lane_pos is None else cores // ROW
-    gc = list(counts) if lane_pos is None else group_counts(counts, lane_pos)
+    units = cores if lane_pos is None else cores // width
+    gc = list(counts) if lane_pos is None else group_counts(counts, lane_pos, width)
     share = np.array([cpe_share(math.prod(gc), units, u, mode) for u in range(units)], np.int64).reshape(units, 3)
-    unit = np.arange(cores) if lane_pos is None else np.arange(cores) // ROW
+    unit = np.arange(cores) if lane_pos is None else np.arange(cores) // width
     g0, n, step = share[unit, 0], share[unit, 1], share[unit, 2]
     cpe_of = np.repeat(np.arange(cores, dtype=np.int64), n)
     pos = np.arange(len(cpe_of), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
     g = g0[cpe_of] + pos * step[cpe_of]
     if lane_pos is not None:
         coords = mixed_radix(g, gc)
-        coords[lane_pos] = coords[lane_pos] * ROW + cpe_of % ROW
+        coords[lane_pos] = coords[lane_pos] * width + cpe_of % width
         g = np.zeros(len(cpe_of), np.int64)
         for c, x in zip(counts, coords):
             g = g * c + x

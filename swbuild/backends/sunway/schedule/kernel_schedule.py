@@ -30,6 +30,7 @@ class Schedule:
     modeled_tile_seconds: float = 0.0
     notes: list = field(default_factory=list)
     lane: str = None            # row sharing: the axis a mesh row splits (grid.py), or None
+    share_width: int = 8        # CPEs a broadcast feeds: a mesh row, or all 64 (array sharing)
 
     @property
     def order(self):
@@ -47,7 +48,8 @@ class Schedule:
         if blk:
             extra.append(f"blocked {blk}")
         if self.lane:
-            extra.append(f"rows split {self.lane}, broadcast {[b.buf for b in self.boxes if b.shared]}")
+            who = "rows" if self.share_width == 8 else f"all {self.share_width} CPEs"
+            extra.append(f"{who} split {self.lane}, broadcast {[b.buf for b in self.boxes if b.shared]}")
         return (f"schedule tiles({t}) grid({', '.join(self.grid_order)}, {self.partition}) "
                 f"reduce({', '.join(self.red_order)}) spatial tiles {self.ntiles}, "
                 f"LDM {self.ldm_bytes}/{self.ldm_budget} B" + ("; " + "; ".join(extra) if extra else ""))

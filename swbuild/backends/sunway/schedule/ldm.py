@@ -81,6 +81,9 @@ class Search:
         self.traffic_weight = float(options.get("traffic_weight") or 0.0)
         self.share_ok = (bool(model.hwget(hw, "row_broadcast")) and int(hw["cpes"]) % ROW == 0
                          and option_on(options, "row_share"))
+        # CPEs one broadcast may feed: a mesh row; all of them too with array broadcast
+        self.widths = ((ROW,) + ((self.cores,) if model.hwget(hw, "array_broadcast") and self.cores > ROW else ())
+                       if self.share_ok else ())
         self.quick = options.get("search_effort") == "quick"
         self.axes = list(kernel.axes) + list(kernel.reduce_axes)
         self.ext = {a.name: a.extent for a in self.axes}
@@ -161,19 +164,18 @@ class Search:
         return res
 
     def lanes(self, tiles):
-        """Spatial axes the 8 CPEs of a row can split while broadcasting the boxes that do
-        not depend on them (schedule/grid.py): a tile count that is a multiple of 8."""
-        if not self.share_ok:
-            return []
+        """(axis, width): spatial axes the 8 CPEs of a row (width 8) or all CPEs (width 64,
+        array broadcast) can split while broadcasting the boxes that do not depend on them
+        (schedule/grid.py): a tile count that is a multiple of the width."""
         out = []
         for a in self.k.axes:
             n = math.ceil(a.extent / tiles[a.name])
-            if n % ROW == 0 and any(b.context != "out" and a.name not in self._vset[id(b)] for b in self.boxes):
-                out.append(a.name)
+            if any(b.context != "out" and a.name not in self._vset[id(b)] for b in self.boxes):
+                out += [(a.name, w) for w in self.widths if n % w == 0]
         return out
 
     def _evaluate(self, tiles):
-        """The best of: no sharing, and row sharing over each lane axis."""
+        """The best of: no sharing, and row or array sharing over each lane axis."""
         if self.ldm(tiles, False) > self.budget:
             return None
         k = self.k
@@ -205,37 +207,49 @@ class Search:
         return r
 
     def _evaluate_lane(self, tiles, lane, common):
-        """One lane's modelled time; `common`: what all lanes share (_evaluate)."""
+        """One lane's modelled time; `common`: what all lanes share (_evaluate). `lane`:
+        (axis, width) or None."""
         k, hw = self.k, self.hw
+        axis, width = lane or (None, 1)
         sp, order, rcounts, nsteps, split, tiled, ntiles, waves, db_fits, boxes = common
         vp, base_cyc, step_full, step_zero, oby, put = sp
-        dma_tile = dma_once = first = 0.0
+        dma_tile = dma_once = dma_shared = first = 0.0
         bytes_tile = bytes_once = 0
         expand = 0.0
         syncs_tile = syncs_once = 0.0
         for b, (cap, calls, by, chunk), lv in boxes:
             secs = self._dma_seconds(by, chunk)
             first += secs
-            shared = lane is not None and lane not in self._vset[id(b)]
+            shared = lane is not None and axis not in self._vset[id(b)]
             if shared:
-                # one broadcast feeds the row: 1/8 of the bytes per CPE at the core group's
-                # bandwidth, and row barriers around each fetch
-                secs, by = secs / ROW, by / ROW
+                # one broadcast feeds the row (array): read once for `width` CPEs; its fetches
+                # are dealt in turn, so the busiest CPE issues ceil(fetches / width) of them
+                # (below), and row (array) barriers go around each fetch
+                by = by / width
             if b.context == "body" and k.combine is not None and (self._vset[id(b)] & tiled):
                 n = math.prod(rcounts[x] for x in order[:lv + 1])
-                dma_tile += n * secs
+                if shared:
+                    dma_shared += -(-(waves * n) // width) * secs
+                else:
+                    dma_tile += n * secs
                 bytes_tile += n * by
                 syncs_tile += n * shared
                 if b.pad_dims:
                     expand += n * simd.expand_cycles(hw, cap)
             elif self._vset[id(b)] & split:
-                dma_tile += secs
+                if shared:
+                    dma_shared += -(-waves // width) * secs
+                else:
+                    dma_tile += secs
                 bytes_tile += by
                 syncs_tile += shared
                 if b.pad_dims:
                     expand += simd.expand_cycles(hw, cap)
             else:
-                dma_once += secs
+                if shared:
+                    dma_shared += secs
+                else:
+                    dma_once += secs
                 bytes_once += by
                 syncs_once += shared
         dma_tile += put
@@ -245,8 +259,8 @@ class Search:
             cyc += step_full
             cyc += (nsteps - 1) * step_zero
         comp_tile = cyc / model.clock(hw)
-        D, C = waves * dma_tile + dma_once, waves * comp_tile
-        sync = (waves * syncs_tile + syncs_once) * float(model.hwget(hw, "row_sync_cycles")) / model.clock(hw)
+        D, C = waves * dma_tile + dma_once + dma_shared, waves * comp_tile
+        sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width) / model.clock(hw)
         serial = float(model.cpe_seconds(hw, D, C + 2 * sync, 0.0, False))
         traffic = ntiles * bytes_tile + min(ntiles, self.cores) * bytes_once
         best = (serial, False, vp, traffic, lane)

@@ -19,7 +19,7 @@ from ..gather import gather_schedule
 from ..recurrence import recurrence_schedule
 from . import parallel, reorder
 from .dma import apply_blocking
-from .grid import spatial_tiles
+from .grid import ROW, spatial_tiles
 from .kernel_schedule import Schedule, classify_iterators, ldm_align
 from .ldm import Search, known_tiles, ldm_budget, search_tiles, signature
 
@@ -37,6 +37,7 @@ class Draft:
     double_buffer: bool = False   # (choose_buffering)
     vector: object = None         # simd.VectorPlan or None (choose_buffering)
     lane: str = None              # row sharing: the axis a mesh row splits (choose_row_sharing)
+    share_width: int = ROW        # CPEs one broadcast feeds: a row (8), or all of them
     red_order: list = field(default_factory=list)   # tiled reduce loops, outermost first (order_loops)
 
 
@@ -123,10 +124,11 @@ def choose_buffering(program, target, options):
 
 
 def choose_row_sharing(program, target, options):
-    """SW26010: the axis a mesh row splits so one broadcast DMA feeds the row, or none."""
+    """SW26010: the axis a mesh row (or the whole array) splits so one broadcast DMA feeds
+    the row (array), or none."""
     for k in _compute(program):
         d = program.target_state.drafts[k.name]
-        d.lane = d.search.evaluate(d.tiles)[4]
+        d.lane, d.share_width = d.search.evaluate(d.tiles)[4] or (None, ROW)
     return program
 
 
@@ -184,7 +186,8 @@ def lay_out_ldm(program, target, options):
             raise LdmError(k.name, ldm, budget)
         k.schedule = Schedule(tiles, d.red_order, [a.name for a in k.axes], "cyclic", boxes, ldm, budget,
                               spatial_tiles(k, tiles), d.double_buffer, d.vector,
-                              classify_iterators(k, boxes, tiles), d.seconds, lane=d.lane)
+                              classify_iterators(k, boxes, tiles), d.seconds, lane=d.lane,
+                              share_width=d.share_width)
     return program
 
 
