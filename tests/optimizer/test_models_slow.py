@@ -55,18 +55,19 @@ def test_model_meets_the_optimizer_contracts(name, tmp_path):
 
 @pytest.mark.slow
 def test_vgg16_traffic_target_trades_time_for_traffic():
-    """Below what the time-optimal schedule moves (1.26x), the Lagrangian traffic price meets
-    1.2x compulsory traffic, and the 3x3 convolutions stay at >= 50% of their roofline."""
+    """Below what the time-optimal schedule moves (1.19x with array sharing), the Lagrangian
+    traffic price meets 1.15x compulsory traffic, and the 3x3 convolutions stay at >= 50% of
+    their roofline."""
     from swbuild import toolchain, zoo
     from swbuild.backends import family_of
     from swbuild.compiler import build_program
     tc = toolchain.load("sunway-emu")
     model = zoo.build("vgg16")
     ratios = {}
-    for target in ("off", 1.2):
+    for target in ("off", 1.15):
         d = family_of(tc).plan(build_program(model, tc, "vgg16", options={"traffic_target": target}), tc)
         by = sum(k["dma"]["get"]["bytes"] + k["dma"]["put"]["bytes"] for k in d["kernels"])
         ratios[target] = by / sum(k["compulsory_bytes"] for k in d["kernels"])
         convs = [k for k in d["kernels"] if k["op"] == "Conv"]
         assert min(k["roofline_seconds"] / k["modeled_seconds"] for k in convs) >= 0.5
-    assert 1.2 < ratios["off"] <= 1.5 and ratios[1.2] <= 1.2, ratios
+    assert 1.15 < ratios["off"] <= 1.5 and ratios[1.15] <= 1.15, ratios

@@ -160,3 +160,20 @@ def test_all_cpe_sequences_are_the_cpes_own_sequences_in_cpe_order(counts, mode)
                 assert pos[cpe == c].tolist() == list(range(len(own)))
             assert (np.diff(cpe) >= 0).all()
             assert sorted(g.tolist()) == list(range(math.prod(counts)))   # every tile once
+
+
+def test_every_cpe_of_a_row_pays_for_expanding_its_copy_of_a_broadcast_box():
+    """A broadcast box with pads lands in every LDM of the row and every CPE materialises the
+    pads of its own copy (slave.py), so the model charges the expansion to each of them, not
+    only to the CPE that issued the broadcast: CPEs of a row with the same tiles compute alike."""
+    import numpy as np
+    tc = sunway()
+    p = program(conv_model(c=16, hw=10, co=32, pads=(1, 2, 0, 1)))
+    schedule(p, tc, tiles={"Conv": {"ci": 4, "co": 4, "o0": 1, "o1": 4, "k0": 2}}, lane="co")
+    k = p.kernels[0]
+    assert k.schedule.lane == "co" and any(b.shared and b.pad_dims for b in k.schedule.boxes)
+    r = simulate(k, 64, 40, tc.hardware)
+    per_row = np.asarray(r["compute_seconds"]).reshape(8, 8)
+    busy = np.asarray(r["tiles"]).reshape(8, 8) > 0
+    for row, b in zip(per_row, busy):
+        assert np.allclose(row[b], row[b][0], rtol=0, atol=1e-15), row

@@ -15,12 +15,13 @@ Shape of every kernel (swTVM's layout, with double buffering):
 
 With row sharing (schedule/grid.py) a box that does not depend on the row's lane axis has the
 same footprint on all 8 CPEs of a mesh row at every step. The whole row records it and
-counts the box's fetches; the CPE in column (k % 8) broadcasts its k-th fetch (athread_get
-BCAST_MODE, mask 1 << row), so the fetches are dealt evenly, and waits for it, and the row meets in athread_syn(ROW_SCOPE): once per step that fetches or consumes a
-double-buffered broadcast (the data has landed, and the half the next broadcast refills is
-no longer read), around a single-buffered one, and once after allocation. Array sharing is
-the same over all 64 CPEs: CPE (k % 64) broadcasts the k-th fetch to every row (mask 0xff)
-and the array meets in athread_syn(ARRAY_SCOPE).
+counts the box's fetches; the CPE in column (k % 8) broadcasts the k-th fetch (athread_get
+BCAST_MODE, mask 1 << row; the fetches are dealt evenly) and waits for it, and the row meets
+in athread_syn(ROW_SCOPE): once per step that fetches or consumes a double-buffered broadcast
+(the data has landed, and the half the next broadcast refills is no longer read), around a
+single-buffered one, and once after allocation. Array sharing is the same over all 64 CPEs:
+CPE (k % 64) broadcasts the k-th fetch to every row (mask 0xff) and the array meets in
+athread_syn(ARRAY_SCOPE).
 
 DMA is non-blocking with one reply word per buffer half. A box is fetched exactly when its
 footprint differs from the resident one, so each DMA sits at the outermost loop where the

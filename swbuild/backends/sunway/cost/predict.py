@@ -123,7 +123,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
                 for d in range(len(b.shape)):
                     E = E * (hi[d] - lo[d] + 1)
                     clamped |= (lo[d] < 0) | (hi[d] > b.shape[d] - 1)
-                w = sel & clamped
+                w = change & clamped      # every CPE expands its own copy (slave.py), issuer or not
                 expand += np.bincount(owner[w], weights=simd.expand_cycles(hw, E[w]), minlength=cores)
     # output tiles
     ob = next(b for b in s.boxes if b.context == "out")
