@@ -86,3 +86,19 @@ def test_unreadable_entry_is_a_miss(tmp_path, monkeypatch, text):
     assert cache.load("k") == [("i", 2), ("j", 8)]
     cache._path(tmp_path, "k").write_text(text)
     assert cache.load("k") is None
+
+
+def test_a_changed_search_misses(tmp_path, monkeypatch):
+    """A development checkout changes the search between releases of one version: the key holds
+    a hash of the search's source, so a changed search schedules afresh instead of reading
+    tiles the old one chose."""
+    d = tmp_path / "cache"
+    _compile(tmp_path, monkeypatch, d, "cold")
+    for p in _entries(d):
+        assert f"|{cache.source_hash()}|" in json.loads(p.read_text())["key"]
+    searched = []
+    real = ldm._search_tiles
+    monkeypatch.setattr(ldm, "_search_tiles", lambda s: searched.append(s.k.name) or real(s))
+    monkeypatch.setattr(cache, "_SOURCE", ["0" * 64])       # as if ldm.py had been edited
+    _compile(tmp_path, monkeypatch, d, "edited")
+    assert len(searched) >= 3

@@ -3,9 +3,11 @@
 The tile search (ldm.py) is a pure function of the kernel's canonical form (shapes,
 expressions, dtypes of its buffers, which inputs are constants), the hardware table and
 budget, and the search options. An entry is keyed by that form plus the toolchain file's
-hash and swbuild's version, so a rebuild after a small model change schedules only the
-kernels that changed, and CI can carry the directory between runs. A hit returns exactly
-what the search would return: output bytes are the same with and without the cache.
+hash, swbuild's version and a hash of the search's own source (this package and the cost
+model: a development checkout changes the search between releases of one version), so a
+rebuild after a small model change schedules only the kernels that changed, and CI can
+carry the directory between runs. A hit returns exactly what the search would return:
+output bytes are the same with and without the cache.
 
     SWBUILD_SCHEDULE_CACHE=off     no cache
     SWBUILD_SCHEDULE_CACHE=DIR     entries in DIR
@@ -21,6 +23,7 @@ import hashlib
 import json
 import os
 import tempfile
+from pathlib import Path
 
 from .... import __version__
 from ....cachedir import user_cache_dir
@@ -34,9 +37,24 @@ def cache_dir():
     return user_cache_dir(ENV, "schedules")
 
 
+_SOURCE = []
+
+
+def source_hash():
+    """sha256 of the search's source: the schedule package and the cost model."""
+    if not _SOURCE:
+        here = Path(__file__).parent
+        h = hashlib.sha256()
+        for p in sorted(here.glob("*.py")) + sorted((here.parent / "cost").glob("*.py")):
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        _SOURCE.append(h.hexdigest())
+    return _SOURCE[0]
+
+
 def entry_key(signature, toolchain_hash):
-    """The full key text of a search: format, swbuild version, toolchain hash, canonical form."""
-    return f"{FORMAT}|{__version__}|{toolchain_hash}|{signature!r}"
+    """The full key text of a search: format, swbuild version, the search's source hash,
+    toolchain hash, canonical form."""
+    return f"{FORMAT}|{__version__}|{source_hash()}|{toolchain_hash}|{signature!r}"
 
 
 def _path(d, key):

@@ -383,7 +383,7 @@ def _expand(s, tiles, cands):
         cur, tiles = best
 
 
-TIME_SLACK = 0.02          # modelled time given up, at most, for less main-memory traffic
+TIME_SLACK = 0.01          # modelled time given up, at most, for less main-memory traffic
 
 
 _MEMO = {}
