@@ -229,7 +229,7 @@ class Search:
             if b.context == "body" and k.combine is not None and (self._vset[id(b)] & tiled):
                 n = math.prod(rcounts[x] for x in order[:lv + 1])
                 if shared:
-                    dma_shared += -(-(waves * n) // width) * secs
+                    dma_shared += model.ceil_div(waves * n, width) * secs
                 else:
                     dma_tile += n * secs
                 bytes_tile += n * by
@@ -238,7 +238,7 @@ class Search:
                     expand += n * simd.expand_cycles(hw, cap)
             elif self._vset[id(b)] & split:
                 if shared:
-                    dma_shared += -(-waves // width) * secs
+                    dma_shared += model.ceil_div(waves, width) * secs
                 else:
                     dma_tile += secs
                 bytes_tile += by

@@ -99,8 +99,7 @@ static void check_deadlock(swemu_cpe *c, unsigned long *seen, double *since)
     char who[640];
     if (moves != *seen) { *seen = moves; *since = 0; return; }
     for (int i = 0; i < SWEMU_CPES; i++) {
-        int s = swemu_cpes[i].state;
-        stuck += waiting_in[i] != NULL || gone[i] || s == 2 || s == 3;
+        stuck += waiting_in[i] != NULL || gone[i] || swemu_cpes[i].state == 2;   /* 2: in a barrier */
     }
     if (stuck < SWEMU_CPES) { *since = 0; return; }
     if (*since == 0) *since = mono();
@@ -110,14 +109,14 @@ static void check_deadlock(swemu_cpe *c, unsigned long *seen, double *since)
               "others in a barrier or returned); the chip would hang", who);
 }
 
-static void wait_turn(swemu_cpe *c, const char *op, unsigned long *seen, double *quiet)
+static void wait_turn(swemu_cpe *c, const char *op, unsigned long *seen, double *since)
 {
     struct timespec ts;
     waiting_in[c->id] = op;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += RC_TICK_NS;
     if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-    if (pthread_cond_timedwait(&cv, &mu, &ts) == ETIMEDOUT) check_deadlock(c, seen, quiet);
+    if (pthread_cond_timedwait(&cv, &mu, &ts) == ETIMEDOUT) check_deadlock(c, seen, since);
     waiting_in[c->id] = NULL;
 }
 
@@ -125,7 +124,7 @@ void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
 {
     swemu_cpe *c = swemu_need_cpe(op);
     int to[8], nto = 0, me = dir == 0 ? c->id % 8 : c->id / 8;
-    double quiet = 0;
+    double since = 0;
     unsigned long seen = 0;
     if (size > RC_BYTES)
         swemu_die(c, "%s: a message is one 256-bit register (32 bytes), not %zu bytes", op, size);
@@ -146,7 +145,7 @@ void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
             full |= rx[to[i]][dir].n == SWEMU_REGCOMM_DEPTH;
         }
         if (!full) break;
-        wait_turn(c, op, &seen, &quiet);
+        wait_turn(c, op, &seen, &since);
     }
     swemu_clock_tick(c);               /* a new epoch: what came before is ordered before the gets */
     for (int i = 0; i < nto; i++) {
@@ -177,13 +176,13 @@ void swemu_rc_get(int dir, void *v, size_t size, const char *op)
     swemu_cpe *c = swemu_need_cpe(op);
     rc_fifo *f = &rx[c->id][dir];
     rc_msg m;
-    double quiet = 0;
+    double since = 0;
     unsigned long seen = 0;
     if (size > RC_BYTES)
         swemu_die(c, "%s: a message is one 256-bit register (32 bytes), not %zu bytes", op, size);
     swemu_enter(c);
     pthread_mutex_lock(&mu);
-    while (f->n == 0) wait_turn(c, op, &seen, &quiet);
+    while (f->n == 0) wait_turn(c, op, &seen, &since);
     m = f->m[f->head];
     f->head = (f->head + 1) % SWEMU_REGCOMM_DEPTH;
     f->n--;
