@@ -85,6 +85,11 @@ def dma_bandwidth(hw, block_bytes):
     return float(out) if np.ndim(out) == 0 else out
 
 
+def max_dma_bandwidth(hw):
+    """The supremum of dma_bandwidth over block sizes: no modelled transfer is faster."""
+    return max(max(float(c[1]) for c in hw["dma_curve"]), float(hw["dma_fit_peak_bytes_per_s"]))
+
+
 def dma_seconds_per_cpe(hw, nbytes, chunk_bytes):
     """Seconds one CPE spends moving `nbytes` in contiguous chunks of `chunk_bytes`, when all
     CPEs share the core group's bandwidth."""
@@ -173,5 +178,5 @@ def clock(hw):
     return float(hw["clock_hz"])
 
 
-__all__ = ["dma_bandwidth", "dma_seconds_per_cpe", "issue", "op_cycles", "roofline_seconds",
+__all__ = ["dma_bandwidth", "max_dma_bandwidth", "dma_seconds_per_cpe", "issue", "op_cycles", "roofline_seconds",
            "cpe_seconds", "kernel_seconds", "hwget"]

@@ -11,8 +11,9 @@ kernel adds the S partials and applies the epilogue:
 
 Both are ordinary kernels (tiled, DMA-planned, SIMD) and the partials are an ordinary
 intermediate of the memory plan. The split is kept only when the cost model says the pair
-is at least SPLIT_GAIN faster than the original kernel. A trial's sum kernel is not searched
-when its partials alone already lose. The decision is remembered like tiles are (this
+is at least SPLIT_GAIN faster than the original kernel. A trial is not searched when the
+bytes every tiling of the pair moves already lose, nor its sum kernel when its partials alone
+do. The decision is remembered like tiles are (this
 process, the persistent schedule cache), so a rebuild runs no trials.
 """
 from __future__ import annotations
@@ -115,12 +116,14 @@ def _trials(s, options):
         pair = _split_kernel(k, S, g)
         if pair is None:
             continue
-        t = 0.0
-        for kk in pair:
-            ss = Search(kk, hw, budget, quick, g, s.toolchain_hash)
-            t += ss.evaluate(search_tiles(ss))[0]
-            if t >= best[0]:                 # the partials alone lose: no need to search the sum
-                break
+        t = _moved_at_least(pair, hw)        # a pair that must move too much loses unsearched
+        if t < best[0]:
+            t = 0.0
+            for kk in pair:
+                ss = Search(kk, hw, budget, quick, g, s.toolchain_hash)
+                t += ss.evaluate(search_tiles(ss))[0]
+                if t >= best[0]:             # the partials alone lose: no need to search the sum
+                    break
         if t < best[0]:
             best = (t, S)
         elif best[1] is not None:            # past the best split: larger S only adds partials
@@ -128,6 +131,18 @@ def _trials(s, options):
         for kk in pair:                      # drop the trial's partials from the graph
             g.tensors.pop(kk.buffers[kk.out].tensor, None) if kk.out != k.out else None
     return best[1]
+
+
+def _moved_at_least(pair, hw):
+    """Seconds the pair takes at least under the search's model, whatever its tiles: the
+    partials written, read back and the output written, at the fastest the DMA curve goes.
+    Every tiling moves these bytes, and its modelled time is at least its busiest CPE's DMA
+    seconds (dma_overlap <= 1), which are at least its bytes over that bandwidth. 0.0 when
+    the bound does not hold (dma_overlap > 1)."""
+    if float(model.hwget(hw, "dma_overlap")) > 1.0:
+        return 0.0
+    part, whole = pair
+    return (2 * part.points + whole.points) * 4 / model.max_dma_bandwidth(hw)
 
 
 def split_reductions(program, target, options):
