@@ -181,7 +181,8 @@ def dma_seconds(hw, nbytes, chunk):
 # -- the vector plan and the spatial part of a tile (Search._spatial) ------------------------
 
 def plans(s, T, n):
-    """simd.plan per row (a VectorPlan or None)."""
+    """simd.plan per row (a VectorPlan or None): every row's candidate register blocks costed
+    at once, a row x block table of simd.step_cycles' array arithmetic (_block_cycles)."""
     k, hw = s.k, s.hw
     lanes = int(hw.get("simd_lanes", 1))
     out = [None] * n
@@ -202,43 +203,95 @@ def plans(s, T, n):
     code = np.zeros(n, np.int64)
     for i, a in enumerate(cand):
         code |= (T[a] >= 2).astype(np.int64) << i
-    scalar = simd._scalar_iter(k, hw)
     for key in np.unique(code[live]).tolist():
         rows = np.nonzero(live & (code == key))[0]
         rs = [None] + [a for i, a in enumerate(cand) if key >> i & 1]
-        ranked = simd._ranked_shapes(k, hw, lanes, rs, fs, kinds, deps, regs)
-        best = [None] * len(rows)
-        count = np.zeros(len(rows), np.int64)
-        for _, r, R, U in ranked:
-            ok = (count < 6) & (U * lanes <= T[v][rows])
-            if r:
-                ok &= R <= T[r][rows]
-            if not ok.any():
-                if (count >= 6).all():
-                    break
-                continue
-            dep_r = [r in deps[i] if r else False for i in range(len(fs))]
-            for al in (True, False):
-                sel = ok & (aligned[rows] == al)
-                if not sel.any():
-                    continue
-                idx = rows[sel]
-                p = simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, dep_r, al)
-                ext = {a.name: T[a.name][idx] for a in k.axes}
-                per = np.atleast_1d(simd.step_cycles(k, p, hw, ext, red[idx])).tolist()
-                for j, x in zip(np.nonzero(sel)[0].tolist(), per):
-                    key2 = (round(x, 3), R * U, rs.index(r))
-                    if best[j] is None or key2 < best[j][0]:
-                        best[j] = (key2, (r, R, U, dep_r, al))
-            count += ok
-        for j, row in enumerate(rows.tolist()):
-            if best[j] is None:
-                continue
-            r, R, U, dep_r, al = best[j][1]
-            p = simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, dep_r, al)
-            if simd._mk_inner(p, R, U, hw) / (R * U * lanes) < scalar:
-                out[row] = p
+        bt = _blocks(k, hw, lanes, rs, fs, kinds, deps, regs)
+        blocks = bt["blocks"]
+        Tr = {a.name: T[a.name][rows] for a in k.axes}
+        # simd.plan tries a row's first six blocks that fit its tiles, in ranked order
+        fit = np.stack([(U * lanes <= Tr[v]) & ((R <= Tr[r]) if r else True) for r, R, U, _ in blocks], axis=1)
+        tried = fit & (np.cumsum(fit, axis=1) <= 6)
+        al = aligned[rows]
+        per = _block_cycles(k, hw, lanes, len(fs), bt, Tr, red[rows], al)
+        # simd.plan's key (round(cycles, 3), R * U, rs.index(r)), the first of equals winning
+        rounded = np.full(per.shape, np.inf)
+        rounded[tried] = [round(x, 3) for x in per[tried].tolist()]
+        low = rounded.min(axis=1)
+        pick = np.where(rounded == low[:, None], bt["rank"][None, :], len(blocks)).argmin(axis=1)
+        wins = bt["wins"]
+        for row, j, a, any_tried in zip(rows.tolist(), pick.tolist(), al.tolist(), tried.any(axis=1).tolist()):
+            if any_tried and wins[j]:
+                r, R, U, d = blocks[j]
+                out[row] = simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, d, a)
     return out
+
+
+_BLOCKS = {}
+
+
+def _blocks(k, hw, lanes, rs, fs, kinds, deps, regs):
+    """The register blocks simd.plan ranks for these blocking axes, with what costing them
+    needs (per kernel, like simd._ranked_shapes): blocks (r, R, U, dep_r), R and U columns,
+    the micro-kernel cycles of the full and tail blocks, each block's rank in simd.plan's
+    tie-break (R * U, rs.index(r), ranked order), and whether it beats the scalar loop."""
+    key = (id(k), id(hw), tuple(rs))
+    hit = _BLOCKS.get(key)
+    if hit is not None and hit[0] is k and hit[1] is hw:
+        return hit[2]
+    v = k.axes[-1].name
+    ranked = simd._ranked_shapes(k, hw, lanes, rs, fs, kinds, deps, regs)
+    blocks = [(r, R, U, [r in deps[i] if r else False for i in range(len(fs))]) for _, r, R, U in ranked]
+
+    def inner(r, R, U, d):
+        return simd._mk_inner(simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, d), R, U, hw)
+    order = sorted(range(len(blocks)), key=lambda j: (blocks[j][1] * blocks[j][2], rs.index(blocks[j][0]), j))
+    rank = np.empty(len(blocks), np.int64)
+    rank[order] = np.arange(len(blocks))
+    scalar = simd._scalar_iter(k, hw)
+    bt = {"blocks": blocks, "rank": rank,
+          "R": np.array([b[1] for b in blocks])[None, :], "U": np.array([b[2] for b in blocks])[None, :],
+          "RU": np.array([inner(r, R, U, d) for r, R, U, d in blocks])[None, :],
+          "R1": np.array([inner(r, R, 1, d) for r, R, U, d in blocks])[None, :],
+          "1U": np.array([inner(r, 1, U, d) for r, R, U, d in blocks])[None, :],
+          "11": np.array([inner(r, 1, 1, d) for r, R, U, d in blocks])[None, :],
+          "wins": [inner(r, R, U, d) / (R * U * lanes) < scalar for r, R, U, d in blocks]}
+    _BLOCKS[key] = (k, hw, bt)
+    return bt
+
+
+def _block_cycles(k, hw, L, nf, bt, Tr, red, al):
+    """simd.step_cycles (its array arithmetic, operation for operation) of every row with
+    every register block of `bt` (_blocks): a rows x blocks table. `al`: each row's
+    accumulator alignment."""
+    sp = [a.name for a in k.axes]
+    v = sp[-1]
+    R, U = bt["R"], bt["U"]
+    ua = np.where(al, 1.0, float(simd.hwget(hw, "simd_unaligned_load_cost")))[:, None]
+    red = red[:, None]
+
+    def mk(key, rr, uu, tail=False):
+        ovh = rr * (1 + L * 2) + 4 + nf if tail else 2 * rr * uu * ua + 4 + nf
+        return red * bt[key] + ovh
+    all_but_v = np.ones(len(red), np.int64)
+    for name in sp[:-1]:
+        all_but_v = all_but_v * Tr[name]
+    nr = np.stack([Tr[r] if r else np.ones(len(red), np.int64) for r, _, _, _ in bt["blocks"]], axis=1)
+    outer = all_but_v[:, None] // nr
+    fb, lr = nr // R, nr % R
+    nv = Tr[v][:, None]
+    bu = nv // (U * L)
+    lv = (nv % (U * L)) // L
+    ls = nv % L
+    sc = red * simd._scalar_iter(k, hw) + 2
+    vec_tail = (ls > 0) & (nv >= L)
+    scal_tail = (ls > 0) & (nv < L)
+    one = np.ones_like(R)
+    rows_full = (bu * mk("RU", R, U) + lv * mk("R1", R, one) + np.where(vec_tail, mk("R1", R, one, True), 0)
+                 + np.where(scal_tail, ls * R * sc, 0))
+    rows_part = (bu * mk("1U", one, U) + lv * mk("11", one, one) + np.where(vec_tail, mk("11", one, one, True), 0)
+                 + np.where(scal_tail, ls * sc, 0))
+    return outer * (fb * rows_full + lr * rows_part)
 
 
 def spatial(s, T, n):
