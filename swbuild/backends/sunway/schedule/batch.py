@@ -39,8 +39,20 @@ def _prod(arrays, n):
     return out
 
 
+_WHOLE = {}
+
+
 def _whole_static(b, d):
-    """Every footprint spans dim d whole when its axes are not split (dma.BoxPlan.whole)."""
+    """Every footprint spans dim d whole when its axes are not split (dma.BoxPlan.whole);
+    memoised per box and dim."""
+    hit = _WHOLE.get((id(b), d))
+    if hit is not None and hit[0] is b:
+        return hit[1]
+    _WHOLE[(id(b), d)] = (b, _whole_static_of(b, d))
+    return _WHOLE[(id(b), d)][1]
+
+
+def _whole_static_of(b, d):
     lo = hi = None
     for aff in b.index[d]:
         a, c = _lohi_full(aff, b.axis_extents)
@@ -399,11 +411,14 @@ def evaluate(s, T, n, st, sp):
               if any(b.context != "out" and a.name not in s._vset[id(b)] for b in s.boxes) for w in s.widths]
     best, lane_ix = None, np.zeros(n, np.int64)
     for li, lane in enumerate(lanes):       # the first of equal objectives wins, as in _evaluate
-        r = _lane(s, n, fix, boxes, lane, fits_db)
         if best is None:
-            best = r
+            best = _lane(s, n, fix, boxes, lane, fits_db)
             continue
-        better = (_cdiv(s.ext[lane[0]], T[lane[0]]) % lane[1] == 0) & (r[4] < best[4])
+        divides = _cdiv(s.ext[lane[0]], T[lane[0]]) % lane[1] == 0
+        if not divides.any():               # a lane of no row here
+            continue
+        r = _lane(s, n, fix, boxes, lane, fits_db)
+        better = divides & (r[4] < best[4])
         best = tuple(np.where(better, x, y) for x, y in zip(r, best))
         lane_ix = np.where(better, li, lane_ix)
     secs, db, traffic, as_float, _ = best
