@@ -492,7 +492,7 @@ def evaluate_many(s, tilings):
             seen.add(key)
             todo.append(t)
     if len(todo) < SMALL:                   # numpy's per-call overhead would not pay
-        return [s.evaluate(t) for t in tilings]
+        return [s.evaluate(t, key) for key, t in zip(keys, tilings)]
     if todo:
         T, n = _table(todo, s.axes)
         st = statics(s, T, n)

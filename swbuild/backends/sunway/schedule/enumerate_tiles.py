@@ -46,6 +46,7 @@ def enumerate_tiles(s, cands):
         ntiles = math.prod(-(-ext[n] // t) for n, t in zip(sp, combo))
         return math.ceil(ntiles / s.cores) * math.prod(combo) * s.red_points / rate >= best[1]
 
+    names = [a.name for a in s.axes]
     pos, size = 0, CHUNK[0]
     while pos < len(combos):
         chunk = [c for c in combos[pos:pos + size] if not skipped(c, best)]
@@ -54,16 +55,16 @@ def enumerate_tiles(s, cands):
         for combo in chunk:
             if skipped(combo, best):
                 continue
-            for tiles in tried[combo]:
-                key = tuple(tiles[a.name] for a in s.axes)
-                if key not in s.cache:          # what Search.evaluate would record
+            for key in tried[combo]:
+                r = s.cache.get(key, s)
+                if r is s:                      # not evaluated yet: what Search.evaluate records
                     r = s.cache[key] = pre[key]
                     if r is not None and combo not in s._vp:
                         s._vp[combo] = spatial[combo]
-                c = s.cost(tiles)
+                c = math.inf if r is None else s.objective(r)       # Search.cost
                 evals += 1
                 if best is None or c < best[1]:
-                    best = (tiles, c)
+                    best = (dict(zip(names, key)), c)
             if evals > limit:
                 return best
         # the next chunk: twice as large, but about what the cap still allows (a shape tries
@@ -73,9 +74,9 @@ def enumerate_tiles(s, cands):
 
 
 def _cost_chunk(s, chunk, main, cands):
-    """For each shape of the chunk: the tilings the visit tries (tried), the evaluation of
-    those not yet in the search's cache (pre, by key), and the spatial part (vector plan...)
-    the first evaluation of the shape would memoise (spatial)."""
+    """For each shape of the chunk: the tilings the visit tries (tried, as Search.evaluate's
+    keys), the evaluation of those not yet in the search's cache (pre, by key), and the
+    spatial part (vector plan...) the first evaluation of the shape would memoise (spatial)."""
     k = s.k
     tried, pre, spatial = {}, {}, {}
     if not chunk:
@@ -108,15 +109,14 @@ def _cost_chunk(s, chunk, main, cands):
             picks.append(sorted({x for f in fits if f[j] >= 0 for x in (f[j], max(f[j] - 1, 0))}))
     else:
         picks = [[0] if f else [] for f in L0.tolist()]
-    todo = []                        # (shape, tiles, row of the table)
+    # a tiling's key (Search.evaluate's): the shape, then the reduce tiles (main: cm[i])
+    red = [tuple(cm[i] if a.name == main else a.extent for a in k.reduce_axes) for i in range(len(cm))]
+    todo = []                        # (shape, key, row of the table)
     for j, combo in enumerate(chunk):
-        base = dict(zip(names, combo))
-        for a in k.reduce_axes:
-            base[a.name] = a.extent
-        tried[combo] = ts = [dict(base, **{main: cm[i]}) if main else base for i in picks[j]]
-        for i, t in zip(picks[j], ts):
-            if tuple(t[a.name] for a in s.axes) not in s.cache:
-                todo.append((combo, t, j * len(cm) + i))
+        tried[combo] = keys = [combo + red[i] for i in picks[j]]
+        for i, key in zip(picks[j], keys):
+            if key not in s.cache:
+                todo.append((combo, key, j * len(cm) + i))
     if not todo:
         return tried, pre, spatial
     sel = np.array([r for _, _, r in todo])
@@ -132,6 +132,6 @@ def _cost_chunk(s, chunk, main, cands):
     sps = [s._vp.get(combo) or spatial.get(combo) or dummy for combo, _, _ in todo]
     Ts = {a: c[sel] for a, c in T.items()}
     sts = {b: tuple(x[sel] for x in v) for b, v in st.items()}
-    for (combo, t, _), r in zip(todo, batch.evaluate(s, Ts, len(sel), sts, sps)):
-        pre[tuple(t[a.name] for a in s.axes)] = r
+    for (_, key, _), r in zip(todo, batch.evaluate(s, Ts, len(sel), sts, sps)):
+        pre[key] = r
     return tried, pre, spatial

@@ -129,8 +129,8 @@ class Search:
         contiguous = ext[c] == b.shape[c] or ext[c - 1] == 1
         return cap, calls, calls * ext[c - 1] * run, (ext[c - 1] * run if contiguous else run)
 
-    def ldm(self, tiles, db):
-        key = (db,) + tuple(tiles[a.name] for a in self.axes)
+    def ldm(self, tiles, db, key=None):
+        key = (db,) + (tuple(tiles[a.name] for a in self.axes) if key is None else key)
         r = self._ldm.get(key)
         if r is None:
             r = self._ldm[key] = self._ldm_bytes(tiles, db)
@@ -154,13 +154,14 @@ class Search:
         """The box's footprint changes during a CPE's run (so a second half helps)."""
         return any(tiles[v] < self.ext[v] for v in b.vars)
 
-    def evaluate(self, tiles):
-        """(modelled seconds, double-buffered, vector plan) or None when it does not fit."""
-        key = tuple(tiles[a.name] for a in self.axes)
-        if key in self.cache:
-            return self.cache[key]
-        res = self._evaluate(tiles)
-        self.cache[key] = res
+    def evaluate(self, tiles, key=None):
+        """(modelled seconds, double-buffered, vector plan) or None when it does not fit.
+        `key`: the tiles as a tuple in axis order, when the caller has it."""
+        if key is None:
+            key = tuple(tiles[a.name] for a in self.axes)
+        res = self.cache.get(key, self)
+        if res is self:
+            res = self.cache[key] = self._evaluate(tiles, key)
         return res
 
     def lanes(self, tiles):
@@ -174,12 +175,14 @@ class Search:
                 out += [(a.name, w) for w in self.widths if n % w == 0]
         return out
 
-    def _evaluate(self, tiles):
+    def _evaluate(self, tiles, key=None):
         """The best of: no sharing, and row or array sharing over each lane axis."""
-        if self.ldm(tiles, False) > self.budget:
+        if key is None:
+            key = tuple(tiles[a.name] for a in self.axes)
+        if self.ldm(tiles, False, key) > self.budget:
             return None
         k = self.k
-        vkey = tuple(tiles[a.name] for a in k.axes)
+        vkey = key[:len(k.axes)]
         sp = self._vp.get(vkey)
         if sp is None:
             sp = self._vp[vkey] = self._spatial(tiles)
@@ -192,7 +195,7 @@ class Search:
                  if b.context != "out"]
         common = (sp, order, rcounts, math.prod(rcounts[n] for n in order),
                   {a.name for a in k.axes if tiles[a.name] < a.extent}, set(order), ntiles,
-                  math.ceil(ntiles / self.cores), self.db_ok and self.ldm(tiles, True) <= self.budget, boxes)
+                  math.ceil(ntiles / self.cores), self.db_ok and self.ldm(tiles, True, key) <= self.budget, boxes)
         best = None
         for lane in [None] + self.lanes(tiles):
             r = self._evaluate_lane(tiles, lane, common)
