@@ -72,26 +72,36 @@ class BoxPlan:
     def dim_vars(self, d):
         return self._dim_vars[d]
 
+    @cached_property
+    def _span_memo(self):
+        # per dim: its variables (sorted), and its span by their tiles (the tile search asks
+        # for a dim's span again whenever a tile of another dim changes)
+        return [(sorted(vs), {}) for vs in self._dim_vars]
+
     # -- static extents ---------------------------------------------------------------
     def span(self, tiles):
         """Largest unclamped extent per dim over all tiles of the given sizes."""
+        if self.blocked is not None:
+            return tuple(self.blocked)
         out = []
-        for d, affs in enumerate(self.index):
-            if self.blocked is not None:
-                out.append(self.blocked[d])
-                continue
-            best = 0
-            for first in (True, False):
-                lo, hi = None, None
-                for aff in affs:
-                    a, b = _aff_range(aff, tiles, self.axis_extents, first)
-                    lo = a if lo is None else min(lo, a)
-                    hi = b if hi is None else max(hi, b)
-                best = max(best, hi - lo + 1)
-            if d not in self.pad_dims:
-                best = min(best, self.shape[d])
-            out.append(best)
+        for d, (vs, memo) in enumerate(self._span_memo):
+            key = tuple(tiles[v] for v in vs)
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = self._span_dim(d, tiles)
+            out.append(hit)
         return tuple(out)
+
+    def _span_dim(self, d, tiles):
+        best = 0
+        for first in (True, False):
+            lo, hi = None, None
+            for aff in self.index[d]:
+                a, b = _aff_range(aff, tiles, self.axis_extents, first)
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+            best = max(best, hi - lo + 1)
+        return best if d in self.pad_dims else min(best, self.shape[d])
 
     def cap(self, tiles):
         """LDM elements of one half of the box."""
