@@ -149,9 +149,23 @@ def box_static(s, b, T, n):
     return cap, calls, by, chunk
 
 
+FEW = 48            # statics of fewer rows come from the scalar memo (Search.box_static)
+
+
 def statics(s, T, n):
-    """box_static of every box but the output's, by id."""
-    return {id(b): box_static(s, b, T, n) for b in s.boxes if b.context != "out"}
+    """box_static of every box but the output's, by id: over the table, or for a few rows
+    (the expansion's neighbours, which share most boxes' tiles) from Search.box_static's
+    memo; both give the same integers."""
+    if n >= FEW or n == 0:
+        return {id(b): box_static(s, b, T, n) for b in s.boxes if b.context != "out"}
+    cols = {a: c.tolist() for a, c in T.items()}
+    rows = [{a: cols[a][i] for a in cols} for i in range(n)]
+    out = {}
+    for b in s.boxes:
+        if b.context != "out":
+            got = [s.box_static(b, t) for t in rows]
+            out[id(b)] = tuple(np.array(x, np.int64) for x in zip(*got))
+    return out
 
 
 def ldm(s, T, n, st, db):

@@ -75,9 +75,8 @@ def order_reduce(kernel, boxes, tiles):
     best = None
     # kernel order first, so ties keep the lowering's order
     for perm in itertools.islice(itertools.permutations(tiled), 720):
-        ops = sum(fetches_per_tile(b, list(perm), counts) * per[id(b)][0] for b in body)
-        by = sum(fetches_per_tile(b, list(perm), counts) * per[id(b)][1] for b in body)
-        key = (ops, by)
+        fetches = [(fetches_per_tile(b, perm, counts), per[id(b)]) for b in body]
+        key = (sum(f * c for f, (c, _) in fetches), sum(f * by for f, (_, by) in fetches))
         if best is None or key < best[0]:
             best = (key, list(perm))
     order = best[1] if best else []
