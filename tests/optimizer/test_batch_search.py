@@ -49,6 +49,10 @@ def test_every_tiling_costs_the_same_bits(case, target):
     rows = _rows(s, 150, case)
     T, n = batch._table(rows, s.axes)
     st = batch.statics(s, T, n)
+    assert n >= batch.FEW
+    few, m = batch._table(rows[:batch.FEW - 1], s.axes)     # a few rows: from the scalar memo
+    for b, cols in batch.statics(_fresh(s), few, m).items():
+        assert [c.tolist() for c in cols] == [c[:m].tolist() for c in st[b]]
     sp = batch.spatial(s, T, n)
     got = batch.evaluate(s, T, n, st, sp)
     for i, t in enumerate(rows):
