@@ -1,6 +1,6 @@
 """The long run of the differential fuzzer (tests/fuzz/fuzz_graphs.py; CI runs a fixed slice).
 
-    python benchmarks/fuzz.py [--seeds 0:20] [--cases 24] [--target T ...]
+    python benchmarks/fuzz.py [--seeds 0:20] [--cases 24] [--target T ...] [--grouping on]
 
 Per seed: `cases` random graphs, those onnxruntime runs are compiled into one program per
 target, run under emulation and compared. Prints one JSON document: totals per target
@@ -27,6 +27,7 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0:10", help="START:STOP")
     ap.add_argument("--cases", type=int, default=24)
     ap.add_argument("--target", action="append")
+    ap.add_argument("--grouping", choices=["on", "off"], help="GraphTurbo grouping of the combined programs")
     a = ap.parse_args(argv)
     lo, hi = (int(x) for x in a.seeds.split(":"))
     targets = a.target or ["sunway-emu", "sunway-pro-emu", "diannao-emu"]
@@ -34,7 +35,7 @@ def main(argv=None):
     t0, drawn, kept = time.perf_counter(), 0, 0
     for seed in range(lo, hi):
         with tempfile.TemporaryDirectory(prefix="swfuzz-") as d:
-            doc = fuzz_graphs.run(seed, a.cases, targets, d)
+            doc = fuzz_graphs.run(seed, a.cases, targets, d, {"grouping": a.grouping} if a.grouping else None)
         drawn, kept = drawn + doc["drawn"], kept + doc["kept"]
         for t, r in doc["targets"].items():
             tot[t]["passed"] += r["passed"]

@@ -258,9 +258,10 @@ def same(got, ref, rtol=1e-3, atol=1e-4):
     return bool(close.all() and (np.isnan(got) == np.isnan(ref)).all())
 
 
-def run(seed, n, targets, work):
+def run(seed, n, targets, work, options=None):
     """Compile the kept cases into one program per target, run, compare. Returns a document
-    with per-target pass/wrong/refused counts and the wrong cases' names."""
+    with per-target pass/wrong/refused counts and the wrong cases' names. `options`: recipe
+    options for the combined program (e.g. {"grouping": "on"})."""
     from pathlib import Path
 
     from swbuild import build, check, toolchain
@@ -285,7 +286,7 @@ def run(seed, n, targets, work):
                                [o for c, _ in accepted for o in c.outputs], [i for c, _ in accepted for i in c.inits])
             out = work / target / "all"
             try:
-                prog, _ = compile_to(model, tc, out, "fuzz")
+                prog, _ = compile_to(model, tc, out, "fuzz", options=options)
                 rt_steps, rt_lib = build.runtime_steps(tc, out / "rt")
                 steps, _, exe = build.model_steps(tc, prog.prefix, out, out, rt_lib)
                 build.run_steps(rt_steps + steps, log=lambda s: None)

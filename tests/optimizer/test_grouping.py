@@ -1,6 +1,7 @@
 """GraphTurbo grouping (swbuild/optimizer/grouping): the split choice (Algorithm 1), the merges
 and their two rules (Algorithm 2), instance edges and order (Algorithm 3), binding and scope
 (Algorithm 4), on small graphs built here."""
+import numpy as np
 from onnx import helper
 
 from opt_models import make, program, rand, sunway
@@ -329,3 +330,29 @@ def test_a_kernel_writing_a_tensor_an_earlier_kernel_wrote_stays_after_it():
         assert all(r in kg.reads[n] for n in mine[1:]), (r, mine)      # a later writer depends on the earlier
         assert [n for n in order if n in mine] == mine, (r, mine, order)   # and they keep their order
     assert any(len(ws) > 1 for ws in kg.writers.values()), "the model no longer has a zero + scatter pair"
+
+
+def test_a_tensor_written_in_three_parts_keeps_the_group_graph_acyclic():
+    """A Gather of indices in three runs lowers to three kernels writing parts of one output,
+    each after the earlier ones; a later part is no producer of an earlier one (counting it made
+    a cycle, and grouping failed with an internal error: fuzz seed 0, case 15)."""
+    nodes = [helper.make_node("LogSoftmax", ["x"], ["s"], axis=-1),
+             helper.make_node("Gather", ["s", "i"], ["y"], axis=1)]
+    m = make(nodes, [("x", [2, 4])], [("y", [2, 3])], [("i", np.array([0, 1, 3], np.int64))])
+    p = program(m)
+    kg = kernel_graph(p)
+    parts = [ws for ws in kg.writers.values() if len(ws) >= 3]
+    assert parts, "the Gather no longer writes its output in three parts"
+    for ws in parts:
+        for i, n in enumerate(ws):
+            root = next(r for r, w in kg.writers.items() if w is ws)
+            assert kg.writers_before(n, root) == ws[:i]
+    g = group_kernels(program(m), sunway(), {"grouping": "on"})
+    order = [k.name for k in g.kernels]
+    assert sorted(order) == sorted(kernels_of(p))
+    for ws in parts:
+        assert [n for n in order if n in ws] == list(ws)
+    for gr in g.grouping.groups:     # every group after the groups it reads from
+        for n in gr.kernels:
+            for r in kg.reads[n]:
+                assert all(order.index(w) < order.index(n) or w in gr.kernels for w in kg.writers_before(n, r))

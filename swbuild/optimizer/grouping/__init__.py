@@ -119,7 +119,7 @@ def grouping_of(program, budget):
         sinks = m.sinks(members)
         made = {r for n in names for r in written(program, kernels[n])}
         inputs = sorted({r for n in names for r in kg.reads[n] if r not in kg.constants
-                         and (r not in made or set(kg.writers.get(r, ())) - members)})
+                         and (r not in made or set(kg.writers_before(n, r)) - members)})
         outs = tuple(dict.fromkeys(out_root(program, kernels[n]) for n in names if n in sinks))
         inter = tuple(dict.fromkeys(r for r in (out_root(program, kernels[n]) for n in names if n not in sinks)
                                     if r not in outs))
@@ -181,7 +181,7 @@ def contiguous(program, groups):
     pos = {k.name: i for i, k in enumerate(program.kernels)}
     of = {n: g.gid for g in groups for n in g.kernels}
     first = {g.gid: min(pos[n] for n in g.kernels) for g in groups}
-    before = {g.gid: {of[w] for n in g.kernels for r in kg.reads[n] for w in kg.writers.get(r, ())} - {g.gid}
+    before = {g.gid: {of[w] for n in g.kernels for r in kg.reads[n] for w in kg.writers_before(n, r)} - {g.gid}
               for g in groups}
     done, order = set(), []
     while len(order) < len(groups):

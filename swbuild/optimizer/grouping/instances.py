@@ -40,6 +40,7 @@ def instance_io(program, groups, kernels):
         for n in g.kernels:
             for r in written(program, kernels[n]):
                 writers.setdefault(r, []).append(kernels[n])
+    pos = {k.name: i for i, k in enumerate(program.kernels)}
     io = {}
     for g in groups:
         ks = [kernels[n] for n in g.kernels]
@@ -47,9 +48,11 @@ def instance_io(program, groups, kernels):
         for n in g.kernels:
             for b in kernels[n].buffers.values():
                 r = program.root(b.tensor)
-                ws = [w for w in writers.get(r, ()) if w.name not in g.kernels]
+                # earlier writers only: a later part of a tensor written in parts is no producer
+                ws = [w for w in writers.get(r, ()) if w.name not in g.kernels and pos[w.name] < pos[n]]
                 if ws:
-                    outside[r] = ws
+                    prev = outside.get(r, [])
+                    outside[r] = prev + [w for w in ws if all(w is not x for x in prev)]
         f = instance_count(g)
         for i in range(f):
             need, _, reads = instance_boxes(program, ks, set(g.sinks), g.split.dim, f, i, outside)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -28,6 +29,19 @@ class KernelGraph:
     def readers(self, root, program):
         """Kernels reading `root` or a Concat output it lives inside."""
         return [n for r in containing(program, root) for n in self.consumers.get(r, ())]
+
+    @cached_property
+    def _pos(self):
+        return {n: i for i, n in enumerate(self.names)}
+
+    def writers_before(self, name, root):
+        """The writers of `root` that come before kernel `name` in program order: what it
+        depends on. A tensor written in parts (a Gather of several index runs, ConvTranspose's
+        zeroing and scatter-adds) lists every part's kernel as a writer, and each part reads
+        its own output root to come after the earlier ones; the later parts are not its
+        producers (counting them made the group graph cyclic)."""
+        at = self._pos[name]
+        return tuple(w for w in self.writers.get(root, ()) if self._pos[w] < at)
 
 
 def containing(program, root):

@@ -40,7 +40,7 @@ class Merger:
         for i, g in enumerate(self.groups):
             for n in g:
                 for r in self.kg.reads[n]:
-                    for p in self.kg.writers.get(r, ()):
+                    for p in self.kg.writers_before(n, r):
                         if self.of[p] != i:
                             self.prods[i].add(self.of[p])
                             self.cons[self.of[p]].add(i)
