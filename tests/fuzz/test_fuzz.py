@@ -22,6 +22,25 @@ def test_fuzz_slice_has_no_wrong_result(slice_doc, target):
     assert res["passed"] >= slice_doc["kept"] * 3 // 4      # refusals stay the exception
 
 
+GROUPED_SEED = 0      # its cases form multi-kernel groups and a tensor written in three parts
+
+
+@pytest.fixture(scope="module")
+def grouped_doc(tmp_path_factory):
+    return fuzz_graphs.run(GROUPED_SEED, CASES, ["sunway-emu", "diannao-emu"], tmp_path_factory.mktemp("fuzzg"),
+                           {"grouping": "on"})
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+def test_fuzz_slice_with_grouping_has_no_wrong_result(grouped_doc, target):
+    """The combined program of many random graphs, grouped (GraphTurbo): groups, their order
+    and the launches they share must not change a result."""
+    res = grouped_doc["targets"][target]
+    assert res["wrong"] == [], res["wrong"]
+    assert res["passed"] + len(res["refused"]) == grouped_doc["kept"]
+    assert res["passed"] >= grouped_doc["kept"] * 3 // 4
+
+
 def test_fuzz_cases_are_reproducible_and_varied():
     a = [c.model().SerializeToString() for c in (fuzz_graphs.make_case(SEED, k) for k in range(CASES))]
     b = [c.model().SerializeToString() for c in (fuzz_graphs.make_case(SEED, k) for k in range(CASES))]
