@@ -1,6 +1,6 @@
 """ONNX backend node tests of every claimed op on an emulated target, as figures.
 
-    python benchmarks/conformance.py [--target sunway-emu] [--compile-only] [--list]
+    python benchmarks/conformance.py [--target sunway-emu] [--compile-only] [--list] [--grouping on]
 
 Collects the node tests whose ops `swbuild ops` all claims, compiles each (parameter inputs
 bound as constants, tests/conformance/node_bundle.py), links them into one program, runs every
@@ -49,6 +49,7 @@ def main(argv=None):
     ap.add_argument("--target", default="sunway-emu")
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--list", action="store_true", help="also list every refused and failed case")
+    ap.add_argument("--grouping", choices=["on", "off"], help="GraphTurbo grouping of every case")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     from swbuild import toolchain
@@ -56,7 +57,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="swconf-") as d:
         cases = [node_bundle.bind_params(c, i) for i, c in enumerate(node_bundle.collect())]
         for c in cases:
-            node_bundle.compile_case(c, tc, d)
+            node_bundle.compile_case(c, tc, d, {"grouping": a.grouping} if a.grouping else None)
         failed = []
         passed = None
         if not a.compile_only:

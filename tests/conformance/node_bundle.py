@@ -108,7 +108,7 @@ def bind_params(tc, index):
     return Case(index, tc.name, m, run_inputs, expected, max(tc.rtol, RTOL_MIN), max(tc.atol, ATOL_MIN))
 
 
-def compile_case(case, tc, out_dir):
+def compile_case(case, tc, out_dir, options=None):
     from swbuild.compiler import compile_to
     case.prefix = f"c{case.index}"
     if case.status == "unsupported":
@@ -117,7 +117,7 @@ def compile_case(case, tc, out_dir):
         for v in case.inputs + case.outputs:    # strings, float8, bfloat16 arrive as TensorProto objects
             if v.dtype.kind not in "biuf":
                 raise UnsupportedError(f"dtype {v.dtype} of a graph input/output (no numeric numpy type)")
-        program, files = compile_to(case.model, tc, out_dir, case.prefix)
+        program, files = compile_to(case.model, tc, out_dir, case.prefix, options=options)
         case.plan = json.loads(files[f"{case.prefix}.plan.json"])
         case.status = "compiled"
     except UnsupportedError as e:

@@ -356,3 +356,17 @@ def test_a_tensor_written_in_three_parts_keeps_the_group_graph_acyclic():
         for n in gr.kernels:
             for r in kg.reads[n]:
                 assert all(order.index(w) < order.index(n) or w in gr.kernels for w in kg.writers_before(n, r))
+
+
+def test_a_group_with_a_scalar_output_is_one_instance():
+    """A kernel computing a scalar (Sqrt of a 0-d input) has no dimension to cut: its group is
+    one instance (the expanded Gelu and Shrink node tests failed with an internal error)."""
+    nodes = [helper.make_node("Sqrt", ["s"], ["r"]), helper.make_node("Neg", ["r"], ["t"]),
+             helper.make_node("Mul", ["x", "t"], ["y"])]
+    m = make(nodes, [("x", [2, 3]), ("s", [])], [("y", [2, 3]), ("t", [])])
+    for target in ("sunway-emu", "diannao-emu"):
+        p = group_kernels(program(m), toolchain.load(target), {"grouping": "on"})
+        rank = {k.name: len(k.axes) for k in p.kernels}
+        scalar = [g for g in p.grouping.groups if min(rank[n] for n in g.sinks) == 0]
+        assert scalar, "no group has a scalar output any more"
+        assert all(g.split.factor == 1 and g.split.axis == "-" for g in scalar)

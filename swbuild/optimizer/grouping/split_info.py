@@ -88,7 +88,8 @@ def instance_boxes(program, kernels, sinks, dim, f, i, outside=None):
     for k in kernels:
         if k.name in sinks:
             box = [(0, a.extent - 1) for a in k.axes]
-            box[dim] = slice_of(k.axes[dim].extent, f, i)
+            if f > 1:           # one instance holds the whole output (a scalar one too)
+                box[dim] = slice_of(k.axes[dim].extent, f, i)
             need[k.name] = tuple(box)
     external, reads = {}, {}
     for k in reversed(kernels):
@@ -156,7 +157,9 @@ def split_info(program, kernels, sinks, budget, limit=None):
     for d in range(rank):
         extent = min(k.axes[d].extent for k in kernels if k.name in sinks)
         cands += [(d, f) for f in candidate_factors(extent, budget.cores)]
+    cands = cands or [(0, 1)]     # scalar outputs: one instance, nothing to cut
     cands.sort(key=lambda c: (-balanced_cores(c[1], budget.cores), c[1], c[0]))
+    axis = lambda d: first.axes[d].name if first.axes else "-"       # noqa: E731
     fallback = None
     last_within = max((i for i, (_, f) in enumerate(cands) if f <= limit), default=-1) if limit else len(cands)
     for i, (d, f) in enumerate(cands):
@@ -166,12 +169,12 @@ def split_info(program, kernels, sinks, budget, limit=None):
         fpm, need = footprint(program, kernels, sinks, d, f, f // 2, budget) if f > 1 else (fp0, _)
         fp = max(fp0, fpm)
         rc = recompute_ratio(program, kernels, need, f)
-        info = SplitInfo(d, first.axes[d].name, f, balanced_cores(f, budget.cores), fp, round(rc, 4))
+        info = SplitInfo(d, axis(d), f, balanced_cores(f, budget.cores), fp, round(rc, 4))
         if fp <= budget.local_bytes and rc <= MAX_RECOMPUTE:
             return info
         if fallback is None or (fp, -info.cores) < (fallback.footprint, -fallback.cores):
             fallback = info
     if fallback is None:      # nothing within the limit: the smallest split, unevaluated
         d, f = cands[0]
-        fallback = SplitInfo(d, first.axes[d].name, f, balanced_cores(f, budget.cores), budget.local_bytes + 1, 1.0)
+        fallback = SplitInfo(d, axis(d), f, balanced_cores(f, budget.cores), budget.local_bytes + 1, 1.0)
     return replace(fallback, fits=False)
