@@ -13,8 +13,8 @@ Both are ordinary kernels (tiled, DMA-planned, SIMD) and the partials are an ord
 intermediate of the memory plan. The split is kept only when the cost model says the pair
 is at least SPLIT_GAIN faster than the original kernel. A trial is not searched when the
 bytes every tiling of the pair moves already lose, nor its sum kernel when its partials alone
-do. The decision is remembered like tiles are (this
-process, the persistent schedule cache), so a rebuild runs no trials.
+do. The decision is remembered like tiles are (this process, the persistent schedule cache),
+so a rebuild runs no trials.
 """
 from __future__ import annotations
 
