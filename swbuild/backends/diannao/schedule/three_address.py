@@ -1,6 +1,7 @@
 """Three-address form of an element-wise expression: one instruction candidate per statement."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ....ir.loopnest import children, Acc, Bin, Const, Load, Select, Un, Var, iconst
@@ -81,12 +82,15 @@ class ThreeAddress:
             if e.op in ("min", "max") and a.kind == "scalar":
                 a, b = b, a
             rewrite = None
+            # the relu forms of min and max are exact for a finite s only (s = inf: inf - inf),
+            # so a run-time scalar (a graph input's element) keeps the plain, element-wise min/max
+            finite = b.kind == "scalar" and isinstance(b.ref, Const) and math.isfinite(b.ref.value)
             if e.op == "-" and a.kind == "scalar":          # s - x = (x * -1) + s
                 a, b = b, a
                 rewrite = [("*", Const(-1.0)), ("+", "s")]
-            elif e.op == "max" and b.kind == "scalar" and not (isinstance(b.ref, Const) and b.ref.value == 0):
+            elif e.op == "max" and finite and b.ref.value != 0:
                 rewrite = [("-", "s"), ("relu",), ("+", "s")]              # max(x, s) = relu(x - s) + s
-            elif e.op == "min" and b.kind == "scalar":                    # min(x, s) = s - relu(s - x)
+            elif e.op == "min" and finite:                                # min(x, s) = s - relu(s - x)
                 rewrite = [("*", Const(-1.0)), ("+", "s"), ("relu",), ("*", Const(-1.0)), ("+", "s")]
             if rewrite:
                 self._release(a)
