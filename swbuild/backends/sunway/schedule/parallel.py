@@ -17,6 +17,7 @@ itself and reports any error as it would without workers.
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -105,6 +106,7 @@ def prefetch(fn, items):
     global _WORK
     _WORK = (fn, items)
     ex = None
+    gc.freeze()     # the workers' collector leaves the parent's objects alone (no copy-on-write of their pages)
     try:
         ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_quiet)
         # futures, not ex.map: map cancels what is pending when interrupted, and Python 3.11's
@@ -123,6 +125,7 @@ def prefetch(fn, items):
         raise
     finally:
         _WORK = None
+        gc.unfreeze()
 
 
 def _quiet():
