@@ -341,16 +341,15 @@ def test_a_tensor_written_in_three_parts_keeps_the_group_graph_acyclic():
     m = make(nodes, [("x", [2, 4])], [("y", [2, 3])], [("i", np.array([0, 1, 3], np.int64))])
     p = program(m)
     kg = kernel_graph(p)
-    parts = [ws for ws in kg.writers.values() if len(ws) >= 3]
+    parts = {r: ws for r, ws in kg.writers.items() if len(ws) >= 3}
     assert parts, "the Gather no longer writes its output in three parts"
-    for ws in parts:
+    for root, ws in parts.items():
         for i, n in enumerate(ws):
-            root = next(r for r, w in kg.writers.items() if w is ws)
             assert kg.writers_before(n, root) == ws[:i]
     g = group_kernels(program(m), sunway(), {"grouping": "on"})
     order = [k.name for k in g.kernels]
     assert sorted(order) == sorted(kernels_of(p))
-    for ws in parts:
+    for ws in parts.values():
         assert [n for n in order if n in ws] == list(ws)
     for gr in g.grouping.groups:     # every group after the groups it reads from
         for n in gr.kernels:
