@@ -46,7 +46,10 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
         swemu_futex(&b->gen, FUTEX_WAKE, INT_MAX, NULL);
         return;
     }
-    if (__atomic_load_n(&b->finished, __ATOMIC_SEQ_CST))
+    /* A member that returned means this barrier cannot complete, unless it already has: the
+     * last to arrive completes it (gen) before it can return (finished), so a CPE held up
+     * between its arrival and this check may see members gone from a completed barrier. */
+    if (__atomic_load_n(&b->finished, __ATOMIC_SEQ_CST) && __atomic_load_n(&b->gen, __ATOMIC_SEQ_CST) == g)
         swemu_die(c, "%s can never complete: %d CPE(s) of its scope already returned from "
                   "the kernel (the chip would hang)", op, b->finished);
     c->state = 2;
