@@ -39,33 +39,6 @@ def _prod(arrays, n):
     return out
 
 
-_WHOLE = {}
-
-
-def _whole_static(b, d):
-    """Every footprint spans dim d whole when its axes are not split (dma.BoxPlan.whole);
-    memoised per box and dim."""
-    hit = _WHOLE.get((id(b), d))
-    if hit is not None and hit[0] is b:
-        return hit[1]
-    _WHOLE[(id(b), d)] = (b, _whole_static_of(b, d))
-    return _WHOLE[(id(b), d)][1]
-
-
-def _whole_static_of(b, d):
-    lo = hi = None
-    for aff in b.index[d]:
-        a, c = _lohi_full(aff, b.axis_extents)
-        lo = a if lo is None else min(lo, a)
-        hi = c if hi is None else max(hi, c)
-    return lo <= 0 and hi >= b.shape[d] - 1
-
-
-def _lohi_full(aff, extents):
-    from .dma import aff_lohi
-    return aff_lohi(aff, {v: (0, extents[v]) for v in aff if v is not None})
-
-
 def _aff_range(aff, T, ext, first):
     """dma._aff_range over the table: (lo, hi) of the first (or last) tile of each axis."""
     from .dma import aff_lohi
@@ -90,7 +63,7 @@ def merge_dims(b, T, ext, n):
     m = np.full(n, nd, np.int64)
     alive = np.ones(n, bool)
     for d in range(nd - 1, -1, -1):
-        if not _whole_static(b, d):
+        if not b.spans_tensor(d):
             break
         for v in b.dim_vars(d):
             alive &= T[v] >= ext[v]

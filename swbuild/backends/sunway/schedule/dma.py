@@ -107,13 +107,25 @@ class BoxPlan:
         """LDM elements of one half of the box."""
         return math.prod(self.span(tiles))
 
+    @cached_property
+    def _spans_tensor(self):
+        # per dim: the footprint over the axes' full extents covers the tensor's dim
+        out = []
+        for d, affs in enumerate(self.index):
+            lo, hi = _full_range(affs, self.axis_extents)
+            out.append(lo <= 0 and hi >= self.shape[d] - 1)
+        return tuple(out)
+
+    def spans_tensor(self, d):
+        """With its axes not split, every footprint covers dim d of the tensor."""
+        return self._spans_tensor[d]
+
     def whole(self, d, tiles):
         """Every footprint covers dim d whole: its axes are not split and it spans the tensor."""
         vs = self.dim_vars(d)
         if any(tiles[v] < self.axis_extents[v] for v in vs):
             return False
-        lo, hi = _full_range(self.index[d], self.axis_extents)
-        return lo <= 0 and hi >= self.shape[d] - 1
+        return self.spans_tensor(d)
 
     def merge_dim(self, tiles):
         m = len(self.shape)
