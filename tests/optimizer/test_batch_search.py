@@ -1,15 +1,11 @@
 """The batched tile search (schedule/batch.py, enumerate_tiles.py) is the scalar search's
 exact twin: the same bits for every tiling, and the same cache, memo and result."""
 import copy
-import itertools
-import math
 import random
 
-import numpy as np
 import pytest
 
 from opt_models import conv_model, program, sunway
-from swbuild.backends.sunway.cost import model
 from swbuild.backends.sunway.schedule import batch, enumerate_tiles as et, ldm
 
 CASES = [dict(c=32, hw=28, co=64), dict(c=16, hw=15, co=24, stride=2), dict(c=64, hw=7, co=128, k=1, pads=(0, 0, 0, 0)),
@@ -93,60 +89,41 @@ def test_evaluate_many_leaves_cache_and_memo_as_calls_in_order():
             assert (w[0], w[1], str(w[2]), w[3], w[4]) == (g[0], g[1], str(g[2]), g[3], g[4])
 
 
-def _enumerate_one_at_a_time(s, cands):
-    """The enumeration as it was written before batching: one tiling at a time."""
-    k = s.k
-    sp = [a.name for a in k.axes]
-    main = sorted(k.reduce_axes, key=lambda a: -a.extent)[0].name if k.reduce_axes else None
-    best, evals = None, 0
-    ext = {a.name: a.extent for a in k.axes}
-    rate = max(1, int(s.hw.get("simd_lanes", 1))) * float(model.hwget(s.hw, "fma_per_cycle_simd")) * model.clock(s.hw)
-    limit = et.ENUMERATE_LIMIT[1] if k.flops() >= et.ENUMERATE_BIG else et.ENUMERATE_LIMIT[0]
-    combos = [c for c in itertools.product(*[cands[n] for n in sp]) if math.prod(c) * 4 <= s.budget * 0.9]
-    combos.sort(key=lambda c: (-math.prod(c), c))
-    for combo in combos:
-        if best is not None and s.red_points > 1:
-            ntiles = math.prod(-(-ext[n] // t) for n, t in zip(sp, combo))
-            if math.ceil(ntiles / s.cores) * math.prod(combo) * s.red_points / rate >= best[1]:
-                continue
-        base = dict(zip(sp, combo), **{a.name: a.extent for a in k.reduce_axes})
-        fits, cm = {}, cands[main]
-        for db in (False, True):
-            lo, hi = 0, len(cm) - 1
-            if s.ldm(dict(base, **{main: cm[0]}), db) > s.budget:
-                continue
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if s.ldm(dict(base, **{main: cm[mid]}), db) <= s.budget else (lo, mid - 1)
-            fits[db] = lo
-        idx = sorted({j for i in fits.values() for j in (i, max(i - 1, 0))})
-        for tiles in [dict(base, **{main: cm[i]}) for i in idx]:
-            c = s.cost(tiles)
-            evals += 1
-            if best is None or c < best[1]:
-                best = (tiles, c)
-        if evals > limit:
-            break
-    return best
-
-
-@pytest.mark.parametrize("case", [0, 2])
-def test_batched_enumeration_replays_the_scalar_one(case):
-    s = _search(CASES[case], "sunway-emu")
+@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+@pytest.mark.parametrize("case", [0, 2, 3, 4])
+def test_the_table_finds_what_costing_every_row_one_at_a_time_finds(case, target):
+    """The table's best row and the rows it records near it are those of evaluating every
+    row with the scalar model: its lower bounds prune only rows that cannot win, and what it
+    records is bit for bit what Search.evaluate returns for those tiles."""
+    s = _search(CASES[case], target)
     cands = {a.name: ldm.candidates(a.extent) for a in s.axes}
-    seed = _rows(s, 6, 3)                   # the search has evaluated a few tilings before
-    a, b = _fresh(s), _fresh(s)
-    for t in seed:
-        a.evaluate(t)
-        b.evaluate(t)
-    want, got = _enumerate_one_at_a_time(a, cands), et.enumerate_tiles(b, cands)
-    assert want == got
-    assert list(a.cache) == list(b.cache) and len(a.cache) > 50
-    assert [a.cache[k] is None for k in a.cache] == [b.cache[k] is None for k in b.cache]
-    for k in a.cache:
-        if a.cache[k] is not None:
-            x, y = a.cache[k], b.cache[k]
-            assert (x[0], x[1], str(x[2]), x[3], x[4]) == (y[0], y[1], str(y[2]), y[3], y[4])
-    assert sorted(a._vp) == sorted(b._vp)
-    assert all(str(a._vp[k][0]) == str(b._vp[k][0]) and a._vp[k][1:] == b._vp[k][1:] for k in a._vp)
-    assert np.isfinite(got[1])
+    T, n = et.rows(s, cands)
+    ref = _fresh(s)
+    names = [a.name for a in s.axes]
+    keys = [tuple(int(T[a][i]) for a in names) for i in range(n)]
+    costs = [ref.cost(dict(zip(names, key))) for key in keys]
+    best = min(range(n), key=lambda i: (costs[i], i))
+    b = _fresh(s)
+    table = et.enumerate_tiles(b, cands)
+    tiles, cost = table.best()
+    assert (tuple(tiles[a] for a in names), cost) == (keys[best], costs[best])
+    assert table.costed.sum() < table.n             # the bounds pruned some rows
+    bound = cost * 1.3
+    table.record_within(bound)
+    near = [key for key, c in zip(keys, costs) if c <= bound]
+    assert set(near) <= set(b.cache) and len(near) > 1
+    for key in b.cache:
+        x, y = ref.evaluate(dict(zip(names, key))), b.cache[key]
+        assert (x[0], x[1], str(x[2]), x[3], type(x[3]), x[4]) == (y[0], y[1], str(y[2]), y[3], type(y[3]), y[4])
+        assert ref._vp[key][1:] == b._vp[key][1:]
+
+
+def test_every_reduce_axis_takes_its_turn_as_the_tiled_one():
+    """A 7x7 stem with 3 input channels: the table tiles ci as well as the window."""
+    s = _search(dict(c=3, hw=32, co=16, k=7, pads=(3, 3, 3, 3)), "sunway-emu")
+    cands = {a.name: ldm.candidates(a.extent) for a in s.axes}
+    T, n = et.rows(s, cands)
+    tiled = {a.name for a in s.k.reduce_axes if (T[a.name] < a.extent).any()}
+    assert tiled == {a.name for a in s.k.reduce_axes}
+    multi = sum((T[a.name] < a.extent).astype(int) for a in s.k.reduce_axes)
+    assert multi.max() == 1

@@ -180,13 +180,20 @@ def dma_seconds(hw, nbytes, chunk):
 # -- the vector plan and the spatial part of a tile (Search._spatial) ------------------------
 
 def plans(s, T, n):
-    """simd.plan per row (a VectorPlan or None): every row's candidate register blocks costed
-    at once, a row x block table of simd.step_cycles' array arithmetic (_block_cycles)."""
+    """simd.plan per row (a VectorPlan or None; rows with the same plan share it)."""
+    pid, specs = plan_table(s, T, n)
+    return [specs[p] if p >= 0 else None for p in pid.tolist()]
+
+
+def plan_table(s, T, n):
+    """simd.plan per row as (pid, plans): row i's plan is plans[pid[i]], none where pid is -1.
+    Every row's candidate register blocks are costed at once, a row x block table of
+    simd.step_cycles' array arithmetic (_block_cycles)."""
     k, hw = s.k, s.hw
     lanes = int(hw.get("simd_lanes", 1))
-    out = [None] * n
+    pid, specs = np.full(n, -1, np.int64), []
     if not s.simd_ok or not simd.eligible(k, lanes):
-        return out
+        return pid, specs
     v = k.axes[-1].name
     ext_v = k.axes[-1].extent
     fs, kinds, affs = simd.classify(k, v, lanes)
@@ -198,7 +205,8 @@ def plans(s, T, n):
     aligned = (T[v] % lanes == 0) & (ext_v % lanes == 0)
     live = T[v] >= lanes
     if not live.any():
-        return out
+        return pid, specs
+    seen = {}                    # (r, R, U, dep_r, aligned) -> index into specs
     code = np.zeros(n, np.int64)
     for i, a in enumerate(cand):
         code |= (T[a] >= 2).astype(np.int64) << i
@@ -215,14 +223,33 @@ def plans(s, T, n):
         per = _block_cycles(k, hw, lanes, len(fs), bt, Tr, red[rows], al)
         # simd.plan's key (round(cycles, 3), R * U, rs.index(r)), the first of equals winning
         rounded = np.full(per.shape, np.inf)
-        rounded[tried] = [round(x, 3) for x in per[tried].tolist()]
+        rounded[tried] = round3(per[tried])
         low = rounded.min(axis=1)
         pick = np.where(rounded == low[:, None], bt["rank"][None, :], len(blocks)).argmin(axis=1)
-        wins = bt["wins"]
-        for row, j, a, any_tried in zip(rows.tolist(), pick.tolist(), al.tolist(), tried.any(axis=1).tolist()):
-            if any_tried and wins[j]:
-                r, R, U, d = blocks[j]
-                out[row] = simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, d, a)
+        ok = tried.any(axis=1) & np.array(bt["wins"], bool)[pick]
+        if not ok.any():
+            continue
+        uniq, inv = np.unique(pick[ok] * 2 + al[ok], return_inverse=True)     # (block, aligned)
+        ids = []
+        for x in uniq.tolist():
+            r, R, U, d = blocks[x // 2]
+            spec = (r, R, U, tuple(d), bool(x % 2))
+            if spec not in seen:
+                seen[spec] = len(specs)
+                specs.append(simd.VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds, d, bool(x % 2)))
+            ids.append(seen[spec])
+        pid[rows[ok]] = np.array(ids, np.int64)[inv.reshape(-1)]
+    return pid, specs
+
+
+def round3(x):
+    """Python's round(v, 3) of every element (simd.plan's key): numpy's, except where x * 1000
+    lies so close to a half that the two may differ (then Python's)."""
+    y = x * 1000.0
+    out = np.rint(y) / 1000.0
+    near = np.abs(y - np.floor(y) - 0.5) <= 1e-12 * np.maximum(np.abs(y), 1.0)
+    if near.any():
+        out[near] = [round(v, 3) for v in x[near].tolist()]
     return out
 
 
@@ -296,8 +323,17 @@ def _block_cycles(k, hw, L, nf, bt, Tr, red, al):
 def spatial(s, T, n):
     """Search._spatial per row: a list of (vp, base cycles, full step, zero step, out bytes,
     put seconds), the vector plan from each row's own tiles."""
+    f = spatial_table(s, T, n)
+    vps = [f["plans"][p] if p >= 0 else None for p in f["pid"].tolist()]
+    return [(vps[i], b, fu, z, o, p) for i, (b, fu, z, o, p) in
+            enumerate(zip(*(f[c].tolist() for c in ("base", "full", "zero", "oby", "put"))))]
+
+
+def spatial_table(s, T, n):
+    """Search._spatial per row as columns: pid and plans (plan_table), base, full, zero, oby
+    and put."""
     k, hw = s.k, s.hw
-    vps = plans(s, T, n)
+    pid, specs = plan_table(s, T, n)
     pts = _prod([T[a.name] for a in k.axes], n)
     per_point = simd.epilogue_cycles(k, hw, 1)      # points * per_point, as the scalar model
     base = (pts * 1.0 if k.combine else np.zeros(n)) + pts * per_point
@@ -306,17 +342,12 @@ def spatial(s, T, n):
     full = np.zeros(n)
     zero = np.zeros(n)
     if k.combine is not None:
-        groups = {}
-        for i, p in enumerate(vps):
-            groups.setdefault(None if p is None else (p.r, p.R, p.U, p.acc_aligned), []).append(i)
-        for g, idx in groups.items():
-            idx = np.array(idx)
-            p = vps[idx[0]]
+        for p in np.unique(pid).tolist():
+            idx = np.nonzero(pid == p)[0]
             pext = {a.name: T[a.name][idx] for a in k.axes}
-            full[idx] = _step(k, p, hw, pext, s.red_points, len(idx))
-            zero[idx] = _step(k, p, hw, pext, 0, len(idx))
-    return [(vps[i], b, f, z, o, p) for i, (b, f, z, o, p) in
-            enumerate(zip(base.tolist(), full.tolist(), zero.tolist(), oby.tolist(), put.tolist()))]
+            full[idx] = _step(k, specs[p] if p >= 0 else None, hw, pext, s.red_points, len(idx))
+            zero[idx] = _step(k, specs[p] if p >= 0 else None, hw, pext, 0, len(idx))
+    return {"pid": pid, "plans": specs, "base": base, "full": full, "zero": zero, "oby": oby, "put": put}
 
 
 def _step(k, p, hw, pext, red, n):
@@ -356,15 +387,32 @@ def evaluate(s, T, n, st, sp):
     """Search._evaluate per row: a list of result tuples (seconds, double-buffered, vector
     plan, traffic, lane) or None where the tiles do not fit. `st`: statics(), `sp`: the
     spatial tuple of each row (as Search._vp holds it)."""
+    cols = list(zip(*sp))
+    fix = {"base": np.array(cols[1], float), "full": np.array(cols[2], float), "zero": np.array(cols[3], float),
+           "oby": np.array(cols[4], float), "put": np.array(cols[5], float)}
+    e = evaluate_table(s, T, n, st, fix)
+    return [result(e, i, sp[i][0]) for i in range(n)]
+
+
+def result(e, i, vp):
+    """Row i of evaluate_table as Search.evaluate's tuple, with its vector plan `vp`."""
+    if not e["fits"][i]:
+        return None
+    tr = float(e["traffic"][i])
+    return (float(e["secs"][i]), bool(e["db"][i]), vp, tr if e["as_float"][i] else int(tr), e["lanes"][int(e["lane"][i])])
+
+
+def evaluate_table(s, T, n, st, fix):
+    """Search._evaluate per row as columns: secs, db, traffic, lane (an index into lanes),
+    fits, objective; as_float (traffic is a float: a lane shares). `fix`: spatial_table's
+    base, full, zero, oby and put columns."""
     k, hw = s.k, s.hw
     fits = ldm(s, T, n, st, False) <= s.budget
     fits_db = (ldm(s, T, n, st, True) <= s.budget) if s.db_ok else None
     red = {a.name: (T[a.name] < a.extent, _cdiv(a.extent, T[a.name])) for a in k.reduce_axes}
     if sum((t.astype(np.int64) for t, _ in red.values()), np.zeros(n, np.int64)).max(initial=0) > 1:
         raise ValueError("batch.evaluate: more than one tiled reduce axis")
-    cols = list(zip(*sp))
-    fix = {"base": np.array(cols[1], float), "full": np.array(cols[2], float), "zero": np.array(cols[3], float),
-           "oby": np.array(cols[4], float), "put": np.array(cols[5], float)}
+    fix = {c: np.asarray(fix[c], float) for c in ("base", "full", "zero", "oby", "put")}
     split = {a.name: T[a.name] < a.extent for a in k.axes}
     fix["ntiles"] = _prod([_cdiv(a.extent, T[a.name]) for a in k.axes], n)
     fix["waves"] = _cdiv(fix["ntiles"], s.cores)
@@ -408,15 +456,9 @@ def evaluate(s, T, n, st, sp):
         better = divides & (r[4] < best[4])
         best = tuple(np.where(better, x, y) for x, y in zip(r, best))
         lane_ix = np.where(better, li, lane_ix)
-    secs, db, traffic, as_float, _ = best
-    out = []
-    for i, (t, d, tr, fl, li, f) in enumerate(zip(secs.tolist(), db.tolist(), traffic.tolist(), as_float.tolist(),
-                                                   lane_ix.tolist(), fits.tolist())):
-        if not f:
-            out.append(None)
-            continue
-        out.append((t, bool(d), sp[i][0], tr if fl else int(tr), lanes[li]))
-    return out
+    secs, db, traffic, as_float, obj = best
+    return {"secs": secs, "db": db, "traffic": traffic, "as_float": as_float, "lane": lane_ix, "lanes": lanes,
+            "fits": fits, "obj": obj}
 
 
 def _lane(s, n, fix, boxes, lane, fits_db):
@@ -486,8 +528,8 @@ def evaluate_many(s, tilings):
         fit = (ldm(s, T, n, st, False) <= s.budget).tolist()
         first = {}
         for i, t in enumerate(todo):
-            v = tuple(t[a.name] for a in s.k.axes)
-            if fit[i] and v not in s._vp and v not in first:
+            v = tuple(t[a.name] for a in s.axes)
+            if fit[i] and v not in s._vp:
                 first[v] = i
         if first:
             Tf, nf = _table([todo[i] for i in first.values()], s.axes)
@@ -504,7 +546,7 @@ def evaluate_many(s, tilings):
             Ts = {a: c[sel] for a, c in T.items()}
             sts = {b: tuple(x[sel] for x in v) for b, v in st.items()}
             dummy = (None, 0.0, 0.0, 0.0, 0, 0.0)
-            sps = [s._vp.get(tuple(todo[i][a.name] for a in s.k.axes), dummy) for i in rows]
+            sps = [s._vp.get(tuple(todo[i][a.name] for a in s.axes), dummy) for i in rows]
             for i, r in zip(rows, evaluate(s, Ts, len(rows), sts, sps)):
                 res[i] = r
         for i, t in enumerate(todo):

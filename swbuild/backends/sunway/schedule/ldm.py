@@ -182,10 +182,9 @@ class Search:
         if self.ldm(tiles, False, key) > self.budget:
             return None
         k = self.k
-        vkey = key[:len(k.axes)]
-        sp = self._vp.get(vkey)
+        sp = self._vp.get(key)
         if sp is None:
-            sp = self._vp[vkey] = self._spatial(tiles)
+            sp = self._vp[key] = self._spatial(tiles)
         tiled_r = reorder.tiled_reduce_axes(k, tiles)
         order = tiled_r if len(tiled_r) <= 1 else reorder.order_reduce(k, self.boxes, tiles)[0]
         rcounts = reorder.reduce_counts(k, tiles)
@@ -436,20 +435,14 @@ def _search_tiles(s):
     ones = {a.name: 1 for a in s.axes}
     if s.ldm(ones, False) > s.budget:
         raise LdmError(s.k.name, s.ldm(ones, False), s.budget)
-    start = {}
-    for a in s.axes:
-        fit = [c for c in cands[a.name] if c <= START]
-        start[a.name] = max(fit)
-    results = []
-    t1 = _shrink_to_fit(s, start, cands)
-    results.append(_expand(s, t1, cands))
-    if not s.quick:
-        results.append(_expand(s, dict(ones), cands))
-    e = enumerate_tiles(s, cands)
-    if e is not None:
-        results.append(_expand(s, e[0], cands))
-    results.sort(key=lambda r: r[1])
-    best, cost = results[0]
+    table = enumerate_tiles(s, cands)
+    if table is not None:
+        start = table.best()[0]
+    else:                                # no row of the table fits: shrink from 64 per axis
+        start = _shrink_to_fit(s, {a.name: max(c for c in cands[a.name] if c <= START) for a in s.axes}, cands)
+    best, cost = _expand(s, start, cands)
+    if table is not None:
+        table.record_within(cost * (1 + TIME_SLACK))
     # among the evaluated tilings within TIME_SLACK of the best objective, the least traffic
     pick = None
     for key, r in s.cache.items():
