@@ -15,6 +15,8 @@ import numpy as np
 from ..cost import model
 from . import batch
 
+FIRST = 16          # rows costed at first (then twice as many each time) while some may still win
+
 
 class Table:
     """The rows of one search (columns T: axis -> sizes, in table order) with a lower bound
@@ -32,7 +34,7 @@ class Table:
     def cost(self, bound):
         """Cost every row whose bound is below `bound` (a callable: the best objective so far
         when `None`), in order of bounds, in chunks that double."""
-        size = 64
+        size = FIRST
         while self.pos < self.n:
             limit = bound if bound is not None else self.obj.min(initial=np.inf)
             idx = self.order[self.pos:self.pos + size]

@@ -437,12 +437,11 @@ def _search_tiles(s):
         raise LdmError(s.k.name, s.ldm(ones, False), s.budget)
     table = enumerate_tiles(s, cands)
     if table is not None:
-        start = table.best()[0]
-    else:                                # no row of the table fits: shrink from 64 per axis
-        start = _shrink_to_fit(s, {a.name: max(c for c in cands[a.name] if c <= START) for a in s.axes}, cands)
-    best, cost = _expand(s, start, cands)
-    if table is not None:
+        best, cost = table.best()
         table.record_within(cost * (1 + TIME_SLACK))
+    else:       # no row of the table fits (several reduce axes must be tiled): shrink from 64, grow
+        start = {a.name: max(c for c in cands[a.name] if c <= START) for a in s.axes}
+        best, cost = _expand(s, _shrink_to_fit(s, start, cands), cands)
     # among the evaluated tilings within TIME_SLACK of the best objective, the least traffic
     pick = None
     for key, r in s.cache.items():

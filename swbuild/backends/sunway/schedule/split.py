@@ -11,9 +11,9 @@ kernel adds the S partials and applies the epilogue:
 
 Both are ordinary kernels (tiled, DMA-planned, SIMD) and the partials are an ordinary
 intermediate of the memory plan. The split is kept only when the cost model says the pair
-is at least SPLIT_GAIN faster than the original kernel. A trial is not searched when the
-bytes every tiling of the pair moves already lose, nor its sum kernel when its partials alone
-do. The decision is remembered like tiles are (this process, the persistent schedule cache),
+is at least SPLIT_GAIN faster than the original kernel. A trial is not searched when what
+every tiling of the pair must take (its compulsory bytes at the fastest DMA, its multiply-adds
+at the SIMD peak) already loses, nor its sum kernel when its partials alone do. The decision is remembered like tiles are (this process, the persistent schedule cache),
 so a rebuild runs no trials.
 """
 from __future__ import annotations
@@ -134,15 +134,21 @@ def _trials(s, options):
 
 
 def _moved_at_least(pair, hw):
-    """Seconds the pair takes at least under the search's model, whatever its tiles: the
-    partials written, read back and the output written, at the fastest the DMA curve goes.
-    Every tiling moves these bytes, and its modelled time is at least its busiest CPE's DMA
-    seconds (dma_overlap <= 1), which are at least its bytes over that bandwidth. 0.0 when
+    """Seconds the pair takes at least under the search's model, whatever its tiles: per
+    kernel, the larger of its DMA and its compute floors. Every tiling moves at least the
+    kernel's compulsory bytes (what it reads, once, and its output; the partials are written
+    by the first kernel and read by the second), and its modelled time is at least its busiest
+    CPE's DMA seconds (dma_overlap <= 1), which are at least those bytes at the fastest the
+    DMA curve goes; and at least its busiest CPE's multiply-adds at the SIMD peak. 0.0 when
     the bound does not hold (dma_overlap > 1)."""
     if float(model.hwget(hw, "dma_overlap")) > 1.0:
         return 0.0
-    part, whole = pair
-    return (2 * part.points + whole.points) * 4 / model.max_dma_bandwidth(hw)
+    lanes = max(1, int(hw.get("simd_lanes", 1)))
+    rate = lanes * float(model.hwget(hw, "fma_per_cycle_simd")) * model.clock(hw) * int(hw["cpes"])
+    out = 0.0
+    for k in pair:
+        out += max(compulsory_bytes(k) / model.max_dma_bandwidth(hw), k.points * k.reduce_points / rate)
+    return out
 
 
 def split_reductions(program, target, options):
