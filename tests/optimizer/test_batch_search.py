@@ -97,7 +97,10 @@ def test_the_table_finds_what_costing_every_row_one_at_a_time_finds(case, target
     records is bit for bit what Search.evaluate returns for those tiles."""
     s = _search(CASES[case], target)
     cands = {a.name: ldm.candidates(a.extent) for a in s.axes}
-    T, n = et.rows(s, cands)
+    T, n, where, variants = et.rows(s, cands)
+    grid, full = et.statics(s, cands, where, variants, n), batch.statics(s, T, n)     # per box grid: the same
+    assert grid.keys() == full.keys()
+    assert all([c.tolist() for c in grid[b]] == [c.tolist() for c in full[b]] for b in grid)
     ref = _fresh(s)
     names = [a.name for a in s.axes]
     keys = [tuple(int(T[a][i]) for a in names) for i in range(n)]
@@ -122,7 +125,7 @@ def test_every_reduce_axis_takes_its_turn_as_the_tiled_one():
     """A 7x7 stem with 3 input channels: the table tiles ci as well as the window."""
     s = _search(dict(c=3, hw=32, co=16, k=7, pads=(3, 3, 3, 3)), "sunway-emu")
     cands = {a.name: ldm.candidates(a.extent) for a in s.axes}
-    T, n = et.rows(s, cands)
+    T, n, _, _ = et.rows(s, cands)
     tiled = {a.name for a in s.k.reduce_axes if (T[a.name] < a.extent).any()}
     assert tiled == {a.name for a in s.k.reduce_axes}
     multi = sum((T[a.name] < a.extent).astype(int) for a in s.k.reduce_axes)

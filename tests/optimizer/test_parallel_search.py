@@ -49,6 +49,7 @@ def _compile(tmp_path, monkeypatch, jobs, tag):
 
 def test_workers_give_the_same_bytes_and_do_the_searching(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "MIN_ITEMS", 2)     # the split pass has two kernels to hand out
+    monkeypatch.setattr(parallel, "MIN_WORK", 0.0)    # and its searches are short
     serial, serial_calls = _compile(tmp_path, monkeypatch, 1, "serial")
     par, par_calls = _compile(tmp_path, monkeypatch, 2, "par")
     assert par == serial
@@ -146,3 +147,17 @@ def test_default_workers_follow_the_cgroup_cpu_quota(tmp_path, monkeypatch):
     (v1 / "cpu.cfs_period_us").write_text("100000\n")
     assert parallel.cpus(str(tmp_path / "v1")) == 1
     assert parallel.cpus(str(tmp_path / "none")) == len(os.sched_getaffinity(0))
+
+
+def test_little_work_stays_in_the_process(monkeypatch):
+    """Searches estimated at less than MIN_WORK seconds in all are not handed to workers (the
+    forks would cost more CPU than they save): prefetch returns at once."""
+    import time
+    monkeypatch.setenv(parallel.ENV, "2")
+
+    def forever(item):
+        time.sleep(600)
+    t0 = time.monotonic()
+    items = list(range(parallel.MIN_ITEMS))
+    parallel.prefetch(forever, items, work=lambda it: parallel.MIN_WORK / (2 * len(items)))
+    assert time.monotonic() - t0 < 5 and _children() == []

@@ -84,33 +84,66 @@ class Table:
 
 
 def rows(s, cands):
-    """The table's tilings (axis -> int64 column) and their count, before the LDM check."""
+    """The table's tilings before the LDM check: (T: axis -> int64 column, row count, where:
+    each spatial axis -> the index of its size in cands, and "variant" -> the index of the
+    row's reduce sizes in `variants`; variants)."""
     k = s.k
     sp = [a.name for a in k.axes]
-    grids = np.meshgrid(*[np.array(cands[n], np.int64) for n in sp], indexing="ij")
-    cols = [g.reshape(-1) for g in grids]
-    size = np.ones(len(cols[0]), np.int64)
-    for c in cols:
-        size = size * c
+    grids = np.meshgrid(*[np.arange(len(cands[n])) for n in sp], indexing="ij")
+    where = {n: g.reshape(-1) for n, g in zip(sp, grids)}
+    size = np.ones(len(where[sp[0]]) if sp else 1, np.int64)
+    for n in sp:
+        size = size * np.array(cands[n], np.int64)[where[n]]
     keep = size * 4 <= s.budget * 0.9          # the accumulator leaves room for the inputs
-    cols = [c[keep] for c in cols]
     whole = tuple(a.extent for a in k.reduce_axes)
     variants = [whole] + [whole[:i] + (c,) + whole[i + 1:] for i, a in enumerate(k.reduce_axes)
                           for c in cands[a.name] if c < a.extent]
-    m, v = len(cols[0]), len(variants)
-    T = {n: np.repeat(c, v) for n, c in zip(sp, cols)}
+    v = len(variants)
+    where = {n: np.repeat(w[keep], v) for n, w in where.items()}
+    m = int(keep.sum())
+    where["variant"] = np.tile(np.arange(v), m)
+    T = {n: np.array(cands[n], np.int64)[where[n]] for n in sp}
     var = np.array(variants, np.int64).reshape(v, len(whole))
     for i, a in enumerate(k.reduce_axes):
-        T[a.name] = np.tile(var[:, i], m)
-    return T, m * v
+        T[a.name] = var[where["variant"], i]
+    return T, m * v, where, variants
+
+
+def statics(s, cands, where, variants, n):
+    """batch.statics of the table: each box's statics depend on its own axes' sizes alone, so
+    they are costed once per combination of those (a small grid) and gathered per row."""
+    k = s.k
+    out = {}
+    for b in s.boxes:
+        if b.context == "out":
+            continue
+        vs = s._vset[id(b)]
+        sv = [a.name for a in k.axes if a.name in vs]
+        rv = [i for i, a in enumerate(k.reduce_axes) if a.name in vs]
+        proj = {}                                # the variants as this box sees them
+        of_variant = np.array([proj.setdefault(tuple(x[i] for i in rv), len(proj)) for x in variants], np.int64)
+        p = len(proj)
+        grids = np.meshgrid(*[np.arange(len(cands[x])) for x in sv], indexing="ij")
+        g = int(np.prod([len(cands[x]) for x in sv])) if sv else 1
+        G = {x: np.repeat(np.array(cands[x], np.int64)[gr.reshape(-1)], p) for x, gr in zip(sv, grids)}
+        pv = np.array(list(proj), np.int64).reshape(p, len(rv))
+        for j, i in enumerate(rv):
+            G[k.reduce_axes[i].name] = np.tile(pv[:, j], g)
+        grid = batch.box_static(s, b, G, g * p)
+        at = np.zeros(n, np.int64)
+        for x in sv:
+            at = at * len(cands[x]) + where[x]
+        at = at * p + of_variant[where["variant"]]
+        out[id(b)] = tuple(c[at] for c in grid)
+    return out
 
 
 def enumerate_tiles(s, cands):
     """The table of `s`'s kernel (rows that fit the LDM only), or None when no row fits."""
-    T, n = rows(s, cands)
+    T, n, where, variants = rows(s, cands)
     if n == 0:
         return None
-    st = batch.statics(s, T, n)
+    st = statics(s, cands, where, variants, n)
     keep = np.nonzero(batch.ldm(s, T, n, st, False) <= s.budget)[0]
     if len(keep) == 0:
         return None

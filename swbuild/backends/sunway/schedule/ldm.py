@@ -418,6 +418,13 @@ def known_tiles(s):
     return dict(_MEMO[sig])
 
 
+def search_seconds(s):
+    """About how long `s`'s search takes (enumerate_tiles: a few ms per table, ~1 us per row;
+    rows counted before the accumulator and LDM checks), for deciding whether to fork."""
+    spatial = math.prod(len(candidates(a.extent)) for a in s.k.axes)
+    return 3e-3 + 1e-6 * spatial * (1 + sum(len(candidates(a.extent)) - 1 for a in s.k.reduce_axes))
+
+
 def search_tiles(s):
     """The chosen tiles of `s`'s kernel: from this process's memo, the persistent cache, or
     the search (then remembered in both)."""

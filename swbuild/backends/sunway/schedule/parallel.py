@@ -11,8 +11,9 @@ output is the same bytes with one worker or many.
     SWBUILD_JOBS=N     N workers (1: none, search in the process itself)
     (unset)            one per CPU this process may use (affinity and cgroup quota), at most 8
 
-Fewer than MIN_ITEMS searches stay in the process (a fork and its start-up cost more than
-they save). A worker that fails leaves its kernels to the pass, which then searches them
+Fewer than MIN_ITEMS searches, or searches estimated at less than MIN_WORK seconds in all,
+stay in the process (forks and their start-up cost more CPU than they save wall time: about
+0.1 s against half the work). A worker that fails leaves its kernels to the pass, which then searches them
 itself and reports any error as it would without workers.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from . import ldm
 
 ENV = "SWBUILD_JOBS"
 MIN_ITEMS = 6
+MIN_WORK = 0.5      # estimated seconds of searching (the caller's `work`) worth forking for
 MAX_DEFAULT = 8     # searches are many and short: more workers mostly add fork cost
 
 _WORK = None        # (fn, items) while a pool runs: the forked workers inherit it
@@ -98,10 +100,13 @@ def _run(i):
     return [[(k, v) for k, v in m.items() if k not in b] for m, b in zip(_memos(), before)]
 
 
-def prefetch(fn, items):
-    """Run fn(item) for every item in worker processes, for the memo entries it makes."""
+def prefetch(fn, items, work=None):
+    """Run fn(item) for every item in worker processes, for the memo entries it makes.
+    `work(item)`: its estimated seconds, when the caller can tell."""
     n = min(jobs(), len(items))
     if n < 2 or len(items) < MIN_ITEMS or "fork" not in multiprocessing.get_all_start_methods():
+        return
+    if work is not None and sum(work(it) for it in items) < MIN_WORK:
         return
     global _WORK
     _WORK = (fn, items)

@@ -21,7 +21,7 @@ from . import parallel, reorder
 from .dma import apply_blocking
 from .grid import ROW, spatial_tiles
 from .kernel_schedule import Schedule, classify_iterators, ldm_align
-from .ldm import Search, known_tiles, ldm_budget, search_tiles, signature
+from .ldm import Search, known_tiles, ldm_budget, search_seconds, search_tiles, signature
 
 SPECIAL_SCHEDULERS = {"gather": gather_schedule, "convert": convert_schedule, "recurrence": recurrence_schedule}   # kernel kind -> fn(kernel, hw, budget, options)
 
@@ -107,7 +107,7 @@ def choose_tiles(program, target, options):
     budget = ldm_budget(target, options)
     kernels = _compute(program)
     searches = [Search(k, target.hardware, budget, options, program.graph, target.sha256) for k in kernels]
-    parallel.prefetch(search_tiles, parallel.distinct_misses(searches, signature, known_tiles))
+    parallel.prefetch(search_tiles, parallel.distinct_misses(searches, signature, known_tiles), search_seconds)
     with Steps(len(kernels), "schedule") as progress:    # the long pass: [37/59] schedule: k36_conv
         for k, s in zip(kernels, searches):
             progress.step(k.name)

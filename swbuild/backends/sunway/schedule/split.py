@@ -26,12 +26,13 @@ from ....recipe import option_on
 from ..cost import model
 from ..cost.predict import compulsory_bytes
 from . import cache, parallel
-from .ldm import Search, ldm_budget, signature, search_tiles
+from .ldm import Search, ldm_budget, search_seconds, signature, search_tiles
 
 SPLITS = (2, 4, 8, 16)
 SPLIT_MIN_FLOPS = 2e7
 SPLIT_GAIN = 0.85
 SPLIT_MIN_SLOWDOWN = 2.0     # only kernels modelled slower than this many times their roofline
+TRIAL_SEARCHES = 2           # a decision costs about this many searches of the kernel (for parallel.py)
 
 
 def _split_kernel(k, S, graph):
@@ -158,7 +159,8 @@ def split_reductions(program, target, options):
     budget = ldm_budget(target, options)
     hw, g = target.hardware, program.graph
     searches = {id(k): Search(k, hw, budget, options, g, target.sha256) for k in program.kernels if _eligible(k)}
-    parallel.prefetch(lambda s: decide(s, options), parallel.distinct_misses(searches.values(), signature, _known))
+    parallel.prefetch(lambda s: decide(s, options), parallel.distinct_misses(searches.values(), signature, _known),
+                      lambda s: TRIAL_SEARCHES * search_seconds(s))
     out = []
     for k in program.kernels:
         S = decide(searches[id(k)], options) if id(k) in searches else None
