@@ -229,8 +229,6 @@ def _infer_shapes(graph: Graph, model, opset):
 
 def _fold(graph: Graph, opset) -> bool:
     """Evaluate every node whose inputs are all constant (or whose result only needs shapes)."""
-    from onnx.reference import ReferenceEvaluator
-
     kept, changed = [], False
     for n in graph.nodes:
         value = None
@@ -242,7 +240,7 @@ def _fold(graph: Graph, opset) -> bool:
         elif n.op == "Size" and ins and _has_static_shape(graph, ins[0]):
             value = [np.array(graph.tensors[ins[0]].size, dtype=np.int64)]
         elif all(i in graph.tensors and graph.tensors[i].data is not None for i in ins):
-            value = _evaluate(graph, n, opset, ReferenceEvaluator)
+            value = _evaluate(graph, n, opset)
         if value is None:
             kept.append(n)
             continue
@@ -260,7 +258,7 @@ def _has_static_shape(graph, name):
     return t is not None and all(isinstance(d, int) for d in t.shape)
 
 
-def _evaluate(graph, n, opset, ReferenceEvaluator):
+def _evaluate(graph, n, opset):
     if n.op == "ConstantOfShape":
         shape = [int(d) for d in graph.tensors[n.inputs[0]].data.reshape(-1)]
         val = n.attrs.get("value")
@@ -292,6 +290,7 @@ def _evaluate(graph, n, opset, ReferenceEvaluator):
     outs = [helper.make_tensor_value_info(p, 0, None) for p in pout if p]
     m = helper.make_model(helper.make_graph([node], "fold", vis, outs),
                           opset_imports=[helper.make_opsetid("", opset)])
+    from onnx.reference import ReferenceEvaluator     # here: most models fold nothing it must run
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

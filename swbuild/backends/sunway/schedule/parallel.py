@@ -19,10 +19,8 @@ itself and reports any error as it would without workers.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
 
 from ....errors import SwbuildError
 from . import ldm
@@ -104,9 +102,11 @@ def prefetch(fn, items, work=None):
     """Run fn(item) for every item in worker processes, for the memo entries it makes.
     `work(item)`: its estimated seconds, when the caller can tell."""
     n = min(jobs(), len(items))
-    if n < 2 or len(items) < MIN_ITEMS or "fork" not in multiprocessing.get_all_start_methods():
+    if n < 2 or len(items) < MIN_ITEMS or (work is not None and sum(work(it) for it in items) < MIN_WORK):
         return
-    if work is not None and sum(work(it) for it in items) < MIN_WORK:
+    import multiprocessing          # here: most builds never fork, and these imports cost 15 ms
+    from concurrent.futures import ProcessPoolExecutor
+    if "fork" not in multiprocessing.get_all_start_methods():
         return
     global _WORK
     _WORK = (fn, items)

@@ -194,7 +194,9 @@ def lay_out_ldm(program, target, options):
 def choose_partition(program, target, options):
     """Grid order and cyclic/block deal over the CPEs with the fewest DMAs (exact count).
 
-    Only when some box can stay in LDM across a CPE's consecutive tiles; the predictor counts."""
+    Only when some box can stay in LDM across a CPE's consecutive tiles; the predictor counts.
+    Repeated layers (the same axes, tiles and boxes) are counted once."""
+    chosen = {}
     for k in _compute(program):
         sched, cores = k.schedule, program.target_state.drafts[k.name].search.cores
         if not reorder.reusable_across_tiles(k, sched.boxes, sched.tiles):
@@ -203,5 +205,17 @@ def choose_partition(program, target, options):
         def count(order, mode, k=k):
             r = simulate(k, cores, 0, None, order, mode)
             return int(r["get_ops"].sum()), int(r["get_bytes"].sum())
-        sched.grid_order, sched.partition = reorder.order_grid(k, sched.boxes, sched.tiles, cores, count)
+        key = _partition_key(k, sched, cores)
+        if key not in chosen:
+            chosen[key] = reorder.order_grid(k, sched.boxes, sched.tiles, cores, count)
+        sched.grid_order, sched.partition = list(chosen[key][0]), chosen[key][1]
     return program
+
+
+def _partition_key(k, sched, cores):
+    """What the DMA counts of choose_partition depend on (predict.simulate without hw): the
+    axes, the tiles and reduce order, the sharing, and each box's footprint and transfer shape."""
+    boxes = tuple((b.context, b.level, b.shared, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
+                   tuple(b.pad_dims)) for b in sched.boxes)
+    return (cores, tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
+            k.combine, tuple(sched.tiles.items()), tuple(sched.red_order), sched.lane, sched.share_width, boxes)
