@@ -32,11 +32,10 @@ class WeightsBlob:
         dt = np.dtype(dtype).newbyteorder("<")
         a = np.asarray(array)
         n = a.size * dt.itemsize
-        if a.flags.c_contiguous or a.nbytes <= CHUNK:
-            # a view when the array already is contiguous little-endian: no copy of the tensor
-            a = np.ascontiguousarray(a, dtype=dt).reshape(-1).view(np.uint8)
-        # else a strided view (a constant re-laid out in blocks, schedule/dma.py): copied out
-        # CHUNK by CHUNK when written
+        if a.flags.c_contiguous and a.dtype == dt:
+            a = a.reshape(-1).view(np.uint8)      # a view: no copy of the tensor
+        # else (a constant re-laid out in blocks, schedule/dma.py; another dtype) copied out
+        # CHUNK by CHUNK when written, through one scratch buffer: no new pages per tensor
         self.pieces.append((off, a, dt))
         self.size = off + n
         return off
@@ -45,15 +44,20 @@ class WeightsBlob:
         return self.size
 
     def _chunks(self):
-        """(offset, contiguous uint8 array) of every piece, big strided pieces in parts."""
+        """(offset, contiguous uint8 array) of every piece, strided pieces in parts copied into
+        one scratch buffer: a chunk is valid until the next one is asked for."""
+        scratch = None
         for off, a, dt in self.pieces:
             if a.dtype == np.uint8 and a.ndim == 1:
                 yield off, a
                 continue
             for part in _parts(a):
-                b = np.ascontiguousarray(part, dtype=dt).reshape(-1).view(np.uint8)
-                yield off, b
-                off += b.nbytes
+                nb = part.size * dt.itemsize
+                if scratch is None or scratch.nbytes < nb:
+                    scratch = np.empty(max(nb, min(CHUNK, a.size * dt.itemsize)), np.uint8)
+                np.copyto(scratch[:nb].view(dt).reshape(part.shape), part, casting="unsafe")
+                yield off, scratch[:nb]
+                off += nb
 
     def write_to(self, f):
         """Write the blob's bytes to the binary file object f (alignment gaps are zeros)."""

@@ -260,10 +260,12 @@ def _blocks(k, hw, lanes, rs, fs, kinds, deps, regs):
     """The register blocks simd.plan ranks for these blocking axes, with what costing them
     needs (per kernel, like simd._ranked_shapes): blocks (r, R, U, dep_r), R and U columns,
     the micro-kernel cycles of the full and tail blocks, each block's rank in simd.plan's
-    tie-break (R * U, rs.index(r), ranked order), and whether it beats the scalar loop."""
-    key = (id(k), id(hw), tuple(rs))
+    tie-break (R * U, rs.index(r), ranked order), and whether it beats the scalar loop.
+    Memoised by what they depend on (repeated layers and split kernels share them)."""
+    key = (id(hw), lanes, tuple(rs), tuple(kinds), tuple(frozenset(d) for d in deps), len(fs), regs,
+           simd._scalar_iter(k, hw))
     hit = _BLOCKS.get(key)
-    if hit is not None and hit[0] is k and hit[1] is hw:
+    if hit is not None and hit[1] is hw:
         return hit[2]
     v = k.axes[-1].name
     ranked = simd._ranked_shapes(k, hw, lanes, rs, fs, kinds, deps, regs)
