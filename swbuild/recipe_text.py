@@ -9,12 +9,11 @@ try:
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib
 
-import yaml
-
 from .errors import RecipeError
 
 
 def parse_yaml(path, text):
+    import yaml         # here: a build from an ONNX file or a TOML recipe does not need it (15 ms)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

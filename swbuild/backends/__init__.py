@@ -12,15 +12,6 @@ from typing import Callable
 
 from ..errors import ToolchainError
 from .common import BANG_EXIT, LDM_EXIT, file_names
-from .diannao import outputs as diannao_outputs
-from .diannao import pipeline as diannao_pipeline
-from .diannao import report as diannao_report
-from .diannao import summary as diannao_summary
-from .sunway import mpi as sunway_mpi
-from .sunway import outputs as sunway_outputs
-from .sunway import pipeline as sunway_pipeline
-from .sunway import report as sunway_report
-from .sunway import summary as sunway_summary
 
 
 @dataclass(frozen=True)
@@ -54,17 +45,46 @@ class Family:
         return program
 
 
-FAMILIES = {
-    "sunway": Family("sunway", sunway_pipeline.PIPELINE, sunway_pipeline.STATE, sunway_outputs.render,
-                     sunway_outputs.plan, sunway_report.build_report, sunway_report.emulator_findings,
-                     sunway_report.plot_report, sunway_outputs.FILES, sunway_outputs.UNITS,
-                     {LDM_EXIT: "emulated hardware limit violated"}, sunway_mpi.render, sunway_summary),
-    "diannao": Family("diannao", diannao_pipeline.PIPELINE, diannao_pipeline.STATE, diannao_outputs.render,
-                      diannao_outputs.plan, diannao_report.build_report, diannao_report.emulator_findings,
-                      diannao_report.plot_report, diannao_outputs.FILES, diannao_outputs.UNITS,
-                      {LDM_EXIT: "emulated hardware limit violated", BANG_EXIT: "emulated BANG rule violated"},
-                      summary=diannao_summary),
-}
+def _sunway():
+    from .sunway import mpi, outputs, pipeline, report, summary
+    return Family("sunway", pipeline.PIPELINE, pipeline.STATE, outputs.render, outputs.plan, report.build_report,
+                  report.emulator_findings, report.plot_report, outputs.FILES, outputs.UNITS,
+                  {LDM_EXIT: "emulated hardware limit violated"}, mpi.render, summary)
+
+
+def _diannao():
+    from .diannao import outputs, pipeline, report, summary
+    return Family("diannao", pipeline.PIPELINE, pipeline.STATE, outputs.render, outputs.plan, report.build_report,
+                  report.emulator_findings, report.plot_report, outputs.FILES, outputs.UNITS,
+                  {LDM_EXIT: "emulated hardware limit violated", BANG_EXIT: "emulated BANG rule violated"},
+                  summary=summary)
+
+
+class _Registry(dict):
+    """Family name -> Family; a family's modules are imported when it is first asked for (a
+    build for one family does not pay for the others')."""
+
+    def __init__(self, loaders):
+        super().__init__()
+        self.loaders = loaders
+
+    def __missing__(self, name):
+        if name not in self.loaders:
+            raise KeyError(name)
+        fam = self[name] = self.loaders[name]()
+        return fam
+
+    def __contains__(self, name):
+        return name in self.loaders or dict.__contains__(self, name)
+
+    def __iter__(self):
+        return iter(sorted(set(self.loaders) | set(dict.keys(self))))
+
+    def __len__(self):
+        return len(set(self.loaders) | set(dict.keys(self)))
+
+
+FAMILIES = _Registry({"sunway": _sunway, "diannao": _diannao})
 
 
 def family(name, target=None):

@@ -1,12 +1,14 @@
-"""The enumerative part of the tile search (ldm.py): one table of every spatial tile shape
-whose accumulator fits (the product of the axes' candidate sizes) times every size of one
-reduce axis, the other reduce axes whole, costed at once with numpy (batch.py: LDM sizes,
-DMA shapes, vector plans, modelled times, bit for bit the scalar model's). No Python runs
-per row: only the rows the search keeps (the best, and those near it for the traffic pick)
-become Search.evaluate results.
+"""The tile search's table (ldm.py): every spatial tile shape whose accumulator fits (the
+product of the axes' candidate sizes) times every size of one reduce axis, the other reduce
+axes whole. Every reduce axis takes its turn as the tiled one: a convolution's input channels
+are not always the axis to tile (a 7x7 stem with 3 input channels tiles `ci`, not the window).
 
-Every reduce axis takes its turn as the tiled one: a convolution's input channels are not
-always the axis to tile (a 7x7 stem with 3 input channels tiles `ci` and keeps the window).
+Rows that do not fit the LDM are dropped. Each remaining row gets a lower bound of its
+objective (the model with no compute cycles), and rows are costed in full in the order of
+their bounds, as far as a row could still win: a few dozen of a few thousand, typically. All of
+it is numpy (batch.py: box shapes, LDM sizes, DMA shapes, vector plans, modelled times, bit for
+bit the scalar model's); only the rows the search keeps (the best, and those near it for the
+traffic pick) become Search.evaluate results.
 """
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ class Table:
         self.pos = 0
 
     def cost(self, bound):
-        """Cost every row whose bound is below `bound` (a callable: the best objective so far
-        when `None`), in order of bounds, in chunks that double."""
+        """Cost, in the order of their bounds and in chunks that double, every row whose
+        bound is at most `bound`; with None, every row whose bound is below the best objective
+        costed so far."""
         size = FIRST
         while self.pos < self.n:
             limit = bound if bound is not None else self.obj.min(initial=np.inf)
@@ -71,7 +74,8 @@ class Table:
         return key
 
     def best(self):
-        """(tiles, objective) of the first row (in table order) of least objective."""
+        """(tiles, objective) of the row of least objective (the first in table order among
+        equals); a row not costed has a bound, so an objective, no better."""
         self.cost(None)
         i = int(np.argmin(self.obj))
         return dict(zip([a.name for a in self.s.axes], self.record(i))), float(self.obj[i])

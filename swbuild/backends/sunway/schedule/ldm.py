@@ -6,15 +6,16 @@ iterator (its tile size sets buffer sizes), one cut into several tiles is also a
 iterator (its tile loop sets how many DMAs run), one that indexes no buffer is a *comp*
 iterator (compute only).
 
-Sizing, per kernel:
-
-1. every size iterator starts at 64 elements (or its extent when smaller; tile sizes are
-   powers of two, the extent, or the extent halved evenly);
-2. while the buffers exceed the budget, halve the tile whose halving frees the most LDM;
-   if all tiles are 1 and it still does not fit, `LdmError` says how many bytes it needs;
-3. expand greedily: take the single-tile growth that lowers the modelled time the most,
-   while the buffers fit; repeat until nothing improves. A second pass from all-ones tiles
-   guards against a poor start; the better of the two wins.
+Sizing, per kernel: one table of tilings (enumerate_tiles.py: every spatial tile shape whose
+accumulator fits times every size of one reduce axis), costed at once in the order of a lower
+bound of each row's objective, as far as a row can still win; the best row wins, and among the
+rows within TIME_SLACK of it the one moving the fewest bytes. When no row fits (several reduce
+axes must be tiled), swTVM's greedy sizing: every size iterator starts at 64 elements (or its
+extent when smaller; tile sizes are powers of two, the extent, or the extent halved evenly);
+while the buffers exceed the budget, halve the tile whose halving frees the most LDM; then take
+the single-tile growth that lowers the modelled time the most while the buffers fit, until
+nothing improves. If all tiles are 1 and it still does not fit, `LdmError` says how many bytes
+it needs.
 
 The objective is the cost model of `cost/model.py` on the busiest CPE: DMA time from
 the box transfer sizes (bandwidth by contiguous chunk, shared by the CPEs), compute time of
@@ -22,8 +23,8 @@ the inner loops that will be generated (SIMD/register blocked or scalar, `simd.p
 overlapped when the boxes are double-buffered (which doubles their LDM), and the number of
 tiles each CPE processes. The budget is the toolchain's LDM minus its reserve.
 
-Costing is batched where it pays (batch.py, enumerate_tiles.py: numpy over a table of
-tilings, bit-exact with the scalar `Search` methods, so the choices are the same either way).
+Costing is batched (batch.py, enumerate_tiles.py: numpy over a table of tilings, bit-exact
+with the scalar `Search` methods, so a tiling costs the same either way).
 
 The passes after the search (passes.py) choose double buffering and row sharing, re-lay out
 constant boxes in blocks (dma.py), reorder the loops (reorder.py), lay out the LDM into the
@@ -273,9 +274,9 @@ class Search:
         return best
 
     def _spatial(self, tiles):
-        """What depends on the spatial tiles alone (many reduce tilings share it): the vector
-        plan, init + epilogue cycles, the cycles of a reduce step (the first, with all reduce
-        points, and a later one), the output's bytes and put seconds."""
+        """The vector plan (from the whole tiling: the reduce tile counts), init + epilogue
+        cycles, the cycles of a reduce step (the first, with all reduce points, and a later
+        one), the output's bytes and put seconds."""
         k, hw = self.k, self.hw
         vp = simd.plan(k, tiles, hw, self.simd_ok)
         ext = [tiles[a.name] for a in k.axes]
