@@ -404,12 +404,13 @@ def result(e, i, vp):
     return (float(e["secs"][i]), bool(e["db"][i]), vp, tr if e["as_float"][i] else int(tr), e["lanes"][int(e["lane"][i])])
 
 
-def evaluate_table(s, T, n, st, fix):
+def evaluate_table(s, T, n, st, fix, fits=None):
     """Search._evaluate per row as columns: secs, db, traffic, lane (an index into lanes),
     fits, objective; as_float (traffic is a float: a lane shares). `fix`: spatial_table's
-    base, full, zero, oby and put columns."""
+    base, full, zero, oby and put columns; `st`: statics (with each box's DMA seconds as a
+    fifth column, when the caller has them); `fits`: whether each row fits, when known."""
     k, hw = s.k, s.hw
-    fits = ldm(s, T, n, st, False) <= s.budget
+    fits = ldm(s, T, n, st, False) <= s.budget if fits is None else fits
     fits_db = (ldm(s, T, n, st, True) <= s.budget) if s.db_ok else None
     red = {a.name: (T[a.name] < a.extent, _cdiv(a.extent, T[a.name])) for a in k.reduce_axes}
     if sum((t.astype(np.int64) for t, _ in red.values()), np.zeros(n, np.int64)).max(initial=0) > 1:
@@ -427,7 +428,8 @@ def evaluate_table(s, T, n, st, fix):
     for b in s.boxes:
         if b.context == "out":
             continue
-        cap, calls, by, chunk = st[id(b)]
+        cap, calls, by, chunk = st[id(b)][:4]
+        secs = st[id(b)][4] if len(st[id(b)]) > 4 else dma_seconds(hw, by, chunk)     # (a 5th column: given)
         vs = s._vset[id(b)]
         in1 = np.zeros(n, bool)
         cnt = np.ones(n, np.int64)
@@ -442,19 +444,19 @@ def evaluate_table(s, T, n, st, fix):
                 in2 |= split[name]
         in2 &= ~in1
         ex = cap * 2.0 / ldm_rate if b.pad_dims else None
-        boxes.append((vs, dma_seconds(hw, by, chunk), by.astype(float), in1, in2, ~(in1 | in2), cnt, ex))
+        boxes.append((vs, secs, by.astype(float), in1, in2, ~(in1 | in2), cnt, ex))
     lanes = [None]          # as Search.lanes, before the tile count's divisibility (below)
     lanes += [(a.name, w) for a in k.axes
               if any(b.context != "out" and a.name not in s._vset[id(b)] for b in s.boxes) for w in s.widths]
-    best, lane_ix = None, np.zeros(n, np.int64)
+    best, lane_ix, terms = None, np.zeros(n, np.int64), {}
     for li, lane in enumerate(lanes):       # the first of equal objectives wins, as in _evaluate
         if best is None:
-            best = _lane(s, n, fix, boxes, lane, fits_db)
+            best = _lane(s, n, fix, boxes, lane, fits_db, terms)
             continue
         divides = _cdiv(s.ext[lane[0]], T[lane[0]]) % lane[1] == 0
         if not divides.any():               # a lane of no row here
             continue
-        r = _lane(s, n, fix, boxes, lane, fits_db)
+        r = _lane(s, n, fix, boxes, lane, fits_db, terms)
         better = divides & (r[4] < best[4])
         best = tuple(np.where(better, x, y) for x, y in zip(r, best))
         lane_ix = np.where(better, li, lane_ix)
@@ -463,34 +465,58 @@ def evaluate_table(s, T, n, st, fix):
             "fits": fits, "obj": obj}
 
 
-def _lane(s, n, fix, boxes, lane, fits_db):
+def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex):
+    """Box i's terms in _lane's sums, fetched by each CPE (width 1) or broadcast to `width`."""
+    t = memo.get((i, width))
+    if t is not None:
+        return t
+    t = {}
+    if width > 1:
+        byf = byf / width
+        t["dma"] = np.where(in1, _cdiv(waves * cnt, width) * secs, np.where(in2, _cdiv(waves, width) * secs, secs))
+        t["syncs"] = np.where(in1, cnt, np.where(in2, 1, 0))
+        t["syncs_once"] = np.where(in3, 1, 0)
+    else:
+        t["dma"] = np.where(in1, cnt * secs, np.where(in2, secs, 0.0))
+        t["once"] = np.where(in3, secs, 0.0)
+    t["bytes"] = np.where(in1, cnt * byf, np.where(in2, byf, 0.0))
+    if ex is not None:
+        t["expand"] = np.where(in1, cnt * ex, np.where(in2, ex, 0.0))
+    t["bytes_once"] = np.where(in3, byf, 0.0)
+    memo[(i, width)] = t
+    return t
+
+
+def _lane(s, n, fix, boxes, lane, fits_db, terms=None):
     """Search._evaluate_lane per row: (seconds, double-buffered, traffic, traffic is a float,
-    objective). Sums in the scalar model's order (box by box)."""
+    objective). Sums in the scalar model's order (box by box). `terms`: a dict kept across the
+    lanes of one table, so each box's terms are computed once per way it is fetched."""
     k, hw = s.k, s.hw
     axis, width = lane or (None, 1)
+    terms = {} if terms is None else terms
     zero = np.zeros(n)
     dma_tile, dma_once, first = zero, zero, zero
     bytes_tile, bytes_once, expand, syncs_tile, syncs_once = zero, zero, zero, zero, zero
     as_float = False
     waves = fix["waves"]
     dma_shared = zero
-    for vs, secs, byf, in1, in2, in3, cnt, ex in boxes:
+    for i, (vs, secs, byf, in1, in2, in3, cnt, ex) in enumerate(boxes):
         first = first + secs
         shared = lane is not None and axis not in vs
+        t = _terms(terms, i, width if shared else 1, waves, secs, byf, in1, in2, in3, cnt, ex)
         if shared:      # the busiest CPE issues ceil(fetches / width) of the broadcasts
-            byf, as_float = byf / width, True
-            dma_shared = dma_shared + np.where(in1, _cdiv(waves * cnt, width) * secs,
-                                               np.where(in2, _cdiv(waves, width) * secs, secs))
+            as_float = True
+            dma_shared = dma_shared + t["dma"]
         else:
-            dma_tile = dma_tile + np.where(in1, cnt * secs, np.where(in2, secs, 0.0))
-            dma_once = dma_once + np.where(in3, secs, 0.0)
-        bytes_tile = bytes_tile + np.where(in1, cnt * byf, np.where(in2, byf, 0.0))
+            dma_tile = dma_tile + t["dma"]
+            dma_once = dma_once + t["once"]
+        bytes_tile = bytes_tile + t["bytes"]
         if ex is not None:
-            expand = expand + np.where(in1, cnt * ex, np.where(in2, ex, 0.0))
-        bytes_once = bytes_once + np.where(in3, byf, 0.0)
+            expand = expand + t["expand"]
+        bytes_once = bytes_once + t["bytes_once"]
         if shared:
-            syncs_tile = syncs_tile + np.where(in1, cnt, np.where(in2, 1, 0))
-            syncs_once = syncs_once + np.where(in3, 1, 0)
+            syncs_tile = syncs_tile + t["syncs"]
+            syncs_once = syncs_once + t["syncs_once"]
     dma_tile = dma_tile + fix["put"]
     bytes_tile = bytes_tile + fix["oby"]
     cyc = fix["base"] + expand

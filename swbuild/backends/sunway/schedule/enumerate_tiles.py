@@ -114,8 +114,9 @@ def rows(s, cands):
 
 
 def statics(s, cands, where, variants, n):
-    """batch.statics of the table: each box's statics depend on its own axes' sizes alone, so
-    they are costed once per combination of those (a small grid) and gathered per row."""
+    """batch.statics of the table, and each box's DMA seconds per fetch as a fifth column:
+    they depend on the box's own axes' sizes alone, so they are costed once per combination of
+    those (a small grid) and gathered per row."""
     k = s.k
     out = {}
     for b in s.boxes:
@@ -134,6 +135,7 @@ def statics(s, cands, where, variants, n):
         for j, i in enumerate(rv):
             G[k.reduce_axes[i].name] = np.tile(pv[:, j], g)
         grid = batch.box_static(s, b, G, g * p)
+        grid += (batch.dma_seconds(s.hw, grid[2], grid[3]),)        # the box's DMA seconds per fetch
         at = np.zeros(n, np.int64)
         for x in sv:
             at = at * len(cands[x]) + where[x]
@@ -165,5 +167,4 @@ def lower_bounds(s, T, n, st):
     oby, ochunk = batch.out_static(s, T, n)
     none = np.zeros(n)
     fix = {"base": none, "full": none, "zero": none, "oby": oby, "put": batch.dma_seconds(s.hw, oby, ochunk)}
-    ev = batch.evaluate_table(s, T, n, st, fix)
-    return np.where(ev["fits"], ev["obj"], np.inf)
+    return batch.evaluate_table(s, T, n, st, fix, fits=np.ones(n, bool))["obj"]     # every row fits
