@@ -507,6 +507,8 @@ RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
 
 
 def main(argv=None):
+    from .allocator import keep_freed_memory
+    keep_freed_memory()
     args = parser().parse_args(argv)
     model = getattr(args, "model", None)
     if model and Path(model).suffix.lower() in RECIPE_SUFFIXES:   # `swbuild report RECIPE` as the issue spells it
