@@ -148,8 +148,9 @@ def import_model(model, input_shapes: dict | None = None, batch: int | None = No
     for _ in range(8):  # shapes enable folding (Shape of a static tensor) and vice versa
         _infer_shapes(graph, model, opset)
         if not _fold(graph, opset):
-            break
-    _infer_shapes(graph, model, opset)
+            break       # nothing folded: the shapes just inferred are the graph's
+    else:
+        _infer_shapes(graph, model, opset)
     used = {i for n in graph.nodes for i in n.inputs} | set(outputs)
     for n in graph.nodes:
         for o in n.outputs:
