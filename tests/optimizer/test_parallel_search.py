@@ -36,13 +36,13 @@ def _compile(tmp_path, monkeypatch, jobs, tag):
     monkeypatch.setattr(split, "_DECISIONS", {})
     main = os.getpid()
     calls = []
-    real = ldm._search_tiles
+    real = ldm.enumerate_tiles
 
-    def counted(s):                     # forked workers inherit this; only ours are recorded
+    def counted(s, cands):              # forked workers inherit this; only ours are recorded
         if os.getpid() == main:
             calls.append(s.k.name)
-        return real(s)
-    monkeypatch.setattr(ldm, "_search_tiles", counted)
+        return real(s, cands)
+    monkeypatch.setattr(ldm, "enumerate_tiles", counted)    # every search (and split trial) builds a table
     _, files = compile_to(eight_layer_model(), sunway(), tmp_path / tag, "m")
     return files, calls
 
@@ -53,7 +53,7 @@ def test_workers_give_the_same_bytes_and_do_the_searching(tmp_path, monkeypatch)
     serial, serial_calls = _compile(tmp_path, monkeypatch, 1, "serial")
     par, par_calls = _compile(tmp_path, monkeypatch, 2, "par")
     assert par == serial
-    assert {'m_k7_conv', 'm_k8_conv', 'm_k7_conv_part'} <= set(serial_calls)    # split trials
+    assert {'m_k7_conv', 'm_k8_conv', 'm_k7_conv_part'} <= set(serial_calls)    # split trials' tables
     assert len(serial_calls) >= 11
     assert par_calls == []              # every search ran in a worker; the passes hit the memo
 

@@ -438,12 +438,30 @@ def search_tiles(s):
     return tiles
 
 
+def floor_seconds(s):
+    """At most the modelled seconds of whatever tiles search_tiles(s) returns: the least lower
+    bound of the search's table (enumerate_tiles), which is then kept for the search; 0.0 when
+    the tiles are already known (no table is built for them), there is no table, or the
+    objective adds traffic (its bounds are the objective's)."""
+    if s.traffic_weight or known_tiles(s) is not None:
+        return 0.0
+    table = _table(s)
+    return 0.0 if table is None or table.n == 0 else float(table.lb.min())
+
+
+def _table(s):
+    if not hasattr(s, "_tile_table"):
+        s._tile_table = enumerate_tiles(s, {a.name: candidates(a.extent) for a in s.axes})
+    return s._tile_table
+
+
 def _search_tiles(s):
     cands = {a.name: candidates(a.extent) for a in s.axes}
     ones = {a.name: 1 for a in s.axes}
     if s.ldm(ones, False) > s.budget:
         raise LdmError(s.k.name, s.ldm(ones, False), s.budget)
-    table = enumerate_tiles(s, cands)
+    table = _table(s)
+    del s._tile_table                   # the Search outlives its search (passes.Draft): not its table
     if table is not None:
         best, cost = table.best()
         table.record_within(cost * (1 + TIME_SLACK))

@@ -13,7 +13,8 @@ Both are ordinary kernels (tiled, DMA-planned, SIMD) and the partials are an ord
 intermediate of the memory plan. The split is kept only when the cost model says the pair
 is at least SPLIT_GAIN faster than the original kernel. A trial is not searched when what
 every tiling of the pair must take (its compulsory bytes at the fastest DMA, its multiply-adds
-at the SIMD peak) already loses, nor its sum kernel when its partials alone do. The decision is remembered like tiles are (this process, the persistent schedule cache),
+at the SIMD peak) already loses, nor a kernel of the pair whose search table's least bound
+(ldm.floor_seconds) already loses, nor its sum kernel when its partials alone do. The decision is remembered like tiles are (this process, the persistent schedule cache),
 so a rebuild runs no trials.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ....recipe import option_on
 from ..cost import model
 from ..cost.predict import compulsory_bytes
 from . import cache, parallel
-from .ldm import Search, ldm_budget, search_seconds, signature, search_tiles
+from .ldm import Search, floor_seconds, ldm_budget, search_seconds, signature, search_tiles
 
 SPLITS = (2, 4, 8, 16)
 SPLIT_MIN_FLOPS = 2e7
@@ -122,6 +123,9 @@ def _trials(s, options):
             t = 0.0
             for kk in pair:
                 ss = Search(kk, hw, budget, quick, g, s.toolchain_hash)
+                if t + floor_seconds(ss) >= best[0]:     # its table's bounds already lose
+                    t = best[0]
+                    break
                 t += ss.evaluate(search_tiles(ss))[0]
                 if t >= best[0]:             # the partials alone lose: no need to search the sum
                     break
