@@ -14,7 +14,8 @@ MAX_LINES = 600
 # Low to high. A module may import modules of its own layer or of lower ones. An entry is a
 # module name or `package.*` (its modules below); the most specific entry names a module.
 LAYERS = [
-    ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.progress", "swbuild.cachedir", "swbuild.runtime", "swbuild.runtime.*"]),
+    ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.progress", "swbuild.cachedir", "swbuild.allocator",
+              "swbuild.runtime", "swbuild.runtime.*"]),
     ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe_checks",
                        "swbuild.recipe", "swbuild.lockfile"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
