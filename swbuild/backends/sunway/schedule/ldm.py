@@ -450,6 +450,7 @@ def floor_seconds(s):
 
 
 def _table(s):
+    """The search's table, built once (floor_seconds may ask before the search does)."""
     if not hasattr(s, "_tile_table"):
         s._tile_table = enumerate_tiles(s, {a.name: candidates(a.extent) for a in s.axes})
     return s._tile_table

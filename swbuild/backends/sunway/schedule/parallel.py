@@ -13,8 +13,8 @@ output is the same bytes with one worker or many.
 
 Fewer than MIN_ITEMS searches, or searches estimated at less than MIN_WORK seconds in all,
 stay in the process (forks and their start-up cost more CPU than they save wall time: about
-0.1 s against half the work). A worker that fails leaves its kernels to the pass, which then searches them
-itself and reports any error as it would without workers.
+0.1 s against half the work). A worker that fails leaves its kernels to the pass, which then
+searches them itself and reports any error as it would without workers.
 """
 from __future__ import annotations
 

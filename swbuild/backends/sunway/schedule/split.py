@@ -14,8 +14,9 @@ intermediate of the memory plan. The split is kept only when the cost model says
 is at least SPLIT_GAIN faster than the original kernel. A trial is not searched when what
 every tiling of the pair must take (its compulsory bytes at the fastest DMA, its multiply-adds
 at the SIMD peak) already loses, nor a kernel of the pair whose search table's least bound
-(ldm.floor_seconds) already loses, nor its sum kernel when its partials alone do. The decision is remembered like tiles are (this process, the persistent schedule cache),
-so a rebuild runs no trials.
+(ldm.floor_seconds) already loses, nor its sum kernel when its partials alone do. The
+decision is remembered like tiles are (this process, the persistent schedule cache), so a
+rebuild runs no trials.
 """
 from __future__ import annotations
 
