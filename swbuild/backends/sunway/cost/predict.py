@@ -196,17 +196,22 @@ def compulsory_bytes(k, itemsize=4):
     return (n + k.points) * itemsize
 
 
+def boxes_key(sched):
+    """What simulate reads of a schedule's boxes: each one's place in the loops, sharing,
+    footprint and transfer shape (names aside, so repeated layers have the same key)."""
+    return tuple((b.context, b.level, b.shared, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
+                  tuple(b.pad_dims)) for b in sched.boxes)
+
+
 def _replay_key(k, cores, para):
     """What simulate(k, cores, para, hw) depends on: the kernel's axes and expressions, its
     buffers' shapes and its schedule (tiles, orders, deal, sharing, buffering, vector plan and
-    every box's footprint and transfer shape). Repeated layers have the same key."""
+    boxes_key). Repeated layers have the same key."""
     s = k.schedule
-    boxes = tuple((b.context, b.level, b.shared, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
-                   tuple(b.pad_dims)) for b in s.boxes)
     return (cores, para, tuple((a.name, a.extent) for a in list(k.axes) + list(k.reduce_axes)), k.combine, k.init,
             str(k.body), str(k.epilogue), tuple(sorted((n, tuple(b.shape)) for n, b in k.buffers.items())),
             tuple(s.tiles.items()), tuple(s.red_order), tuple(s.grid_order), s.partition, s.lane, s.share_width,
-            bool(s.double_buffer), str(s.vector), getattr(s.vector, "acc_aligned", None), boxes)
+            bool(s.double_buffer), str(s.vector), getattr(s.vector, "acc_aligned", None), boxes_key(s))
 
 
 def predict_program(program, tc):
@@ -258,4 +263,4 @@ def _flops(k):
         return 0
 
 
-__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "SPECIAL_PREDICTORS"]
+__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "boxes_key", "SPECIAL_PREDICTORS"]

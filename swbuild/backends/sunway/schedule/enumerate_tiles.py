@@ -28,10 +28,16 @@ class Table:
     def __init__(self, s, T, n, st, lb):
         self.s, self.T, self.n, self.st, self.lb = s, T, n, st, lb
         self.obj = np.full(n, np.inf)
-        self.costed = np.zeros(n, bool)
         self.rows = {}                   # row -> (spatial columns, evaluation columns, index in them)
         self.order = np.argsort(lb, kind="stable")
-        self.pos = 0
+        self.pos = 0                     # order[:pos] are costed
+
+    @property
+    def costed(self):
+        """Whether each row has been costed."""
+        out = np.zeros(self.n, bool)
+        out[self.order[:self.pos]] = True
+        return out
 
     def cost(self, bound):
         """Cost, in the order of their bounds and in chunks that double, every row whose
@@ -46,14 +52,12 @@ class Table:
                 break
             self.pos += len(idx)
             size *= 2
-            idx = idx[~self.costed[idx]]
             s, m = self.s, len(idx)
             T = {a: c[idx] for a, c in self.T.items()}
             st = {b: tuple(x[idx] for x in v) for b, v in self.st.items()}
             sp = batch.spatial_table(s, T, m)
             ev = batch.evaluate_table(s, T, m, st, sp)
             self.obj[idx] = np.where(ev["fits"], ev["obj"], np.inf)
-            self.costed[idx] = True
             for j, i in enumerate(idx.tolist()):
                 self.rows[i] = (sp, ev, j)
 

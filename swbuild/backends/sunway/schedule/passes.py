@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from ....errors import LdmError
 from ....progress import Steps
 from ....ir.loopnest import Acc, Const, substitute_acc
-from ..cost.predict import compulsory_bytes, simulate
+from ..cost.predict import boxes_key, compulsory_bytes, simulate
 from ..convert import convert_schedule
 from ..gather import gather_schedule
 from ..recurrence import recurrence_schedule
@@ -214,8 +214,7 @@ def choose_partition(program, target, options):
 
 def _partition_key(k, sched, cores):
     """What the DMA counts of choose_partition depend on (predict.simulate without hw): the
-    axes, the tiles and reduce order, the sharing, and each box's footprint and transfer shape."""
-    boxes = tuple((b.context, b.level, b.shared, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
-                   tuple(b.pad_dims)) for b in sched.boxes)
+    axes, the tiles and reduce order, the sharing, and the boxes (predict.boxes_key)."""
     return (cores, tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
-            k.combine, tuple(sched.tiles.items()), tuple(sched.red_order), sched.lane, sched.share_width, boxes)
+            k.combine, tuple(sched.tiles.items()), tuple(sched.red_order), sched.lane, sched.share_width,
+            boxes_key(sched))
