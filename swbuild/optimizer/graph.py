@@ -23,6 +23,11 @@ def remove_dead_nodes(graph):
     return graph
 
 
+def _distinct(a):
+    """A broadcast view's values without the repeats: index 0 of each axis of stride 0."""
+    return a[tuple(slice(0, 1) if st == 0 else slice(None) for st in a.strides)] if a.ndim else a
+
+
 def fold_batchnorm(graph):
     consumers = graph.consumers()
     prod = graph.producer()
@@ -46,9 +51,14 @@ def fold_batchnorm(graph):
         w = np.asarray(graph.tensors[conv.inputs[1]].data)
         b0 = np.asarray(graph.tensors[conv.inputs[2]].data, np.float64) if len(conv.inputs) > 2 and conv.inputs[2] \
             else np.zeros(w.shape[0])
-        # products in float64, rounded once to float32, in one pass (no float64 copy of W)
-        w2 = np.empty(w.shape, np.float32)
-        np.multiply(w, a.reshape([-1] + [1] * (w.ndim - 1)), out=w2, dtype=np.float64, casting="same_kind")
+        # products in float64, rounded once to float32, in one pass (no float64 copy of W); a
+        # broadcast W (ConstantOfShape) stays one: only its distinct values are multiplied
+        wc = _distinct(w)
+        ar = a.reshape([-1] + [1] * (w.ndim - 1))
+        w2 = np.empty(np.broadcast_shapes(wc.shape, ar.shape), np.float32)
+        np.multiply(wc, ar, out=w2, dtype=np.float64, casting="same_kind")
+        if w2.shape != w.shape:
+            w2 = np.broadcast_to(w2, w.shape)
         b2 = ((b0 - mean) * a + bias).astype(np.float32)
         wn, bn = f"{conv.inputs[1]}/bnfold", f"{conv.inputs[1]}/bnfold_bias"
         graph.tensors[wn] = Tensor(wn, w2.shape, "float32", w2)
