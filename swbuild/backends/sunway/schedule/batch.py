@@ -24,6 +24,12 @@ from .kernel_schedule import LDM_ALIGN
 SMALL = 12          # evaluate_many costs fewer new tilings one at a time
 
 
+def _sorted_distinct(a):
+    """np.unique(a).tolist() for a 1-D int array (np.unique imports numpy.ma, 10 ms of a build)."""
+    a = np.sort(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))].tolist() if len(a) else []
+
+
 def _cdiv(a, b):
     return -(-a // b)
 
@@ -210,7 +216,7 @@ def plan_table(s, T, n):
     code = np.zeros(n, np.int64)
     for i, a in enumerate(cand):
         code |= (T[a] >= 2).astype(np.int64) << i
-    for key in np.unique(code[live]).tolist():
+    for key in _sorted_distinct(code[live]):
         rows = np.nonzero(live & (code == key))[0]
         rs = [None] + [a for i, a in enumerate(cand) if key >> i & 1]
         bt = _blocks(k, hw, lanes, rs, fs, kinds, deps, regs)
@@ -344,7 +350,7 @@ def spatial_table(s, T, n):
     full = np.zeros(n)
     zero = np.zeros(n)
     if k.combine is not None:
-        for p in np.unique(pid).tolist():
+        for p in _sorted_distinct(pid):
             idx = np.nonzero(pid == p)[0]
             pext = {a.name: T[a.name][idx] for a in k.axes}
             full[idx] = _step(k, specs[p] if p >= 0 else None, hw, pext, s.red_points, len(idx))
