@@ -407,15 +407,22 @@ def signature(s):
             repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.share_ok, s.traffic_weight, s.quick)
 
 
+_COSTED = {}     # signature -> (tiles as a key, Search.evaluate of them): a repeated layer's is not recomputed
+
+
 def known_tiles(s):
     """The tiles of `s`'s kernel from this process's memo or the persistent cache (a hit is
-    memoised), or None: what search_tiles returns without searching."""
+    memoised), or None: what search_tiles returns without searching. The tiles' evaluation,
+    when this process made it for a kernel of the same signature, enters `s`'s cache."""
     sig = signature(s)
     if sig not in _MEMO:
         stored = cache.load(cache.entry_key(sig, s.toolchain_hash))
         if stored is None or sorted(a for a, _ in stored) != sorted(s.ext):
             return None
         _MEMO[sig] = dict(stored)
+    if sig in _COSTED:
+        key, r = _COSTED[sig]
+        s.cache.setdefault(key, r)
     return dict(_MEMO[sig])
 
 
@@ -435,6 +442,9 @@ def search_tiles(s):
         tiles = _search_tiles(s)
         cache.store(cache.entry_key(sig, s.toolchain_hash), list(tiles.items()))
         _MEMO[sig] = dict(tiles)
+        key = tuple(tiles[a.name] for a in s.axes)
+        if key in s.cache:
+            _COSTED[sig] = (key, s.cache[key])
     return tiles
 
 
