@@ -2,7 +2,8 @@
 """Compile-time benchmark: ONNX -> generated C, cold and warm schedule cache, against TVM.
 
 For every model, whole `swbuild compile` processes (CPU seconds = user + system of the child,
-peak RSS from its rusage), median of --repeat runs:
+peak RSS from its rusage), median of --repeat runs (cold runs alternate with TVM's, so load
+that drifts during the run weighs on both; `cold_over_tvm_pairs` lists each pair's ratio):
 
   cold   fresh, empty schedule and zoo cache directories (every kernel searched, zoo weights
          drawn);
@@ -80,18 +81,17 @@ def onnx_file(name, tmp):
     return path
 
 
-def median_runs(argv, env, repeat, before=None):
-    cpu, rss, wall = [], [], []
-    for _ in range(repeat):
-        if before:
-            before()
-        c, r, rc, tail, w = run(argv, env)
-        if rc != 0:
-            raise SystemExit(f"{' '.join(map(str, argv))} failed (exit {rc}):\n{tail}")
-        cpu.append(c)
-        rss.append(r)
-        wall.append(w)
-    return round(statistics.median(cpu), 3), max(rss), round(statistics.median(wall), 3)
+def checked_run(argv, env):
+    c, r, rc, tail, w = run(argv, env)
+    if rc != 0:
+        raise SystemExit(f"{' '.join(map(str, argv))} failed (exit {rc}):\n{tail}")
+    return c, r, w
+
+
+def summary(runs):
+    """(median CPU seconds, peak RSS bytes, median wall seconds) of (cpu, rss, wall) runs."""
+    return (round(statistics.median(r[0] for r in runs), 3), max(r[1] for r in runs),
+            round(statistics.median(r[2] for r in runs), 3))
 
 
 def bench(name, target, repeat, tvm_python, tmp):
@@ -103,18 +103,25 @@ def bench(name, target, repeat, tvm_python, tmp):
     source = ["--recipe", str(recipe)] if not name.startswith("light_") and recipe.exists() else [str(model)]
     argv = [sys.executable, "-m", "swbuild.cli", "compile", *source, "--target", target, "-o", str(out)]
 
-    def clear():
+    # cold swbuild and TVM runs alternate: on a shared machine the load drifts within a run,
+    # and a drift then weighs on both sides of the ratio alike
+    colds, tvms = [], []
+    for _ in range(repeat):
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(zcache, ignore_errors=True)
-    cold = median_runs(argv, env, repeat, before=clear)
-    warm = median_runs(argv, env, repeat)
+        colds.append(checked_run(argv, env))
+        if tvm_python:
+            tvms.append(checked_run([tvm_python, "-c", TVM_SCRIPT, str(model)], dict(os.environ)))
+    warm = summary([checked_run(argv, env) for _ in range(repeat)])
+    cold = summary(colds)
     row = {"model": name, "source": "recipe" if source[0] == "--recipe" else "onnx", "target": target,
            "cold_cpu_s": cold[0], "cold_wall_s": cold[2], "cold_peak_rss_mb": round(cold[1] / 2**20, 1),
            "warm_cpu_s": warm[0], "warm_wall_s": warm[2], "warm_peak_rss_mb": round(warm[1] / 2**20, 1)}
     if tvm_python:
-        tvm = median_runs([tvm_python, "-c", TVM_SCRIPT, str(model)], dict(os.environ), repeat)
+        tvm = summary(tvms)
         row.update(tvm_cpu_s=tvm[0], tvm_wall_s=tvm[2], tvm_peak_rss_mb=round(tvm[1] / 2**20, 1),
-                   cold_over_tvm=round(cold[0] / tvm[0], 3), warm_over_tvm=round(warm[0] / tvm[0], 3))
+                   cold_over_tvm=round(cold[0] / tvm[0], 3), warm_over_tvm=round(warm[0] / tvm[0], 3),
+                   cold_over_tvm_pairs=[round(c[0] / t[0], 3) for c, t in zip(colds, tvms)])
     shutil.rmtree(out, ignore_errors=True)
     return row
 

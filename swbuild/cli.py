@@ -508,7 +508,9 @@ RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
 
 def main(argv=None):
     from .allocator import keep_freed_memory
+    from .blas import load_numpy_single_threaded
     keep_freed_memory()
+    load_numpy_single_threaded()
     args = parser().parse_args(argv)
     model = getattr(args, "model", None)
     if model and Path(model).suffix.lower() in RECIPE_SUFFIXES:   # `swbuild report RECIPE` as the issue spells it

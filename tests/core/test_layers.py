@@ -15,7 +15,7 @@ MAX_LINES = 600
 # module name or `package.*` (its modules below); the most specific entry names a module.
 LAYERS = [
     ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.progress", "swbuild.cachedir", "swbuild.allocator",
-              "swbuild.runtime", "swbuild.runtime.*"]),
+              "swbuild.blas", "swbuild.runtime", "swbuild.runtime.*"]),
     ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe_checks",
                        "swbuild.recipe", "swbuild.lockfile"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
