@@ -29,7 +29,8 @@ def test_the_bound_is_below_every_tiling_of_the_pair(case, target):
         floors = [max(compulsory_bytes(kk) / ldm.model.max_dma_bandwidth(hw), kk.points * kk.reduce_points / peak)
                   for kk in pair]
         assert floors[0] > pair[0].points * 4 / ldm.model.max_dma_bandwidth(hw)     # more than the partials
-        assert sum(floors) == pytest.approx(split._moved_at_least(pair, hw), rel=1e-12)
+        searches = [ldm.Search(kk, hw, tc.ldm_budget, {}, p.graph) for kk in pair]
+        assert sum(floors) == pytest.approx(split._moved_at_least(searches, hw), rel=1e-12)
         for kk, floor in zip(pair, floors):
             s = ldm.Search(kk, hw, tc.ldm_budget, {}, p.graph)
             floor = max(floor, float(ldm._table(s).lb.min()))     # the table's least bound: below too
@@ -57,7 +58,7 @@ def test_skipping_trials_changes_no_decision(monkeypatch):
         monkeypatch.setattr(split.cache, "load", lambda key: None)
         monkeypatch.setattr(split.cache, "store", lambda key, value: None)
         if not bound:
-            monkeypatch.setattr(split, "_moved_at_least", lambda pair, hw: 0.0)
+            monkeypatch.setattr(split, "_moved_at_least", lambda searches, hw: 0.0)
             monkeypatch.setattr(split, "floor_seconds", lambda s: 0.0)
         searched = []
         real = ldm._search_tiles

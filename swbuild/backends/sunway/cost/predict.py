@@ -176,11 +176,12 @@ def predict_kernel(k, cores, para_bytes, hw=None):
             "put": {"ops": int(r["put_ops"].sum()), "bytes": int(r["put_bytes"].sum())}}
 
 
-def compulsory_bytes(k, itemsize=4):
-    """Bytes a kernel must move at least: every tensor region it reads once, its output once."""
+def compulsory_bytes(k, itemsize=4, boxes=None):
+    """Bytes a kernel must move at least: every tensor region it reads once, its output once.
+    `boxes`: the kernel's box_plans, when the caller has them."""
     by_tensor = {}
     full = {a.name: (0, a.extent) for a in list(k.axes) + list(k.reduce_axes)}
-    for b in box_plans(k):
+    for b in boxes if boxes is not None else box_plans(k):
         if b.context == "out":
             continue
         lo, hi = b.footprint(full)

@@ -29,8 +29,16 @@ class Table:
         self.s, self.T, self.n, self.st, self.lb = s, T, n, st, lb
         self.obj = np.full(n, np.inf)
         self.rows = {}                   # row -> (spatial columns, evaluation columns, index in them)
-        self.order = np.argsort(lb, kind="stable")
+        self._order = None
         self.pos = 0                     # order[:pos] are costed
+
+    @property
+    def order(self):
+        """The rows by their bounds (sorted when first costed: a split trial may only ask
+        for the least bound)."""
+        if self._order is None:
+            self._order = np.argsort(self.lb, kind="stable")
+        return self._order
 
     @property
     def costed(self):

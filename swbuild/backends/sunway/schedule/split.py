@@ -111,7 +111,7 @@ def decide(s, options):
 def _trials(s, options):
     k, hw, budget, g = s.k, s.hw, s.budget, s.graph
     t0 = s.evaluate(search_tiles(s))[0]
-    if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k)):
+    if t0 < SPLIT_MIN_SLOWDOWN * model.roofline_seconds(hw, k.flops(), compulsory_bytes(k, boxes=s.boxes)):
         return None                          # already close to its bound
     best = (t0 * SPLIT_GAIN, None)
     quick = dict(options, search_effort="quick")
@@ -119,11 +119,11 @@ def _trials(s, options):
         pair = _split_kernel(k, S, g)
         if pair is None:
             continue
-        t = _moved_at_least(pair, hw)        # a pair that must move too much loses unsearched
+        searches = [Search(kk, hw, budget, quick, g, s.toolchain_hash) for kk in pair]
+        t = _moved_at_least(searches, hw)    # a pair that must move too much loses unsearched
         if t < best[0]:
             t = 0.0
-            for kk in pair:
-                ss = Search(kk, hw, budget, quick, g, s.toolchain_hash)
+            for ss in searches:
                 if t + floor_seconds(ss) >= best[0]:     # its table's bounds already lose
                     t = best[0]
                     break
@@ -139,8 +139,9 @@ def _trials(s, options):
     return best[1]
 
 
-def _moved_at_least(pair, hw):
-    """Seconds the pair takes at least under the search's model, whatever its tiles: per
+def _moved_at_least(searches, hw):
+    """Seconds the pair (the searches of its kernels) takes at least under the search's model,
+    whatever its tiles: per
     kernel, the larger of its DMA and its compute floors. Every tiling moves at least the
     kernel's compulsory bytes (what it reads, once, and its output; the partials are written
     by the first kernel and read by the second), and its modelled time is at least its busiest
@@ -152,8 +153,9 @@ def _moved_at_least(pair, hw):
     lanes = max(1, int(hw.get("simd_lanes", 1)))
     rate = lanes * float(model.hwget(hw, "fma_per_cycle_simd")) * model.clock(hw) * int(hw["cpes"])
     out = 0.0
-    for k in pair:
-        out += max(compulsory_bytes(k) / model.max_dma_bandwidth(hw), k.points * k.reduce_points / rate)
+    for s in searches:
+        k = s.k
+        out += max(compulsory_bytes(k, boxes=s.boxes) / model.max_dma_bandwidth(hw), k.points * k.reduce_points / rate)
     return out
 
 
