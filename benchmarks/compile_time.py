@@ -5,9 +5,10 @@ For every model, whole `swbuild compile` processes (CPU seconds = user + system 
 peak RSS from its rusage), median of --repeat runs (cold runs alternate with TVM's, so load
 that drifts during the run weighs on both; `cold_over_tvm_pairs` lists each pair's ratio):
 
-  cold   fresh, empty schedule and zoo cache directories (every kernel searched, zoo weights
-         drawn);
-  warm   the same build again on the caches the cold run filled (a CI rebuild, an edit);
+  cold   fresh, empty schedule and zoo cache directories and output directory (every kernel
+         searched, zoo weights drawn, every file written);
+  warm   the same build again on the caches and output the cold run left (a CI rebuild, an
+         edit: files that come out the same are not rewritten);
 
 CPU seconds include the tile-search worker processes (schedule/parallel.py; SWBUILD_JOBS
 from the environment applies), wall seconds are reported next to them; and, when a Python
@@ -107,8 +108,8 @@ def bench(name, target, repeat, tvm_python, tmp):
     # and a drift then weighs on both sides of the ratio alike
     colds, tvms = [], []
     for _ in range(repeat):
-        shutil.rmtree(cache, ignore_errors=True)
-        shutil.rmtree(zcache, ignore_errors=True)
+        for d in (cache, zcache, out):
+            shutil.rmtree(d, ignore_errors=True)
         colds.append(checked_run(argv, env))
         if tvm_python:
             tvms.append(checked_run([tvm_python, "-c", TVM_SCRIPT, str(model)], dict(os.environ)))

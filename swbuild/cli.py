@@ -154,14 +154,16 @@ def do_compile(job, tc, out_dir, last_use=False):
     if last_use and post is None and job.model_path is None:   # the MPI post step compiles job.model again
         from .frontends.onnx import Handover
         model, job.model = Handover(job.model), None
+    digests = {}
     try:
-        program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post)
+        program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post,
+                                    digests=digests)
     except UnknownInputs as e:
         raise blame_inputs(job, e) from None
     names = family_of(tc).generated_files(program.prefix)
     outputs = {n: Path(out_dir) / n for n in sorted(files)}
     write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
-               toolchain=tc, outputs=outputs, swbuild_version=__version__)
+               toolchain=tc, outputs=outputs, swbuild_version=__version__, digests=digests)
     return program
 
 

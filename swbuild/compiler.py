@@ -1,9 +1,11 @@
 """The compile driver: model → graph → kernels → target pipeline → files on disk."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from .backends import family_of
 from .errors import ModelError, SwbuildError, UnknownInputs, UnsupportedError
 from .frontends.onnx import ArrayModel, Handover, import_model, load_model
 from .lowering import lower
+from .recipe_checks import sha256_file
 from . import weights_file
 
 
@@ -57,28 +60,66 @@ def _in_file(model, e):
     return UnsupportedError(f"{where}: {e.reason}") if isinstance(e, UnsupportedError) else ModelError(f"{where}: {e}")
 
 
-def write_outputs(out_dir, files: dict):
-    """Write all files or none: stage in a temp dir beside the target, then rename each."""
+class _Hashing:
+    """A binary sink that hashes what is written through it (to `f`, when given)."""
+
+    def __init__(self, f=None):
+        self.f, self.h = f, hashlib.sha256()
+
+    def write(self, b):
+        self.h.update(b)
+        if self.f is not None:
+            self.f.write(b)
+
+    def send(self, data):
+        if hasattr(data, "write_to"):   # the weights blob, streamed from the graph's arrays
+            data.write_to(self)
+        else:
+            self.write(data)
+        return self.h.hexdigest()
+
+
+def _already_there(path, data):
+    """The sha256 of `data` when the regular file `path` holds exactly these bytes, else None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+        return None
+    digest = _Hashing().send(data)
+    return digest if sha256_file(path) == digest else None
+
+
+def write_outputs(out_dir, files: dict) -> dict:
+    """Write all files or none: stage in a temp dir beside the target, then rename each. A file
+    already there with the same bytes is left as it is: a rebuild does not rewrite an unchanged
+    weights blob (hundreds of MB), and make-style tools see it unchanged. Returns each file's
+    sha256 (hex), for the lock."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".swbuild-", dir=out_dir))
+    digests, staged = {}, []
     try:
         for name, data in files.items():
-            with open(stage / name, "wb") as f:
-                if hasattr(data, "write_to"):   # the weights blob, streamed from the graph's arrays
-                    data.write_to(f)
-                else:
-                    f.write(data)
-        for name in files:
+            digests[name] = _already_there(out_dir / name, data)
+            if digests[name] is None:
+                with open(stage / name, "wb") as f:
+                    digests[name] = _Hashing(f).send(data)
+                staged.append(name)
+        for name in staged:
             os.replace(stage / name, out_dir / name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+    return digests
 
 
-def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=None, extra=None, post=None):
+def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=None, extra=None, post=None,
+               digests=None):
     """Generate every source of `name` for target `tc` into out_dir; returns (program, files).
     `post(program, files, plan) -> (files, plan)` amends the output before it is written
-    (the MPI build adds its entry point and rewrites the plan's I/O)."""
+    (the MPI build adds its entry point and rewrites the plan's I/O). `digests`: a dict that
+    receives each written file's sha256."""
     try:
         program = build_program(model, tc, name, input_shapes, batch, options)
         check_main_memory(program, tc)
@@ -94,5 +135,7 @@ def compile_to(model, tc, out_dir, name, input_shapes=None, batch=None, options=
         raise SwbuildError(f"model {name}: {e}") from None
     files[f"{program.prefix}.plan.json"] = (json.dumps(plan, indent=2, sort_keys=True) + "\n").encode()
     files.update(extra or {})
-    write_outputs(out_dir, files)
+    written = write_outputs(out_dir, files)
+    if digests is not None:
+        digests.update(written)
     return program, files

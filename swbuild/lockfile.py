@@ -15,7 +15,10 @@ from .recipe import sha256_file
 LOCK_VERSION = 1
 
 
-def lock_document(*, recipe_normalized, inputs, toolchain, outputs, swbuild_version) -> dict:
+def lock_document(*, recipe_normalized, inputs, toolchain, outputs, swbuild_version, digests=None) -> dict:
+    """`digests`: the sha256 of outputs by file name, when the writer hashed them as it wrote
+    (compiler.write_outputs); the others are read back and hashed."""
+    digests = digests or {}
     names = [Path(p).name for p in outputs.values()]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -28,7 +31,7 @@ def lock_document(*, recipe_normalized, inputs, toolchain, outputs, swbuild_vers
         "recipe": recipe_normalized,
         "inputs": {str(k): sha256_file(p) for k, p in inputs.items()},
         # Keyed by file name: the output directory is the caller's business.
-        "outputs": {Path(p).name: sha256_file(p) for p in outputs.values()},
+        "outputs": {Path(p).name: digests.get(Path(p).name) or sha256_file(p) for p in outputs.values()},
     }
 
 
@@ -36,11 +39,11 @@ def dumps(doc) -> str:
     return json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=True) + "\n"
 
 
-def write_lock(path, *, recipe_normalized, inputs, toolchain, outputs, swbuild_version) -> Path:
+def write_lock(path, *, recipe_normalized, inputs, toolchain, outputs, swbuild_version, digests=None) -> Path:
     """Write the lock atomically (temp file in the same directory + os.replace)."""
     path = Path(path)
     text = dumps(lock_document(recipe_normalized=recipe_normalized, inputs=inputs, toolchain=toolchain,
-                               outputs=outputs, swbuild_version=swbuild_version))
+                               outputs=outputs, swbuild_version=swbuild_version, digests=digests))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
