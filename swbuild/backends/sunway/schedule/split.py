@@ -141,13 +141,12 @@ def _trials(s, options):
 
 def _moved_at_least(searches, hw):
     """Seconds the pair (the searches of its kernels) takes at least under the search's model,
-    whatever its tiles: per
-    kernel, the larger of its DMA and its compute floors. Every tiling moves at least the
-    kernel's compulsory bytes (what it reads, once, and its output; the partials are written
-    by the first kernel and read by the second), and its modelled time is at least its busiest
-    CPE's DMA seconds (dma_overlap <= 1), which are at least those bytes at the fastest the
-    DMA curve goes; and at least its busiest CPE's multiply-adds at the SIMD peak. 0.0 when
-    the bound does not hold (dma_overlap > 1)."""
+    whatever its tiles: per kernel, the larger of its DMA and its compute floors. Every tiling
+    moves at least the kernel's compulsory bytes (what it reads, once, and its output; the
+    partials are written by the first kernel and read by the second), and its modelled time is
+    at least its busiest CPE's DMA seconds (dma_overlap <= 1), which are at least those bytes
+    at the fastest the DMA curve goes; and at least its busiest CPE's multiply-adds at the
+    SIMD peak. 0.0 when the bound does not hold (dma_overlap > 1)."""
     if float(model.hwget(hw, "dma_overlap")) > 1.0:
         return 0.0
     lanes = max(1, int(hw.get("simd_lanes", 1)))
@@ -155,7 +154,8 @@ def _moved_at_least(searches, hw):
     out = 0.0
     for s in searches:
         k = s.k
-        out += max(compulsory_bytes(k, boxes=s.boxes) / model.max_dma_bandwidth(hw), k.points * k.reduce_points / rate)
+        out += max(compulsory_bytes(k, boxes=s.boxes) / model.max_dma_bandwidth(hw),
+                   k.points * k.reduce_points / rate)
     return out
 
 
