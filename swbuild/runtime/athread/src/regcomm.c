@@ -19,6 +19,7 @@
 #include "swemu_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
