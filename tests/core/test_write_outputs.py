@@ -39,7 +39,7 @@ def test_digests_are_the_files_and_unchanged_files_stay(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.c", "w.bin"]                              # no stage left
 
 
-def test_a_symlink_or_directory_in_the_way_is_replaced(tmp_path):
+def test_a_symlink_in_the_way_is_replaced(tmp_path):
     (tmp_path / "real.c").write_bytes(b"int a;\n")
     (tmp_path / "a.c").symlink_to(tmp_path / "real.c")
     write_outputs(tmp_path, {"a.c": b"int a;\n"})
