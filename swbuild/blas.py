@@ -19,7 +19,7 @@ def load_numpy_single_threaded() -> bool:
     """Import numpy with one BLAS thread, unless numpy is loaded or the user chose a count;
     True when this set the count."""
     import sys
-    if "numpy" in sys.modules or any(os.environ.get(v) for v in VARS):
+    if "numpy" in sys.modules or any(v in os.environ for v in VARS):
         return False
     os.environ[VARS[0]] = "1"
     try:
