@@ -131,3 +131,20 @@ def test_every_reduce_axis_takes_its_turn_as_the_tiled_one():
     assert tiled == {a.name for a in s.k.reduce_axes}
     multi = sum((T[a.name] < a.extent).astype(int) for a in s.k.reduce_axes)
     assert multi.max() == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_partial_sort_is_the_stable_sorts_prefix(seed):
+    """Table.first(m) is np.argsort(lb, kind="stable")[:m] for any m, asked in any order:
+    ties (many: bounds repeat), infinite and NaN bounds included."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    lb = rng.integers(0, max(2, n // 7), n).astype(float) * 1e-6
+    lb[rng.random(n) < 0.05] = np.inf
+    if seed % 2:
+        lb[rng.random(n) < 0.02] = np.nan
+    table = et.Table(None, {}, n, {}, lb)
+    full = np.argsort(lb, kind="stable")
+    for m in [0, 1, 16, 17, 48, 300, 5, n // 2, n - 1, n, n + 5]:
+        assert table.first(m).tolist() == full[:max(0, min(m, n))].tolist(), m

@@ -32,19 +32,31 @@ class Table:
         self._order = None
         self.pos = 0                     # order[:pos] are costed
 
-    @property
-    def order(self):
-        """The rows by their bounds (sorted when first costed: a split trial may only ask
-        for the least bound)."""
-        if self._order is None:
-            self._order = np.argsort(self.lb, kind="stable")
-        return self._order
+    def first(self, m):
+        """The first m rows in the order of their bounds, ties in table order: the stable
+        argsort's first m, from a partial sort (a search costs a few dozen of thousands of
+        rows; a split trial may only ask for the least bound and sorts nothing)."""
+        m = min(m, self.n)
+        have = 0 if self._order is None else len(self._order)
+        if m == 0:
+            return np.zeros(0, np.int64)
+        if have < m:
+            want = min(self.n, max(m, 2 * have, 4 * FIRST))
+            thr = np.partition(self.lb, want - 1)[want - 1] if want < self.n else np.nan
+            if np.isnan(thr):           # all of them (or a NaN bound, which sorts last)
+                self._order = np.argsort(self.lb, kind="stable")
+            else:
+                below = np.nonzero(self.lb < thr)[0]
+                ties = np.nonzero(self.lb == thr)[0][:want - len(below)]
+                rows = np.sort(np.concatenate((below, ties)))   # in table order (np.unique loads numpy.ma)
+                self._order = rows[np.argsort(self.lb[rows], kind="stable")]
+        return self._order[:m]
 
     @property
     def costed(self):
         """Whether each row has been costed."""
         out = np.zeros(self.n, bool)
-        out[self.order[:self.pos]] = True
+        out[self.first(self.pos)] = True
         return out
 
     def cost(self, bound):
@@ -54,7 +66,7 @@ class Table:
         size = FIRST
         while self.pos < self.n:
             limit = bound if bound is not None else self.obj.min(initial=np.inf)
-            idx = self.order[self.pos:self.pos + size]
+            idx = self.first(self.pos + size)[self.pos:]
             idx = idx[self.lb[idx] < limit] if bound is None else idx[self.lb[idx] <= limit]   # a prefix
             if len(idx) == 0:
                 break
