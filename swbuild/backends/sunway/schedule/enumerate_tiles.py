@@ -180,15 +180,23 @@ def enumerate_tiles(s, cands):
     T = {a: c[keep] for a, c in T.items()}
     st = {b: tuple(x[keep] for x in v) for b, v in st.items()}
     n = len(keep)
-    return Table(s, T, n, st, lower_bounds(s, T, n, st))
+    return Table(s, T, n, st, lower_bounds(s, T, n, st, keep // len(variants)))
 
 
-def lower_bounds(s, T, n, st):
+def lower_bounds(s, T, n, st, shape=None):
     """Each row's objective with no compute cycles (DMA, syncs and pad expansion only): no
-    more than its objective, which grows with the cycles when dma_overlap <= 1 (0 otherwise)."""
+    more than its objective, which grows with the cycles when dma_overlap <= 1 (0 otherwise).
+    `shape`: each row's spatial tile shape as a number, non-decreasing (the table's rows are
+    grouped by it), when known: the output's put is costed once per shape."""
     if float(model.hwget(s.hw, "dma_overlap")) > 1.0:
         return np.zeros(n)
-    oby, ochunk = batch.out_static(s, T, n)
+    if shape is None:
+        shape = np.arange(n)
+    new = np.ones(n, bool)
+    new[1:] = shape[1:] != shape[:-1]
+    first, which = np.flatnonzero(new), np.cumsum(new) - 1
+    oby, ochunk = batch.out_static(s, {a: c[first] for a, c in T.items()}, len(first))
+    put = batch.dma_seconds(s.hw, oby, ochunk)
     none = np.zeros(n)
-    fix = {"base": none, "full": none, "zero": none, "oby": oby, "put": batch.dma_seconds(s.hw, oby, ochunk)}
+    fix = {"base": none, "full": none, "zero": none, "oby": oby[which], "put": put[which]}
     return batch.evaluate_table(s, T, n, st, fix, fits=np.ones(n, bool))["obj"]     # every row fits
