@@ -148,3 +148,21 @@ def test_the_partial_sort_is_the_stable_sorts_prefix(seed):
     full = np.argsort(lb, kind="stable")
     for m in [0, 1, 16, 17, 48, 300, 5, n // 2, n - 1, n, n + 5]:
         assert table.first(m).tolist() == full[:max(0, min(m, n))].tolist(), m
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+@pytest.mark.parametrize("weight", [0.0, 1e-9])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_the_lower_bounds_are_the_zero_compute_objective(case, weight, target):
+    """enumerate_tiles' bounds (objective only, the put once per spatial shape) equal, bit for
+    bit, the full evaluation's objective with zero compute cycles and each row's own put."""
+    import numpy as np
+    s = _search(CASES[case], target, {"traffic_weight": weight})
+    cands = {a.name: ldm.candidates(a.extent) for a in s.axes}
+    table = et.enumerate_tiles(s, cands)
+    oby, ochunk = batch.out_static(s, table.T, table.n)
+    none = np.zeros(table.n)
+    fix = {"base": none, "full": none, "zero": none, "oby": oby, "put": batch.dma_seconds(s.hw, oby, ochunk)}
+    full = batch.evaluate_table(s, table.T, table.n, table.st, fix)
+    assert full["fits"].all()
+    assert table.lb.tobytes() == full["obj"].tobytes()

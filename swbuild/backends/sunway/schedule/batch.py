@@ -410,11 +410,13 @@ def result(e, i, vp):
     return (float(e["secs"][i]), bool(e["db"][i]), vp, tr if e["as_float"][i] else int(tr), e["lanes"][int(e["lane"][i])])
 
 
-def evaluate_table(s, T, n, st, fix, fits=None):
+def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
     """Search._evaluate per row as columns: secs, db, traffic, lane (an index into lanes),
     fits, objective; as_float (traffic is a float: a lane shares). `fix`: spatial_table's
     base, full, zero, oby and put columns; `st`: statics (with each box's DMA seconds as a
-    fifth column, when the caller has them); `fits`: whether each row fits, when known."""
+    fifth column, when the caller has them); `fits`: whether each row fits, when known.
+    `objective_only`: the objective column alone (the table's lower bounds), without the
+    traffic when its price is 0."""
     k, hw = s.k, s.hw
     fits = ldm(s, T, n, st, False) <= s.budget if fits is None else fits
     fits_db = (ldm(s, T, n, st, True) <= s.budget) if s.db_ok else None
@@ -455,24 +457,31 @@ def evaluate_table(s, T, n, st, fix, fits=None):
     lanes += [(a.name, w) for a in k.axes
               if any(b.context != "out" and a.name not in s._vset[id(b)] for b in s.boxes) for w in s.widths]
     best, lane_ix, terms = None, np.zeros(n, np.int64), {}
+    traffic = not objective_only or bool(s.traffic_weight)
     for li, lane in enumerate(lanes):       # the first of equal objectives wins, as in _evaluate
         if best is None:
-            best = _lane(s, n, fix, boxes, lane, fits_db, terms)
+            best = _lane(s, n, fix, boxes, lane, fits_db, terms, traffic)
             continue
         divides = _cdiv(s.ext[lane[0]], T[lane[0]]) % lane[1] == 0
         if not divides.any():               # a lane of no row here
             continue
-        r = _lane(s, n, fix, boxes, lane, fits_db, terms)
+        r = _lane(s, n, fix, boxes, lane, fits_db, terms, traffic)
         better = divides & (r[4] < best[4])
+        if objective_only:
+            best = best[:4] + (np.where(better, r[4], best[4]),)
+            continue
         best = tuple(np.where(better, x, y) for x, y in zip(r, best))
         lane_ix = np.where(better, li, lane_ix)
+    if objective_only:
+        return {"obj": best[4]}
     secs, db, traffic, as_float, obj = best
     return {"secs": secs, "db": db, "traffic": traffic, "as_float": as_float, "lane": lane_ix, "lanes": lanes,
             "fits": fits, "obj": obj}
 
 
-def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex):
-    """Box i's terms in _lane's sums, fetched by each CPE (width 1) or broadcast to `width`."""
+def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex, traffic=True):
+    """Box i's terms in _lane's sums, fetched by each CPE (width 1) or broadcast to `width`;
+    its bytes only with `traffic`."""
     t = memo.get((i, width))
     if t is not None:
         return t
@@ -485,18 +494,21 @@ def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex):
     else:
         t["dma"] = np.where(in1, cnt * secs, np.where(in2, secs, 0.0))
         t["once"] = np.where(in3, secs, 0.0)
-    t["bytes"] = np.where(in1, cnt * byf, np.where(in2, byf, 0.0))
+    if traffic:
+        t["bytes"] = np.where(in1, cnt * byf, np.where(in2, byf, 0.0))
+        t["bytes_once"] = np.where(in3, byf, 0.0)
     if ex is not None:
         t["expand"] = np.where(in1, cnt * ex, np.where(in2, ex, 0.0))
-    t["bytes_once"] = np.where(in3, byf, 0.0)
     memo[(i, width)] = t
     return t
 
 
-def _lane(s, n, fix, boxes, lane, fits_db, terms=None):
+def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
     """Search._evaluate_lane per row: (seconds, double-buffered, traffic, traffic is a float,
     objective). Sums in the scalar model's order (box by box). `terms`: a dict kept across the
-    lanes of one table, so each box's terms are computed once per way it is fetched."""
+    lanes of one table, so each box's terms are computed once per way it is fetched. Without
+    `traffic` (its price is 0) the traffic is None and the objective the seconds (serial + 0.0
+    x traffic is serial, bit for bit: both are finite and not negative)."""
     k, hw = s.k, s.hw
     axis, width = lane or (None, 1)
     terms = {} if terms is None else terms
@@ -509,22 +521,22 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None):
     for i, (vs, secs, byf, in1, in2, in3, cnt, ex) in enumerate(boxes):
         first = first + secs
         shared = lane is not None and axis not in vs
-        t = _terms(terms, i, width if shared else 1, waves, secs, byf, in1, in2, in3, cnt, ex)
+        t = _terms(terms, i, width if shared else 1, waves, secs, byf, in1, in2, in3, cnt, ex, traffic)
         if shared:      # the busiest CPE issues ceil(fetches / width) of the broadcasts
             as_float = True
             dma_shared = dma_shared + t["dma"]
         else:
             dma_tile = dma_tile + t["dma"]
             dma_once = dma_once + t["once"]
-        bytes_tile = bytes_tile + t["bytes"]
+        if traffic:
+            bytes_tile = bytes_tile + t["bytes"]
+            bytes_once = bytes_once + t["bytes_once"]
         if ex is not None:
             expand = expand + t["expand"]
-        bytes_once = bytes_once + t["bytes_once"]
         if shared:
             syncs_tile = syncs_tile + t["syncs"]
             syncs_once = syncs_once + t["syncs_once"]
     dma_tile = dma_tile + fix["put"]
-    bytes_tile = bytes_tile + fix["oby"]
     cyc = fix["base"] + expand
     if k.combine is not None:
         cyc = cyc + fix["full"]
@@ -534,13 +546,17 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None):
     D, C = waves * dma_tile + dma_once + dma_shared, waves * comp_tile
     sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width) / clock
     serial = D + (C + 2 * sync)
-    traffic = fix["ntiles"] * bytes_tile + np.minimum(fix["ntiles"], s.cores) * bytes_once
+    if traffic:
+        bytes_tile = bytes_tile + fix["oby"]
+        traffic = fix["ntiles"] * bytes_tile + np.minimum(fix["ntiles"], s.cores) * bytes_once
+    else:
+        traffic = None
     db = np.zeros(n, bool)
     if fits_db is not None:
         over = model.cpe_seconds(hw, D, C + sync, np.minimum(D, first + fix["put"]), True)
         db = fits_db & (over < serial)
         serial = np.where(db, over, serial)
-    obj = serial + s.traffic_weight * traffic
+    obj = serial + s.traffic_weight * traffic if traffic is not None else serial
     return serial, db, traffic, np.full(n, as_float), obj
 
 

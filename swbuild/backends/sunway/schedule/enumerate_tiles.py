@@ -199,4 +199,4 @@ def lower_bounds(s, T, n, st, shape=None):
     put = batch.dma_seconds(s.hw, oby, ochunk)
     none = np.zeros(n)
     fix = {"base": none, "full": none, "zero": none, "oby": oby[which], "put": put[which]}
-    return batch.evaluate_table(s, T, n, st, fix, fits=np.ones(n, bool))["obj"]     # every row fits
+    return batch.evaluate_table(s, T, n, st, fix, fits=np.ones(n, bool), objective_only=True)["obj"]   # all fit
