@@ -31,6 +31,10 @@ def _sorted_distinct(a):
 
 
 def _cdiv(a, b):
+    """Ceiling division of integers (arrays welcome); by a power of two a shift: numpy's
+    integer division is slow, and (a + b - 1) >> log2(b) is the same integer."""
+    if isinstance(b, int) and b > 0 and b & (b - 1) == 0:
+        return (a + (b - 1)) >> (b.bit_length() - 1)
     return -(-a // b)
 
 
@@ -425,7 +429,8 @@ def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
         raise ValueError("batch.evaluate: more than one tiled reduce axis")
     fix = {c: np.asarray(fix[c], float) for c in ("base", "full", "zero", "oby", "put")}
     split = {a.name: T[a.name] < a.extent for a in k.axes}
-    fix["ntiles"] = _prod([_cdiv(a.extent, T[a.name]) for a in k.axes], n)
+    counts = {a.name: _cdiv(a.extent, T[a.name]) for a in k.axes}      # tiles along each axis
+    fix["ntiles"] = _prod(list(counts.values()), n)
     fix["waves"] = _cdiv(fix["ntiles"], s.cores)
     nsteps = np.ones(n, np.int64)
     for tiled, cnt in red.values():
@@ -462,7 +467,7 @@ def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
         if best is None:
             best = _lane(s, n, fix, boxes, lane, fits_db, terms, traffic)
             continue
-        divides = _cdiv(s.ext[lane[0]], T[lane[0]]) % lane[1] == 0
+        divides = counts[lane[0]] % lane[1] == 0
         if not divides.any():               # a lane of no row here
             continue
         r = _lane(s, n, fix, boxes, lane, fits_db, terms, traffic)
