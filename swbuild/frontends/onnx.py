@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper, shape_inference
 from ..errors import ModelError, UnknownInputs, UnsupportedError
 from ..ir.graph import Graph, Node, Tensor
 from ..zoo.array_model import ArrayModel
+from . import layout_fold
 from .outer_scope import bind_outer_constants
 from .validate import check_graph, check_proto
 
@@ -273,6 +274,9 @@ def _evaluate(graph, n, opset):
         if t is not None and all(isinstance(d, int) for d in t.shape) and t.size > FOLD_LIMIT:
             return None
     ins = [i for i in n.inputs]
+    quick = layout_fold.fold(n.op, [graph.tensors[i].data if i else None for i in ins], n.attrs, opset)
+    if quick is not None and len(n.outputs) == 1:
+        return [quick]
     feeds, pin = {}, []
     for k, i in enumerate(ins):
         if not i:
