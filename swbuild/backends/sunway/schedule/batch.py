@@ -3,10 +3,11 @@ of ldm.py.
 
 A table is one int64 column per axis, one row per tiling. Every function here is the exact
 twin of a scalar method of `ldm.Search` (`box_static`, `ldm`, `_spatial`, `_evaluate`; the
-twin of `simd.plan` is batch_plans.py): the same integer arithmetic, and the same floating-point operations in the same
-order on the same operands (DMA bandwidths come from the scalar model, once per distinct
-chunk size; `round` is Python's), so a tiling gets the same bits whichever path evaluated it
-and the search's choices cannot depend on it (tests/optimizer/test_batch_search.py).
+twin of `simd.plan` is batch_plans.py): the same integer arithmetic, and the same
+floating-point operations in the same order on the same operands (DMA bandwidths come from
+the scalar model, once per distinct chunk size; `round` is Python's), so a tiling gets the
+same bits whichever path evaluated it and the search's choices cannot depend on it
+(tests/optimizer/test_batch_search.py).
 Only tilings with at most one tiled reduce axis are supported (the enumeration's): the
 order of the reduce loops is then trivial.
 """
