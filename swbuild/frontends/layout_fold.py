@@ -49,6 +49,8 @@ def _unsqueeze(values, attrs, opset):
 
 def _squeeze(values, attrs, opset):
     data, axes = values[0], _axes(values, attrs, opset)
+    if axes == [] and opset < 13:       # the reference reads an empty attribute as none given
+        axes = None
     if axes is None:
         return data.reshape([d for d in data.shape if d != 1])
     if not _sequential_safe(axes, opset):

@@ -5,7 +5,7 @@ import random
 
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
+from onnx import AttributeProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from swbuild.frontends import layout_fold
@@ -13,7 +13,9 @@ from swbuild.frontends import layout_fold
 
 def reference(op, values, attrs, opset):
     names = [f"i{k}" for k in range(len(values))]
-    node = helper.make_node(op, [n if v is not None else "" for n, v in zip(names, values)], ["o"], **attrs)
+    node = helper.make_node(op, [n if v is not None else "" for n, v in zip(names, values)], ["o"],
+                            **{k: v for k, v in attrs.items() if v != []})
+    node.attribute.extend(helper.make_attribute(k, v, attr_type=AttributeProto.INTS) for k, v in attrs.items() if v == [])
     vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
            for n, v in zip(names, values) if v is not None]
     m = helper.make_model(helper.make_graph([node], "g", vis, [helper.make_tensor_value_info("o", 0, None)]),
@@ -73,6 +75,14 @@ def test_the_same_array_as_the_reference(seed):
         assert not np.shares_memory(got, values[0])
         done += 1
     assert done > 100
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_empty_squeeze_axes_as_the_reference_reads_them(opset):
+    data = np.zeros((1, 3, 1), np.float32)
+    values, attrs = ([data, np.array([], np.int64)], {}) if opset >= 13 else ([data], {"axes": []})
+    got, want = layout_fold.fold("Squeeze", values, attrs, opset), reference("Squeeze", values, attrs, opset)
+    assert got.shape == want.shape                  # opset 11: all ones removed; 13: none
 
 
 @pytest.mark.parametrize("op, values, attrs, opset", [
