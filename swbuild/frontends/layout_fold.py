@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 
-def _axes(values, attrs, opset, first_input_opset=13):
+def _axes(values, attrs, opset):
     """The `axes` of Unsqueeze/Squeeze: the second input from opset 13, an attribute before."""
-    if opset >= first_input_opset:
-        return None if len(values) < 2 or values[1] is None else [int(a) for a in np.asarray(values[1]).reshape(-1)]
+    if opset >= 13:
+        return None if len(values) < 2 or values[1] is None else [int(a) for a in values[1].reshape(-1)]
     return None if attrs.get("axes") is None else [int(a) for a in attrs["axes"]]
 
 
@@ -67,7 +67,8 @@ def _flatten(values, attrs, opset):
     axis = axis + data.ndim if axis < 0 else axis
     if not 0 <= axis <= data.ndim:
         return None
-    return data.reshape(int(np.prod(data.shape[:axis], dtype=np.int64)), int(np.prod(data.shape[axis:], dtype=np.int64)))
+    outer = int(np.prod(data.shape[:axis], dtype=np.int64))
+    return data.reshape(outer, int(np.prod(data.shape[axis:], dtype=np.int64)))
 
 
 def _identity(values, attrs, opset):

@@ -15,7 +15,8 @@ def reference(op, values, attrs, opset):
     names = [f"i{k}" for k in range(len(values))]
     node = helper.make_node(op, [n if v is not None else "" for n, v in zip(names, values)], ["o"],
                             **{k: v for k, v in attrs.items() if v != []})
-    node.attribute.extend(helper.make_attribute(k, v, attr_type=AttributeProto.INTS) for k, v in attrs.items() if v == [])
+    node.attribute.extend(helper.make_attribute(k, v, attr_type=AttributeProto.INTS)
+                          for k, v in attrs.items() if v == [])
     vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
            for n, v in zip(names, values) if v is not None]
     m = helper.make_model(helper.make_graph([node], "g", vis, [helper.make_tensor_value_info("o", 0, None)]),
