@@ -1,7 +1,8 @@
 """ONNX import: load (external data too), fix input shapes, infer shapes, fold constants.
 
 Shape inference is onnx's own; folding runs onnx's ReferenceEvaluator one node at a time,
-so every op the reference implements folds without code here. Large constants are kept out
+so every op the reference implements folds without code here (layout-only ops fold in numpy,
+layout_fold.py: the same arrays without the evaluator's import and per-node model). Large constants are kept out
 of the protos handed to shape inference (they enter as typed inputs), which keeps it fast on
 models with hundreds of MB of weights; ConstantOfShape becomes a zero-stride numpy view so
 splat weights (the light model zoo is made of them) cost no memory until emitted.
