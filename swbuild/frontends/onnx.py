@@ -2,10 +2,11 @@
 
 Shape inference is onnx's own; folding runs onnx's ReferenceEvaluator one node at a time,
 so every op the reference implements folds without code here (layout-only ops fold in numpy,
-layout_fold.py: the same arrays without the evaluator's import and per-node model). Large constants are kept out
-of the protos handed to shape inference (they enter as typed inputs), which keeps it fast on
-models with hundreds of MB of weights; ConstantOfShape becomes a zero-stride numpy view so
-splat weights (the light model zoo is made of them) cost no memory until emitted.
+layout_fold.py: the same arrays without the evaluator's import and per-node model). Large
+constants are kept out of the protos handed to shape inference (they enter as typed inputs),
+which keeps it fast on models with hundreds of MB of weights; ConstantOfShape becomes a
+zero-stride numpy view so splat weights (the light model zoo is made of them) cost no memory
+until emitted.
 """
 from __future__ import annotations
 
