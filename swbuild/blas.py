@@ -11,6 +11,7 @@ environment.
 from __future__ import annotations
 
 import os
+import sys
 
 VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")      # OpenBLAS reads the first one set
 
@@ -18,7 +19,6 @@ VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")      # OpenBLAS reads the fir
 def load_numpy_single_threaded() -> bool:
     """Import numpy with one BLAS thread, unless numpy is loaded or the user chose a count;
     True when this set the count."""
-    import sys
     if "numpy" in sys.modules or any(v in os.environ for v in VARS):
         return False
     os.environ[VARS[0]] = "1"

@@ -75,22 +75,22 @@ def _identity(values, attrs, opset):
     return values[0]
 
 
-RULES = {"Reshape": (_reshape, 2), "Unsqueeze": (_unsqueeze, 1), "Squeeze": (_squeeze, 1),
-         "Flatten": (_flatten, 1), "Identity": (_identity, 1)}     # op -> (fold, inputs it needs at least)
+# op -> (fold, inputs it needs at least, the attributes it knows)
+RULES = {"Reshape": (_reshape, 2, {"allowzero"}), "Unsqueeze": (_unsqueeze, 1, {"axes"}),
+         "Squeeze": (_squeeze, 1, {"axes"}), "Flatten": (_flatten, 1, {"axis"}), "Identity": (_identity, 1, set())}
 
 
 def fold(op, values, attrs, opset):
     """The node's output as an array (a new one: never a view of an input), or None when
     these rules do not take it."""
-    rule = RULES.get(op)
-    if rule is None or len(values) < rule[1] or any(v is None for v in values[:rule[1]]):
+    if op not in RULES:
+        return None
+    rule, needs, known = RULES[op]
+    if len(values) < needs or any(v is None for v in values[:needs]) or set(attrs) - known:
         return None
     values = [None if v is None else np.asarray(v) for v in values]
-    known = {"Reshape": {"allowzero"}, "Flatten": {"axis"}, "Unsqueeze": {"axes"}, "Squeeze": {"axes"}}.get(op, set())
-    if set(attrs) - known:
-        return None
     try:
-        out = rule[0](values, attrs, opset)
+        out = rule(values, attrs, opset)
     except (ValueError, TypeError, IndexError):      # e.g. a Reshape to another size: the reference says so
         return None
     return None if out is None else np.array(out)
