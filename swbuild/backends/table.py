@@ -21,6 +21,8 @@ def short(rep, name):
 
 
 def op_text(k):
+    if k["op"] == "Group":      # a grouped launch (sunway/stitch.py): its kernels are rows of their own
+        return f"Group of {len(k.get('fused', ()))}"
     return k["op"] + ("+" + "+".join(k["fused"]) if k.get("fused") else "")
 
 

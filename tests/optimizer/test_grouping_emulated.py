@@ -88,3 +88,73 @@ def test_grouped_zoo_recipe_matches(tmp_path, recipe):
     assert doc["status"] == "pass" and em["dma_mismatches"] == [] and em["write_conflicts"] == 0 and em["races"] == 0
     plan = json.loads(next(tmp_path.glob("*.plan.json")).read_text())
     assert plan["grouping"]["groups"]
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+def test_report_lists_every_group_and_the_model_level_traffic(model_file, tmp_path, target):
+    """`swbuild report --grouping on`: the table names each group (its kernels, split and the
+    instances' binding), the model-level traffic line equals the JSON's numbers, and --plot
+    draws the groups."""
+    pytest.importorskip("matplotlib")   # in the `test` extra
+    png = tmp_path / "g.png"
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "report", str(model_file), "--target", target,
+                        "--grouping", "on", "-o", str(tmp_path / "b"), "--plot", str(png)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    js = subprocess.run([sys.executable, "-m", "swbuild.cli", "report", str(model_file), "--target", target,
+                         "--grouping", "on", "--runner", str(tmp_path / "b" / "grouped_runner"), "--json"],
+                        capture_output=True, text=True)
+    assert js.returncode == 0, js.stderr[-2000:]
+    rep = json.loads(js.stdout)
+    g = rep["grouping"]
+    assert g["groups"] and g["realised"] == ("launches" if target.startswith("sunway") else "kernels")
+    assert rep["model_compulsory_bytes"] > 0 and rep["main_memory_bytes"] > 0
+    assert rep["model_traffic_ratio"] == pytest.approx(rep["main_memory_bytes"] / rep["model_compulsory_bytes"])
+    lines = r.stdout.splitlines()
+    traffic = next(ln for ln in lines if ln.startswith("model-level traffic"))
+    assert f"{rep['main_memory_bytes'] / 1e6:.2f} MB = {rep['model_traffic_ratio']:.2f}x" in traffic
+    assert f"{rep['kernel_launches']} launches" in traffic
+    rows = [ln for ln in lines if ln.startswith("  g")]
+    assert len(rows) == len(g["groups"])
+    for ln, grp in zip(rows, g["groups"]):
+        first = grp["kernels"][0].removeprefix("grouped_")
+        assert ln.startswith(f"  g{grp['group']}: {first}")
+        assert f"split {grp['split']['axis']}/{grp['split']['factor']}" in ln
+        assert f"{len(grp['binding'])} instance" in ln
+    # every kernel of the model is in exactly one group, and on Sunway the table lists a
+    # grouped launch's kernels under it
+    assert sorted(n for grp in g["groups"] for n in grp["kernels"]) == sorted(
+        {n for grp in g["groups"] for n in grp["kernels"]})
+    if target.startswith("sunway"):
+        launch = next(k for k in rep["kernels"] if k["op"] == "Group")
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(launch["name"].removeprefix("grouped_") + " "))
+        assert f"Group of {len(launch['fused'])}" in lines[at]
+        assert [ln.split()[0] for ln in lines[at + 1:at + 1 + len(launch["fused"])]] == [
+            n.removeprefix("grouped_") for n in launch["fused"]]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_draws_one_labelled_band_per_group():
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+    from swbuild.backends.grouping_report import shade_groups
+    rep = {"grouping": {"groups": [
+        {"group": 0, "kernels": ["m_k0", "m_k1"], "split": {"axis": "o0", "factor": 2}},
+        {"group": 1, "kernels": ["m_k2"], "split": {"axis": "co", "factor": 4}},
+        {"group": 2, "kernels": ["m_gone"], "split": {"axis": "n", "factor": 1}}]}}    # no bar: no band
+    fig, ax = plt.subplots()
+    ax.bar(range(4), [1, 2, 3, 4])
+    before = len(ax.patches)
+    shade_groups(ax, rep, ["m_k0", "m_k1", "m_k2", "m_k3"])
+    fig.canvas.draw()
+    bands = ax.patches[before:]
+    assert len(bands) == 2
+    inv = ax.transData.inverted()
+    spans = []
+    for p in bands:
+        bb = p.get_window_extent()
+        spans.append(tuple(round(float(x), 2) for x in inv.transform([[bb.x0, 0], [bb.x1, 0]])[:, 0]))
+    assert spans == [(-0.45, 1.45), (1.55, 2.45)]
+    assert [t.get_text() for t in ax.texts] == ["g0 o0/2", "g1 co/4"]
+    plt.close(fig)

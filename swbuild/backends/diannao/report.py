@@ -5,6 +5,11 @@ on-chip peaks, rule violations).
 """
 from __future__ import annotations
 
+from ..grouping_report import grouping_summary, shade_groups
+
+GROUPING_NOTE = ("the groups are decided and the kernels of each are consecutive; they still launch one by one and "
+                 "intermediates go through GDRAM")
+
 
 def emulator_findings(plan, stats):
     """Rule violations and cycles; kernels of the plan the emulator never saw."""
@@ -78,6 +83,10 @@ def build_report(plan, stats, tc):
         "cycles": cycles, "modeled_seconds": cycles / clock,
         "instructions": dict(sorted(instr.items())), "instruction_cycles": dict(sorted(icycles.items())),
         "memcpy_bytes": dict(sorted(mbytes.items())), "gdram_bytes": gdram_bytes(mbytes),
+        "main_memory_bytes": gdram_bytes(mbytes), "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
+        "model_traffic_ratio": (gdram_bytes(mbytes) / plan["model_compulsory_bytes"]
+                                if plan.get("model_compulsory_bytes") else 0.0),
+        "grouping": grouping_summary(plan, "kernels", GROUPING_NOTE),
         "roofline_seconds": sum(k["roofline_seconds"] for k in kernels),
         "roofline_fraction": sum(k["roofline_seconds"] for k in kernels) / (cycles / clock) if cycles else 0.0,
         "peak_flops": peak_flops(hw), "roof_bytes_per_s": float(hw.get("mem_bandwidth_bytes_per_s", 0)),
@@ -134,6 +143,7 @@ def plot_report(rep, tc, path):
         if any(ys):
             ax.bar(range(len(names)), ys, bottom=bottom, label=c)
             bottom = [b + y for b, y in zip(bottom, ys)]
+    shade_groups(ax, rep, [k["name"] for k in rep["kernels"]])
     ax.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
     ax.set_ylabel("emulated cycles")
     ax.set_title(f"{rep['model']} on {rep['target']}: {rep['cycles']} cycles, tensorized "

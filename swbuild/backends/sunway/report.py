@@ -9,6 +9,7 @@ modelled DMA and compute time.
 """
 from __future__ import annotations
 
+from ..grouping_report import grouping_summary as summarise_grouping, shade_groups
 from .cost import model
 
 dma_bandwidth = model.dma_bandwidth     # kept for callers of the first version
@@ -104,6 +105,7 @@ def build_report(plan, stats, tc):
         if "kernels" in k:      # a grouped launch (stitch.py): its kernels' own numbers
             entry["kernels"] = [dict({x: sub.get(x, 0) for x in ("name", "op", "flops", "modeled_seconds", "roofline_seconds",
                                                                     "dma_seconds", "compute_seconds")},
+                                     fused=list(sub.get("fused", ())),
                                      dma={"predicted": _tot(sub["dma"]), "measured": None}) for sub in k["kernels"]]
         kernels.append(entry)
         tot["flops"] += flops
@@ -145,20 +147,11 @@ def build_report(plan, stats, tc):
 
 
 def grouping_summary(plan):
-    """Option `grouping`: per group its kernels, split and binding as the plan recorded them,
-    and how this generator realised it: the launch each group's kernels share (stitch.py).
-    Intermediates still go through main memory (no buffer stitching yet), and it says so."""
-    g = plan.get("grouping")
-    if g is None:
-        return None
-    launch_of = {}
-    for k in plan["kernels"]:
-        for n in (k["fused"] if k.get("op") == "Group" else [k["name"]]):
-            launch_of[n] = k["name"]
-    groups = [dict(grp, launches=sorted({launch_of.get(n, n) for n in grp["kernels"]})) for grp in g["groups"]]
-    return dict(g, groups=groups, realised="launches",
-                note="a group's kernels share one athread_spawn; intermediates still go through main memory "
-                     "(buffer stitching in LDM is not done), so traffic is the per-kernel traffic")
+    """How this generator realised the grouping: a group's kernels share one athread_spawn
+    (stitch.py); intermediates still go through main memory (no buffer stitching yet)."""
+    return summarise_grouping(plan, "launches", "a group's kernels share one athread_spawn; intermediates still go "
+                              "through main memory (buffer stitching in LDM is not done), so traffic is the "
+                              "per-kernel traffic")
 
 
 def plot_report(rep, tc, path):
@@ -192,27 +185,10 @@ def plot_report(rep, tc, path):
     b.bar(x, comp, bottom=dma, label="compute (busiest CPE)", alpha=0.7)
     b.plot(x, [k["modeled_seconds"] * 1e3 for k in rows], "k.", label="modelled (overlapped)")
     b.plot(x, [k["roofline_seconds"] * 1e3 for k in rows], "r_", label="roofline bound")
-    shade_groups(b, rep)
+    shade_groups(b, rep, [k["name"] for k in rows])
     b.set_xticks(list(x), names, rotation=90, fontsize=5)
     b.set_ylabel("ms")
     b.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def shade_groups(ax, rep):
-    """Option `grouping`: a band behind each group's kernels, labelled with its id and split."""
-    g = rep.get("grouping")
-    if not g:
-        return
-    rows = [sub for k in rep["kernels"] for sub in k.get("kernels", [k])]
-    pos = {k["name"]: i for i, k in enumerate(rows)}
-    for grp in g["groups"]:
-        xs = [pos[n] for n in grp["kernels"] if n in pos]
-        if not xs:
-            continue
-        ax.axvspan(min(xs) - 0.45, max(xs) + 0.45, color="C%d" % (grp["group"] % 10), alpha=0.12, lw=0)
-        sp = grp["split"]
-        ax.text((min(xs) + max(xs)) / 2, ax.get_ylim()[1] * 0.97, f"g{grp['group']} {sp['axis']}/{sp['factor']}",
-                ha="center", va="top", fontsize=5, rotation=90)

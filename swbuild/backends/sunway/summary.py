@@ -1,6 +1,7 @@
 """Sunway builds in words: the `swbuild report` table and a kernel's line in `swbuild ops`."""
 from __future__ import annotations
 
+from ..grouping_report import grouping_lines, traffic_line
 from ..table import flop, mb, ms, op_text, short, table
 
 OPS_NOTE = "every operator runs as CPE kernels (LDM tiles, DMA); a kernel whose working set cannot fit the LDM is refused"
@@ -22,6 +23,9 @@ def report_lines(rep):
                      f"{moved / comp:.2f}" if comp else "-", f"{k['roofline_fraction']:.2f}",
                      f"{k['ldm_peak_bytes'] or k['ldm_predicted_bytes']}",
                      "yes" if k["dma"]["match"] else ("-" if k["dma"]["measured"] is None else "NO")])
+        for sub in k.get("kernels", ()):    # a grouped launch: its kernels' predicted numbers
+            rows.append(["  " + short(rep, sub["name"]), op_text(sub), ms(sub["modeled_seconds"]),
+                         mb(sub["dma"]["predicted"]["bytes"]), "", "", "", ""])
     total = ["total", f"{rep['kernel_launches']} kernels", ms(rep["modeled_seconds"]), mb(rep["main_memory_bytes"]),
              f"{rep['traffic_ratio']:.2f}" if rep.get("compulsory_bytes") else "-", f"{rep['roofline_fraction']:.2f}",
              f"{rep['ldm_peak_bytes']}", "yes" if rep.get("dma_match") else "NO"]
@@ -40,4 +44,4 @@ def report_lines(rep):
         lines.append(f"DMA differs from the plan in: {', '.join(rep['dma_mismatches'])}")
     if rep.get("ldm_over_budget"):
         lines.append(f"LDM over budget in: {', '.join(rep['ldm_over_budget'])}")
-    return lines
+    return lines + traffic_line(rep) + grouping_lines(rep)
