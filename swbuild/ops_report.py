@@ -116,7 +116,11 @@ def _target_pass(program, tc, fam, options, doc):
         doc["problems"].append(f"the {fam.name} pipeline did not run over the nodes that lowered "
                                f"({type(e).__name__}: {e}); fix the unsupported nodes first")
         return {}, ("", str(e))
-    return {k["name"]: k for k in plan.get("kernels", [])}, None
+    entries = {}
+    for k in plan.get("kernels", []):
+        entries[k["name"]] = k
+        entries.update((sub["name"], sub) for sub in k.get("kernels", ()))    # a grouped launch's kernels
+    return entries, None
 
 
 def _lowered(kernels, by_kernel, complete, summary, prefix):

@@ -61,13 +61,13 @@ def grouping_lines(rep):
     return lines
 
 
-def shade_groups(ax, rep, names):
-    """A band behind each group's bars (`names`: the kernel name of every bar, in order),
-    labelled with the group's id and split."""
+def shade_groups(ax, rep, bars):
+    """A band behind each group's bars (`bars`: per bar, in order, the names of the kernels it
+    stands for: one, or a grouped launch's), labelled with the group's id and split."""
     g = rep.get("grouping")
     if not g:
         return
-    pos = {n: i for i, n in enumerate(names)}
+    pos = {n: i for i, names in enumerate(bars) for n in names}
     for grp in g["groups"]:
         xs = [pos[n] for n in grp["kernels"] if n in pos]
         if not xs:

@@ -73,6 +73,20 @@ def test_the_family_decides(tmp_path, capsys):
         assert re.search(r"needs at least \d+ bytes of local memory per core, budget is 36 bytes", rows[node]["detail"])
 
 
+def test_grouping_on_still_reports_each_kernel(tmp_path, capsys):
+    """With grouping on, a group's kernels run in one launch: each node still names its kernel
+    and what the target made of it (they once all read "fused into a neighbouring kernel")."""
+    path = model(tmp_path, bad=False)
+    for target, word in (("sunway-emu", "64 CPEs, LDM"), ("diannao-emu", "tensorized")):
+        rows = {}
+        for mode in ("off", "on"):
+            code, out, err = ops(capsys, path, "--target", target, "--json", "--set", f"grouping={mode}")
+            assert code == 0, err
+            rows[mode] = {r["node"]: (r["status"], r["detail"]) for r in json.loads(out)["nodes"]}
+        assert rows["on"] == rows["off"], target
+        assert rows["on"]["conv"][0] == "supported" and word in rows["on"]["conv"][1]
+
+
 def test_operator_list_per_target(capsys):
     code, out, _ = ops(capsys, "--target", "diannao-emu")
     lines = out.splitlines()

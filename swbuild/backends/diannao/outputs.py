@@ -6,6 +6,7 @@ from ...names import UniqueNames
 from ..common import CompileUnit, file_names, plan_head
 from .devir import stmts
 from .printer import Image, device_file, host_file, model_header, runner_file, weights_asm
+from .stitch import launch_entries, launches_of
 
 # BANG C: device .mlu, host and runner in C++ (CNRT)
 FILES = {"host": "{prefix}_host.cpp", "device": "{prefix}_device.mlu", "header": "{prefix}.h",
@@ -101,6 +102,6 @@ def plan(program, tc):
         "tensorized_fraction": (ten / tot) if tot else 1.0,
         "layouts": {t: "NHWC" for t in sorted(program.target_state.layouts)},
         "notes": list(program.notes),
-        "kernels": kernels,
+        "kernels": launch_entries(kernels, launches_of(program)),
     })
 

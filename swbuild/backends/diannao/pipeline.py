@@ -24,6 +24,7 @@ from .preprocess import align_extents, choose_fills, resolve_guards
 from .recurrence import sched_recurrence
 from .schedule import schedule_kernel
 from .schedule.builder import Store
+from .stitch import group_launches
 
 
 @dataclass
@@ -33,6 +34,7 @@ class DianNaoState:
     store: Store = field(default_factory=Store)   # constants staged for the device image
     dev: list = field(default_factory=list)       # DevKernel per kernel, in order
     partitioned: bool = True                      # option `partition` (loop partitioning ran)
+    launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
 
 
 STATE = DianNaoState
@@ -98,11 +100,12 @@ def map_instructions(program, target, options):
 PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     choose_storage_layouts,     # NHWC around convolutions
-    group_kernels,              # option grouping: GraphTurbo groups (recorded; realised kernel by kernel)
+    group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     plan_memory,                # the static arena
     schedule_kernels,           # work split and staging
     remember_whole_fills,       # halo fills kept whole for choose_fills
     partition_loops,            # Algorithm 2: loop partitioning
     preprocess_guards,          # Algorithm 1: extra computation, padded lengths
     map_instructions,           # ISA Mapper
+    group_launches,             # option grouping: a group's kernels in one launch
 ]

@@ -22,6 +22,7 @@ from ..blob import WeightsBlob
 from ..cexpr import COMBINE, CTYPE, Writer as W
 from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
 from .recurrence import recurrence_body
+from .stitch import launch_params, launches_of
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
 INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
@@ -246,11 +247,19 @@ def scalar_kernel(dk, P):
 
 # ---- files ----------------------------------------------------------------------------
 
-def kernel_text(dk, P, banks=64):
+def launch_wrapper(name, params):
+    """The host-callable wrapper of a __mlu_global__ function: a Union1 launch of 16 tasks."""
+    return [f'extern "C" void {name}_launch(cnrtQueue_t queue{"".join(f", float *{n}" for n in params)})', "{",
+            "    cnrtDim3_t dim = {16, 1, 1};",
+            f"    SWB_LAUNCH({name}, dim, cnrtFuncTypeUnion1, queue{', ' if params else ''}{', '.join(params)});", "}", ""]
+
+
+def kernel_text(dk, P, banks=64, alone=True):
+    """A kernel: its own launch (`alone`), or a __mlu_func__ a group launch calls (stitch.py)."""
     args = ", ".join(f"float *{name}" for name, _ in dk.params) or "void"
     head = [f"/* {c_comment(dk.op + (' + ' + ' + '.join(dk.fused) if dk.fused else ''))} (node {c_comment(dk.node)}): "
             f"{dk.cls}{', ' + c_comment(dk.info.get('why', '')) if dk.cls == 'scalar' and dk.info.get('why') else ''} */",
-            f"__mlu_global__ void {dk.name}({args})", "{"]
+            f"{'__mlu_global__' if alone else '__mlu_func__'} void {dk.name}({args})", "{"]
     if dk.cls == "scalar":
         body = scalar_kernel(dk, P)
     elif dk.cls == "recurrence":
@@ -259,11 +268,20 @@ def kernel_text(dk, P, banks=64):
         kp = KernelPrinter(dk, P, banks)
         kp.body(dk.body)
         body = kp.w.lines
-    call_args = ", ".join(name for name, _ in dk.params)
-    launch = [f'extern "C" void {dk.name}_launch(cnrtQueue_t queue{"".join(f", float *{n}" for n, _ in dk.params)})', "{",
-              "    cnrtDim3_t dim = {16, 1, 1};",
-              f"    SWB_LAUNCH({dk.name}, dim, cnrtFuncTypeUnion1, queue{', ' if call_args else ''}{call_args});", "}", ""]
-    return head + body + ["}", ""] + launch
+    return head + body + ["}", ""] + (launch_wrapper(dk.name, [n for n, _ in dk.params]) if alone else [])
+
+
+def group_text(ln, by_name):
+    """A group launch: its kernels in order, a __sync_all between two of them."""
+    refs, calls = launch_params(ln, by_name)
+    params = [f"a{i}" for i in range(len(refs))]
+    out = [f"/* group {ln.group}: {c_comment(' '.join(ln.kernels))} in one launch */",
+           f"__mlu_global__ void {ln.name}({', '.join('float *' + p for p in params) or 'void'})", "{"]
+    for i, (name, ix) in enumerate(zip(ln.kernels, calls)):
+        if i:
+            out.append(f"    __sync_all();   /* {name} reads what other cores wrote */")
+        out.append(f"    {name}({', '.join(params[j] for j in ix)});")
+    return out + ["}", ""] + launch_wrapper(ln.name, params)
 
 
 def device_file(program, tc, version, dks, arenas):
@@ -281,8 +299,12 @@ def device_file(program, tc, version, dks, arenas):
             q, s = quals[space]
             out.append(f"{q} char {P}_{s}[{n}];   /* shared by every kernel of the model */")
     out.append("")
-    for dk in dks:
-        out += kernel_text(dk, P, int(tc.hardware.get("wram_banks", 64)))
+    by_name = {dk.name: dk for dk in dks}
+    for ln in launches_of(program):
+        for name in ln.kernels:
+            out += kernel_text(by_name[name], P, int(tc.hardware.get("wram_banks", 64)), alone=not ln.stitched)
+        if ln.stitched:
+            out += group_text(ln, by_name)
     return "\n".join(out)
 
 
@@ -339,8 +361,10 @@ def host_file(program, tc, version, dks, image, names):
            "#include <cnrt.h>", "#include <math.h>", "#include <stddef.h>", "#include <stdlib.h>", "#include <string.h>",
            f'#include "{P}.h"', "",
            f'extern "C" const unsigned char {P}_weights[];'] + watchdog.host_definition(P)
-    for dk in dks:
-        out.append(f'extern "C" void {dk.name}_launch(cnrtQueue_t{"".join(", float *" for _ in dk.params)});')
+    by_name = {dk.name: dk for dk in dks}
+    launches = [(ln, launch_params(ln, by_name)[0]) for ln in launches_of(program)]
+    for ln, refs in launches:
+        out.append(f'extern "C" void {ln.name}_launch(cnrtQueue_t{"".join(", float *" for _ in refs)});')
     out += ["", f"static int {P}_ready;", f"static cnrtQueue_t {P}_queue;", f"static float *{P}_image, *{P}_arena;"]
     for i, _ in enumerate(program.inputs):
         out.append(f"static float *{P}_din{i};")
@@ -409,13 +433,16 @@ def host_file(program, tc, version, dks, image, names):
     for i, t in enumerate(program.inputs):
         out.append(f"    cnrtMemcpy({P}_din{i}, (void *){names[('in', t)]}, {_bytes(program, t)}UL, cnrtMemcpyHostToDev);")
     opened = None
-    for dk in dks:
-        if dk.kernel.loop != opened:    # a static loop: its body's kernels launch trips times
-            out += common.loop_lines(program, opened, dk.kernel.loop, "    ")
-            opened = dk.kernel.loop
-        ptrs = [device_pointer(program, ref, P) for _, ref in dk.params]
-        out.append(watchdog.host_mark(P, dk.name))
-        out.append(f"    {dk.name}_launch({P}_queue{''.join(', ' + p for p in ptrs)});   /* {c_comment(dk.op)} {c_comment(dk.node)} */")
+    for ln, refs in launches:
+        first = by_name[ln.kernels[0]]
+        loop = first.kernel.loop
+        if loop != opened:    # a static loop: its body's kernels launch trips times
+            out += common.loop_lines(program, opened, loop, "    ")
+            opened = loop
+        ptrs = [device_pointer(program, ref, P) for ref in refs]
+        what = f"group {ln.group}" if ln.stitched else f"{c_comment(first.op)} {c_comment(first.node)}"
+        out.append(watchdog.host_mark(P, ln.name))
+        out.append(f"    {ln.name}_launch({P}_queue{''.join(', ' + p for p in ptrs)});   /* {what} */")
     out += common.loop_lines(program, opened, None, "    ")
     out.append(f"    if (cnrtQueueSync({P}_queue) != cnrtSuccess) return -1;")
     out.append(watchdog.host_mark(P, ""))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from ..grouping_report import grouping_summary, shade_groups
 
-GROUPING_NOTE = ("the groups are decided and the kernels of each are consecutive; they still launch one by one and "
-                 "intermediates go through GDRAM")
+GROUPING_NOTE = ("a group's kernels share one launch, __sync_all between them; intermediates still go through GDRAM "
+                 "(buffer stitching in NRAM/SRAM is not done)")
 
 
 def emulator_findings(plan, stats):
@@ -76,7 +76,10 @@ def build_report(plan, stats, tc):
                         "nram_peak_bytes": int(m.get("nram_peak_bytes", 0)),
                         "wram_peak_bytes": int(m.get("wram_peak_bytes", 0)),
                         "sram_peak_bytes": int(m.get("sram_peak_bytes", 0)),
-                        "nram_planned_bytes": k["nram_bytes"], "violations": int(m.get("violations", 0))})
+                        "nram_planned_bytes": k["nram_bytes"], "violations": int(m.get("violations", 0)),
+                        **({"group": k["group"], "kernels": [{x: sub[x] for x in ("name", "op", "node", "fused", "class",
+                                                                                  "flops")} for sub in k["kernels"]]}
+                           if k["op"] == "Group" else {})})
     return {
         "model": plan["model"], "target": plan["target"], "family": "diannao", "partition": plan.get("partition", "on"),
         "kernel_launches": len(plan["kernels"]), "flops": flops,
@@ -86,7 +89,7 @@ def build_report(plan, stats, tc):
         "main_memory_bytes": gdram_bytes(mbytes), "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
         "model_traffic_ratio": (gdram_bytes(mbytes) / plan["model_compulsory_bytes"]
                                 if plan.get("model_compulsory_bytes") else 0.0),
-        "grouping": grouping_summary(plan, "kernels", GROUPING_NOTE),
+        "grouping": grouping_summary(plan, "launches", GROUPING_NOTE),
         "roofline_seconds": sum(k["roofline_seconds"] for k in kernels),
         "roofline_fraction": sum(k["roofline_seconds"] for k in kernels) / (cycles / clock) if cycles else 0.0,
         "peak_flops": peak_flops(hw), "roof_bytes_per_s": float(hw.get("mem_bandwidth_bytes_per_s", 0)),
@@ -143,7 +146,7 @@ def plot_report(rep, tc, path):
         if any(ys):
             ax.bar(range(len(names)), ys, bottom=bottom, label=c)
             bottom = [b + y for b, y in zip(bottom, ys)]
-    shade_groups(ax, rep, [k["name"] for k in rep["kernels"]])
+    shade_groups(ax, rep, [k["fused"] if k["op"] == "Group" else [k["name"]] for k in rep["kernels"]])
     ax.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
     ax.set_ylabel("emulated cycles")
     ax.set_title(f"{rep['model']} on {rep['target']}: {rep['cycles']} cycles, tensorized "

@@ -24,6 +24,8 @@ def report_lines(rep):
         rows.append([short(rep, k["name"]), op_text(k), k["class"], f"{k['cycles']}", ms(k["modeled_seconds"]),
                      mb(k.get("gdram_bytes", 0)), f"{k.get('roofline_fraction', 0.0):.2f}",
                      f"{k['tensorized_fraction']:.0%}", f"{k['violations']}"])
+        for sub in k.get("kernels", ()):    # a grouped launch: its kernels (the emulator counts the launch)
+            rows.append(["  " + short(rep, sub["name"]), op_text(sub), sub["class"], "", "", "", "", "", ""])
     total = ["total", f"{rep['kernel_launches']} kernels", "", f"{rep['cycles']}", ms(rep["modeled_seconds"]),
              mb(rep.get("gdram_bytes", 0)), f"{rep.get('roofline_fraction', 0.0):.2f}",
              f"{rep['tensorized_fraction']:.0%}", f"{rep['violations']}"]

@@ -185,7 +185,7 @@ def plot_report(rep, tc, path):
     b.bar(x, comp, bottom=dma, label="compute (busiest CPE)", alpha=0.7)
     b.plot(x, [k["modeled_seconds"] * 1e3 for k in rows], "k.", label="modelled (overlapped)")
     b.plot(x, [k["roofline_seconds"] * 1e3 for k in rows], "r_", label="roofline bound")
-    shade_groups(b, rep, [k["name"] for k in rows])
+    shade_groups(b, rep, [[k["name"]] for k in rows])
     b.set_xticks(list(x), names, rotation=90, fontsize=5)
     b.set_ylabel("ms")
     b.legend(fontsize=7)

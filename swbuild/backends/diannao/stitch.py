@@ -1,0 +1,119 @@
+"""Grouped launches (option `grouping`, issue 16): the kernels of a GraphTurbo group run in
+ONE Union1 launch instead of one each.
+
+A group launch is a `__mlu_global__` function that calls its kernels, printed as
+`__mlu_func__` functions, in order with `__sync_all()` between them: a kernel reads what
+other cores wrote in the one before, and the barrier also completes the cores' asynchronous
+copies and orders their GDRAM writes for the emulator's conflict check. Each kernel keeps its
+work split and its use of the model's on-chip arenas (the barrier keeps one kernel's use
+from overlapping the next's), so a launch costs its kernels' cycles plus one barrier
+(`sync_all_cycles`) between two of them instead of one `launch_cycles` each. The arena gives
+the tensors of a group distinct bytes for the whole launch (optimizer/memory.py,
+launch_steps).
+
+What this does not do yet: keep intermediates in NRAM/SRAM across the kernels (buffer
+stitching); they still go through GDRAM. Recurrence kernels (their own printer) and kernels
+inside a static loop run alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Launch:
+    name: str             # the __mlu_global__ function the host launches (the kernel's own when alone)
+    kernels: tuple        # kernel names, in order
+    group: int = -1       # GraphTurbo group id, -1 for a lone kernel
+
+    @property
+    def stitched(self):
+        return len(self.kernels) > 1
+
+
+def _shareable(dk):
+    return dk.cls != "recurrence" and dk.kernel.loop is None
+
+
+def plan_launches(program):
+    """Launches covering the device kernels in order: consecutive shareable kernels of one
+    group form one launch."""
+    g = program.grouping
+    out, run, run_gid, parts = [], [], None, {}
+
+    def flush():
+        if len(run) > 1:
+            n = parts[run_gid] = parts.get(run_gid, 0) + 1     # a kernel that runs alone may cut a group
+            name = f"{program.prefix}_g{run_gid}" + (f"_{n}" if n > 1 else "")
+            out.append(Launch(name, tuple(dk.name for dk in run), run_gid))
+        else:
+            out.extend(Launch(dk.name, (dk.name,)) for dk in run)
+        run.clear()
+
+    for dk in program.target_state.dev:
+        grp = g.group_of(dk.name) if g is not None else None
+        gid = grp.gid if grp is not None and _shareable(dk) else None
+        if gid is None or gid != run_gid:
+            flush()
+        run_gid = gid
+        if gid is None:
+            out.append(Launch(dk.name, (dk.name,)))
+        else:
+            run.append(dk)
+    flush()
+    return out
+
+
+def group_launches(program, target, options):
+    """Option `grouping`: the shareable kernels of each GraphTurbo group run in one launch."""
+    program.target_state.launches = None if program.grouping is None else plan_launches(program)
+    return program
+
+
+def launches_of(program):
+    """The launches the printer emits: the grouped ones, or one per kernel."""
+    st = program.target_state
+    return st.launches if st.launches is not None else [Launch(dk.name, (dk.name,)) for dk in st.dev]
+
+
+def launch_params(ln, by_name):
+    """A launch's parameters: a lone kernel's own; a group's, its kernels' GDRAM references
+    each once in order of first use, and per kernel the indices of the ones it takes."""
+    if not ln.stitched:
+        refs = [ref for _, ref in by_name[ln.name].params]
+        return refs, [list(range(len(refs)))]
+    refs, index, calls = [], {}, []
+    for n in ln.kernels:
+        ix = []
+        for _, ref in by_name[n].params:
+            if ref not in index:
+                index[ref] = len(refs)
+                refs.append(ref)
+            ix.append(index[ref])
+        calls.append(ix)
+    return refs, calls
+
+
+def launch_entries(entries, launches):
+    """The plan's per-launch entries from its per-kernel ones: counts add up, on-chip use is
+    the largest kernel's, the kernels' own entries are kept under `kernels`."""
+    by = {e["name"]: e for e in entries}
+    out = []
+    for ln in launches:
+        if not ln.stitched:
+            out.append(by[ln.name])
+            continue
+        ks = [by[n] for n in ln.kernels]
+        inst = {}
+        for e in ks:
+            for name, c in e["static_instructions"].items():
+                inst[name] = inst.get(name, 0) + c
+        out.append({"name": ln.name, "op": "Group", "node": ks[0]["node"], "fused": list(ln.kernels), "group": ln.group,
+                    "class": "group", "flops": sum(e["flops"] for e in ks),
+                    "compute_statements": sum(e["compute_statements"] for e in ks),
+                    "tensorized_statements": sum(e["tensorized_statements"] for e in ks),
+                    "scalar_statements": sorted(s for e in ks for s in e["scalar_statements"]),
+                    "static_instructions": dict(sorted(inst.items())),
+                    **{f"{m}_bytes": max(int(e[f"{m}_bytes"]) for e in ks) for m in ("nram", "wram", "sram")},
+                    "schedule": {}, "kernels": ks})
+    return out
