@@ -82,7 +82,8 @@ def test_diannao_group_runs_in_one_launch(model_file, tmp_path):
         assert mlu.count(f"__sync_all();   /* ") >= len(k["fused"]) - 1
     hw = load("diannao-emu").hardware
     saved = len(plan_off["kernels"]) - len(plan_on["kernels"])
-    assert 0 < c_off - c_on <= saved * (int(hw["launch_cycles"]) - int(hw["sync_all_cycles"]))
+    # each kernel that joins a launch trades its launch for one barrier, nothing else changes
+    assert c_off - c_on == saved * (int(hw["launch_cycles"]) - int(hw["sync_all_cycles"])) > 0
 
 
 LIGHT = ["light_resnet50", "light_inception_v1"]
