@@ -54,6 +54,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     from swbuild import toolchain
     tc = toolchain.load(a.target)
+    if tc.family != "sunway" and not a.compile_only:     # the bundle links Athread host + slave objects
+        ap.error(f"running the cases is built for Sunway targets; on {a.target} ({tc.family}) use --compile-only")
     with tempfile.TemporaryDirectory(prefix="swconf-") as d:
         cases = [node_bundle.bind_params(c, i) for i, c in enumerate(node_bundle.collect())]
         for c in cases:

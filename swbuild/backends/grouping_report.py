@@ -6,8 +6,8 @@ from .table import mb
 
 
 def grouping_summary(plan, realised, note):
-    """The plan's grouping with, per group, the launches its kernels ran in (a Sunway `Group`
-    launch names its kernels in `fused`; elsewhere every kernel is its own launch)."""
+    """The plan's grouping with, per group, the launches its kernels ran in (a grouped launch,
+    `op: "Group"`, names its kernels in `fused`; every other kernel is its own launch)."""
     g = plan.get("grouping")
     if g is None:
         return None

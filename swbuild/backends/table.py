@@ -21,7 +21,7 @@ def short(rep, name):
 
 
 def op_text(k):
-    if k["op"] == "Group":      # a grouped launch (sunway/stitch.py): its kernels are rows of their own
+    if k["op"] == "Group":      # a grouped launch (stitch.py): the table lists its kernels under it
         return f"Group of {len(k.get('fused', ()))}"
     return k["op"] + ("+" + "+".join(k["fused"]) if k.get("fused") else "")
 

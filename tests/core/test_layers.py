@@ -26,7 +26,7 @@ LAYERS = [
     ("lowering", ["swbuild.lowering"]),
     ("backends: shared", ["swbuild.backends.common", "swbuild.backends.cexpr", "swbuild.backends.watchdog",
                           "swbuild.backends.blob", "swbuild.backends.table", "swbuild.backends.cell_c",
-                          "swbuild.backends.grouping_report"]),
+                          "swbuild.backends.grouping_report", "swbuild.backends.launches"]),
     ("sunway: hardware model", ["swbuild.backends.sunway", "swbuild.backends.sunway.cost",
                                 "swbuild.backends.sunway.schedule", "swbuild.backends.sunway.cost.model"]),
     ("sunway: schedule geometry", ["swbuild.backends.sunway.schedule.grid", "swbuild.backends.sunway.schedule.dma",

@@ -17,18 +17,7 @@ inside a static loop run alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Launch:
-    name: str             # the __mlu_global__ function the host launches (the kernel's own when alone)
-    kernels: tuple        # kernel names, in order
-    group: int = -1       # GraphTurbo group id, -1 for a lone kernel
-
-    @property
-    def stitched(self):
-        return len(self.kernels) > 1
+from ..launches import alone, launch_entries as group_entries, plan_launches as plan_runs
 
 
 def _shareable(dk):
@@ -36,32 +25,7 @@ def _shareable(dk):
 
 
 def plan_launches(program):
-    """Launches covering the device kernels in order: consecutive shareable kernels of one
-    group form one launch."""
-    g = program.grouping
-    out, run, run_gid, parts = [], [], None, {}
-
-    def flush():
-        if len(run) > 1:
-            n = parts[run_gid] = parts.get(run_gid, 0) + 1     # a kernel that runs alone may cut a group
-            name = f"{program.prefix}_g{run_gid}" + (f"_{n}" if n > 1 else "")
-            out.append(Launch(name, tuple(dk.name for dk in run), run_gid))
-        else:
-            out.extend(Launch(dk.name, (dk.name,)) for dk in run)
-        run.clear()
-
-    for dk in program.target_state.dev:
-        grp = g.group_of(dk.name) if g is not None else None
-        gid = grp.gid if grp is not None and _shareable(dk) else None
-        if gid is None or gid != run_gid:
-            flush()
-        run_gid = gid
-        if gid is None:
-            out.append(Launch(dk.name, (dk.name,)))
-        else:
-            run.append(dk)
-    flush()
-    return out
+    return plan_runs(program.prefix, program.target_state.dev, program.grouping, _shareable)
 
 
 def group_launches(program, target, options):
@@ -73,7 +37,7 @@ def group_launches(program, target, options):
 def launches_of(program):
     """The launches the printer emits: the grouped ones, or one per kernel."""
     st = program.target_state
-    return st.launches if st.launches is not None else [Launch(dk.name, (dk.name,)) for dk in st.dev]
+    return st.launches if st.launches is not None else alone(st.dev)
 
 
 def launch_params(ln, by_name):
@@ -96,24 +60,17 @@ def launch_params(ln, by_name):
 
 def launch_entries(entries, launches):
     """The plan's per-launch entries from its per-kernel ones: counts add up, on-chip use is
-    the largest kernel's, the kernels' own entries are kept under `kernels`."""
-    by = {e["name"]: e for e in entries}
-    out = []
-    for ln in launches:
-        if not ln.stitched:
-            out.append(by[ln.name])
-            continue
-        ks = [by[n] for n in ln.kernels]
+    the largest kernel's."""
+    def merge(ln, ks):
         inst = {}
         for e in ks:
             for name, c in e["static_instructions"].items():
                 inst[name] = inst.get(name, 0) + c
-        out.append({"name": ln.name, "op": "Group", "node": ks[0]["node"], "fused": list(ln.kernels), "group": ln.group,
-                    "class": "group", "flops": sum(e["flops"] for e in ks),
-                    "compute_statements": sum(e["compute_statements"] for e in ks),
-                    "tensorized_statements": sum(e["tensorized_statements"] for e in ks),
-                    "scalar_statements": sorted(s for e in ks for s in e["scalar_statements"]),
-                    "static_instructions": dict(sorted(inst.items())),
-                    **{f"{m}_bytes": max(int(e[f"{m}_bytes"]) for e in ks) for m in ("nram", "wram", "sram")},
-                    "schedule": {}, "kernels": ks})
-    return out
+        return {"class": "group", "flops": sum(e["flops"] for e in ks),
+                "compute_statements": sum(e["compute_statements"] for e in ks),
+                "tensorized_statements": sum(e["tensorized_statements"] for e in ks),
+                "scalar_statements": sorted(s for e in ks for s in e["scalar_statements"]),
+                "static_instructions": dict(sorted(inst.items())),
+                **{f"{m}_bytes": max(int(e[f"{m}_bytes"]) for e in ks) for m in ("nram", "wram", "sram")},
+                "schedule": {}}
+    return group_entries(entries, launches, merge)

@@ -14,7 +14,8 @@ from ...ir.sizes import round_up
 from ...names import UniqueNames, c_comment, c_string
 from .. import cexpr, common, watchdog
 from ..blob import WeightsBlob
-from .stitch import Launch, para_structs
+from ..launches import alone
+from .stitch import para_structs
 
 ALIGN = 64
 
@@ -177,7 +178,7 @@ def _launches(program, ranged):
     planned = getattr(st, "launches", None)
     if planned and not ranged:
         return planned
-    return [Launch(k.name, (k.name,)) for k in program.kernels]
+    return alone(program.kernels)
 
 
 def _name_line(program, b, var="sw_para"):

@@ -15,21 +15,9 @@ saves launches, not traffic. Special kernels (their own printers) run alone.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...names import c_comment
+from ..launches import launch_entries as group_entries, plan_launches as plan_runs
 from .cost import model
-
-
-@dataclass(frozen=True)
-class Launch:
-    name: str             # the CPE function athread_spawn starts (the kernel's own when alone)
-    kernels: tuple        # kernel names, in order
-    group: int = -1       # GraphTurbo group id, -1 for a lone kernel
-
-    @property
-    def stitched(self):
-        return len(self.kernels) > 1
 
 
 def _shareable(k):
@@ -39,32 +27,7 @@ def _shareable(k):
 
 
 def plan_launches(program):
-    """Launches covering program.kernels in order: consecutive shareable kernels of one group
-    form one launch."""
-    g = program.grouping
-    out, run, run_gid, parts = [], [], None, {}
-
-    def flush():
-        if len(run) > 1:
-            n = parts[run_gid] = parts.get(run_gid, 0) + 1     # a special kernel may cut a group in parts
-            name = f"{program.prefix}_g{run_gid}" + (f"_{n}" if n > 1 else "")
-            out.append(Launch(name, tuple(k.name for k in run), run_gid))
-        else:
-            out.extend(Launch(k.name, (k.name,)) for k in run)
-        run.clear()
-
-    for k in program.kernels:
-        grp = g.group_of(k.name) if g is not None else None
-        gid = grp.gid if grp is not None and _shareable(k) else None
-        if gid is None or gid != run_gid:
-            flush()
-        run_gid = gid
-        if gid is None:
-            out.append(Launch(k.name, (k.name,)))
-        else:
-            run.append(k)
-    flush()
-    return out
+    return plan_runs(program.prefix, program.kernels, program.grouping, _shareable)
 
 
 def group_launches(program, target, options):
@@ -102,28 +65,19 @@ def launch_entries(entries, launches, hw, cores):
     """The plan's per-launch entries from its per-kernel ones (cost/predict.py): DMA adds up,
     plus the table fetch; LDM is the largest kernel's; modelled time the kernels' minus the
     spawns saved plus one array barrier between kernels."""
-    by = {e["name"]: e for e in entries}
-    out = []
-    for ln in launches:
-        if not ln.stitched:
-            out.append(by[ln.name])
-            continue
-        ks = [by[n] for n in ln.kernels]
+    def merge(ln, ks):
         dma = {d: {x: sum(int(e["dma"][d][x]) for e in ks) for x in ("ops", "bytes")} for d in ("get", "put")}
         dma["get"]["ops"] += cores
         dma["get"]["bytes"] += cores * para_bytes(ln)
-        between = len(ks) - 1
-        saved = between * (float(model.hwget(hw, "spawn_seconds")) - barrier_seconds(hw))
-        out.append({"name": ln.name, "op": "Group", "node": ks[0]["node"], "fused": list(ln.kernels), "group": ln.group,
-                    "flops": sum(e["flops"] for e in ks), "dma": dma,
-                    "ldm_bytes": max(int(e["ldm_bytes"]) for e in ks), "ldm_budget": max(int(e["ldm_budget"]) for e in ks),
-                    "compulsory_bytes": sum(int(e["compulsory_bytes"]) for e in ks),
-                    "modeled_seconds": sum(float(e["modeled_seconds"]) for e in ks) - saved,
-                    "roofline_seconds": sum(float(e["roofline_seconds"]) for e in ks),
-                    "dma_seconds": sum(float(e.get("dma_seconds", 0.0)) for e in ks),
-                    "compute_seconds": sum(float(e.get("compute_seconds", 0.0)) for e in ks),
-                    "kernels": ks})
-    return out
+        saved = (len(ks) - 1) * (float(model.hwget(hw, "spawn_seconds")) - barrier_seconds(hw))
+        return {"flops": sum(e["flops"] for e in ks), "dma": dma,
+                "ldm_bytes": max(int(e["ldm_bytes"]) for e in ks), "ldm_budget": max(int(e["ldm_budget"]) for e in ks),
+                "compulsory_bytes": sum(int(e["compulsory_bytes"]) for e in ks),
+                "modeled_seconds": sum(float(e["modeled_seconds"]) for e in ks) - saved,
+                "roofline_seconds": sum(float(e["roofline_seconds"]) for e in ks),
+                "dma_seconds": sum(float(e.get("dma_seconds", 0.0)) for e in ks),
+                "compute_seconds": sum(float(e.get("compute_seconds", 0.0)) for e in ks)}
+    return group_entries(entries, launches, merge)
 
 
 def barrier_seconds(hw):
