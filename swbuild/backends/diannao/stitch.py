@@ -25,6 +25,8 @@ def _shareable(dk):
 
 
 def plan_launches(program):
+    """Launches covering the device kernels in order: consecutive shareable kernels of one group
+    form one launch (backends/launches.py)."""
     return plan_runs(program.prefix, program.target_state.dev, program.grouping, _shareable)
 
 

@@ -27,6 +27,8 @@ def _shareable(k):
 
 
 def plan_launches(program):
+    """Launches covering program.kernels in order: consecutive shareable kernels of one group
+    form one launch (backends/launches.py)."""
     return plan_runs(program.prefix, program.kernels, program.grouping, _shareable)
 
 
