@@ -61,13 +61,16 @@ def _in_file(model, e):
 
 
 class _Hashing:
-    """A binary sink that hashes what is written through it (to `f`, when given)."""
+    """A binary sink that hashes what is written through it (to `f`, when given), unless its
+    digest is already known."""
 
-    def __init__(self, f=None):
-        self.f, self.h = f, hashlib.sha256()
+    def __init__(self, f=None, digest=None):
+        self.f, self.digest = f, digest
+        self.h = hashlib.sha256() if digest is None else None
 
     def write(self, b):
-        self.h.update(b)
+        if self.h is not None:
+            self.h.update(b)
         if self.f is not None:
             self.f.write(b)
 
@@ -76,19 +79,20 @@ class _Hashing:
             data.write_to(self)
         else:
             self.write(data)
-        return self.h.hexdigest()
+        return self.digest if self.h is None else self.h.hexdigest()
 
 
-def _already_there(path, data):
-    """The sha256 of `data` when the regular file `path` holds exactly these bytes, else None."""
+def _compare(path, data):
+    """(same, digest): whether the regular file `path` holds exactly `data`, and the sha256 of
+    `data` when it had to be computed to tell (None when the sizes already differ)."""
     try:
         st = os.lstat(path)
     except OSError:
-        return None
+        return False, None
     if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
-        return None
+        return False, None
     digest = _Hashing().send(data)
-    return digest if sha256_file(path) == digest else None
+    return sha256_file(path) == digest, digest
 
 
 def write_outputs(out_dir, files: dict) -> dict:
@@ -102,11 +106,12 @@ def write_outputs(out_dir, files: dict) -> dict:
     digests, staged = {}, []
     try:
         for name, data in files.items():
-            digests[name] = _already_there(out_dir / name, data)
-            if digests[name] is None:
+            same, digest = _compare(out_dir / name, data)
+            if not same:    # a same-size file with other bytes: its new digest is known, not hashed again
                 with open(stage / name, "wb") as f:
-                    digests[name] = _Hashing(f).send(data)
+                    digest = _Hashing(f, digest).send(data)
                 staged.append(name)
+            digests[name] = digest
         for name in staged:
             os.replace(stage / name, out_dir / name)
     finally:
