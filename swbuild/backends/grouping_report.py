@@ -5,9 +5,10 @@ from __future__ import annotations
 from .table import mb
 
 
-def grouping_summary(plan, realised, note):
+def grouping_summary(plan, note):
     """The plan's grouping with, per group, the launches its kernels ran in (a grouped launch,
-    `op: "Group"`, names its kernels in `fused`; every other kernel is its own launch)."""
+    `op: "Group"`, names its kernels in `fused`; every other kernel is its own launch), and
+    `note`: what the family's launches do and do not do."""
     g = plan.get("grouping")
     if g is None:
         return None
@@ -16,7 +17,7 @@ def grouping_summary(plan, realised, note):
         for n in (k["fused"] if k.get("op") == "Group" else [k["name"]]):
             launch_of[n] = k["name"]
     groups = [dict(grp, launches=sorted({launch_of.get(n, n) for n in grp["kernels"]})) for grp in g["groups"]]
-    return dict(g, groups=groups, realised=realised, note=note)
+    return dict(g, groups=groups, realised="launches", note=note)
 
 
 def _cores(ids):

@@ -80,16 +80,16 @@ def build_report(plan, stats, tc):
                         **({"group": k["group"], "kernels": [{x: sub[x] for x in ("name", "op", "node", "fused", "class",
                                                                                   "flops")} for sub in k["kernels"]]}
                            if k["op"] == "Group" else {})})
+    main = gdram_bytes(mbytes)
     return {
         "model": plan["model"], "target": plan["target"], "family": "diannao", "partition": plan.get("partition", "on"),
         "kernel_launches": len(plan["kernels"]), "flops": flops,
         "cycles": cycles, "modeled_seconds": cycles / clock,
         "instructions": dict(sorted(instr.items())), "instruction_cycles": dict(sorted(icycles.items())),
-        "memcpy_bytes": dict(sorted(mbytes.items())), "gdram_bytes": gdram_bytes(mbytes),
-        "main_memory_bytes": gdram_bytes(mbytes), "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
-        "model_traffic_ratio": (gdram_bytes(mbytes) / plan["model_compulsory_bytes"]
-                                if plan.get("model_compulsory_bytes") else 0.0),
-        "grouping": grouping_summary(plan, "launches", GROUPING_NOTE),
+        "memcpy_bytes": dict(sorted(mbytes.items())), "gdram_bytes": main,
+        "main_memory_bytes": main, "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
+        "model_traffic_ratio": main / plan["model_compulsory_bytes"] if plan.get("model_compulsory_bytes") else 0.0,
+        "grouping": grouping_summary(plan, GROUPING_NOTE),
         "roofline_seconds": sum(k["roofline_seconds"] for k in kernels),
         "roofline_fraction": sum(k["roofline_seconds"] for k in kernels) / (cycles / clock) if cycles else 0.0,
         "peak_flops": peak_flops(hw), "roof_bytes_per_s": float(hw.get("mem_bandwidth_bytes_per_s", 0)),

@@ -9,10 +9,12 @@ modelled DMA and compute time.
 """
 from __future__ import annotations
 
-from ..grouping_report import grouping_summary as summarise_grouping, shade_groups
+from ..grouping_report import grouping_summary, shade_groups
 from .cost import model
 
 dma_bandwidth = model.dma_bandwidth     # kept for callers of the first version
+GROUPING_NOTE = ("a group's kernels share one athread_spawn; intermediates still go through main memory "
+                 "(buffer stitching in LDM is not done), so traffic is the per-kernel traffic")
 
 
 def _zero():
@@ -137,21 +139,13 @@ def build_report(plan, stats, tc):
         "traffic_ratio": main / tot["comp"] if tot["comp"] else 0.0,
         "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
         "model_traffic_ratio": main / plan["model_compulsory_bytes"] if plan.get("model_compulsory_bytes") else 0.0,
-        "grouping": grouping_summary(plan),
+        "grouping": grouping_summary(plan, GROUPING_NOTE),
         "modeled_seconds": tot["mod"], "roofline_seconds": tot["roof"],
         "roofline_fraction": tot["roof"] / tot["mod"] if tot["mod"] else 0.0,
         "emulated_seconds": tot["emu"],
         "peak_flops": model.peak_flops(hw), "roof_bytes_per_s": model.roof_bandwidth(hw),
         "kernels": kernels,
     }
-
-
-def grouping_summary(plan):
-    """How this generator realised the grouping: a group's kernels share one athread_spawn
-    (stitch.py); intermediates still go through main memory (no buffer stitching yet)."""
-    return summarise_grouping(plan, "launches", "a group's kernels share one athread_spawn; intermediates still go "
-                              "through main memory (buffer stitching in LDM is not done), so traffic is the "
-                              "per-kernel traffic")
 
 
 def plot_report(rep, tc, path):
