@@ -8,7 +8,9 @@ with grouping on also what the grouping decided (groups, instances, the traffic 
 implies) and how the generator realised it. On DianNao (`--target diannao-emu`) the
 modelled time is the BANG emulator's cycles, and the checks are its rule violations and
 write conflicts. `done_when` compares on with off against the issue's targets (launches <=
-1/3, model traffic <= 2.0x, modelled time >= 20% lower), from the measured numbers only.
+1/3, model traffic <= 2.0x, modelled time >= 20% lower), from the measured numbers only. On
+Sunway, `layer_by_layer_floor` is the model traffic ratio of the kernels' own compulsory
+bytes: no schedule that writes every intermediate back to main memory goes below it.
 
     python benchmarks/grouping.py                                  # light resnet50 + inception_v1
     python benchmarks/grouping.py --models light_resnet50 --out /tmp/g.json
@@ -45,7 +47,10 @@ def one(name, target, work, mode, timeout):
         doc.update(cycles=rep["cycles"], violations=rep["violations"], write_conflicts=em.get("write_conflicts"))
         ok = rep["violations"] == 0 and em.get("write_conflicts") == 0
     else:
-        doc.update(traffic_ratio_per_kernel=rep["traffic_ratio"], dma_match=rep["dma_match"],
+        # the kernels' own compulsory bytes over the model's: the model traffic ratio no
+        # layer-by-layer schedule (every intermediate written and read back) can go below
+        floor = rep["compulsory_bytes"] / rep["model_compulsory_bytes"] if rep["model_compulsory_bytes"] else None
+        doc.update(traffic_ratio_per_kernel=rep["traffic_ratio"], layer_by_layer_floor=floor, dma_match=rep["dma_match"],
                    write_conflicts=rep["write_conflicts"], ldm_over_budget=rep["ldm_over_budget"])
         ok = rep["dma_match"] and rep["write_conflicts"] == 0 and not rep["ldm_over_budget"]
     if g is not None:
