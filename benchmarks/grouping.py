@@ -50,8 +50,9 @@ def one(name, target, work, mode, timeout):
         # the kernels' own compulsory bytes over the model's: the model traffic ratio no
         # layer-by-layer schedule (every intermediate written and read back) can go below
         floor = rep["compulsory_bytes"] / rep["model_compulsory_bytes"] if rep["model_compulsory_bytes"] else None
-        doc.update(traffic_ratio_per_kernel=rep["traffic_ratio"], layer_by_layer_floor=floor, dma_match=rep["dma_match"],
-                   write_conflicts=rep["write_conflicts"], ldm_over_budget=rep["ldm_over_budget"])
+        doc.update(traffic_ratio_per_kernel=rep["traffic_ratio"], layer_by_layer_floor=floor,
+                   dma_match=rep["dma_match"], write_conflicts=rep["write_conflicts"],
+                   ldm_over_budget=rep["ldm_over_budget"])
         ok = rep["dma_match"] and rep["write_conflicts"] == 0 and not rep["ldm_over_budget"]
     if g is not None:
         doc["grouping"] = {"groups": len(g["groups"]), "instances": g["instances"], "realised": g["realised"],
