@@ -34,7 +34,7 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 @dataclass(frozen=True)
 class Option:
     key: str
-    kind: str             # "int", "float", "onoff", "int_or_auto", "float_or_off", "parallel" or "weights"
+    kind: str             # "int", "float", "onoff", "int_or_auto", "float_or_off", "parallel", "weights", "blocks"
     default: object
     help: str
     field: str            # where it lives in a recipe: "batch", "check.seed", "options.simd"
@@ -46,7 +46,7 @@ class Option:
         lo = "" if self.minimum is None else f" >= {self.minimum:g}"
         return {"int": f"an integer{lo}", "float": f"a number{lo}", "onoff": "on, off",
                 "int_or_auto": f"auto or an integer{lo} (bytes)", "float_or_off": f"off or a number{lo}",
-                "parallel": "data, pipeline", "weights": "embed, file"}[self.kind]
+                "parallel": "data, pipeline", "weights": "embed, file", "blocks": "off, on, all"}[self.kind]
 
     def parse(self, value):
         """The typed value of `value` (a recipe value or a command-line string); ValueError."""
@@ -54,6 +54,12 @@ class Option:
             if isinstance(value, bool):      # YAML 1.1 reads a bare on/off as a boolean
                 return "on" if value else "off"
             if isinstance(value, str) and value.strip().lower() in ("on", "off"):
+                return value.strip().lower()
+            raise ValueError(f"bad value {value!r}")
+        if self.kind == "blocks":
+            if isinstance(value, bool):
+                return "on" if value else "off"
+            if isinstance(value, str) and value.strip().lower() in ("off", "on", "all"):
                 return value.strip().lower()
             raise ValueError(f"bad value {value!r}")
         if self.kind == "weights":
@@ -120,6 +126,9 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
     Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
            "options.parallel"),
+    Option("channel_blocks", "blocks", "off", "Sunway: model-internal activations stored [N][C/8][H][W][8] (weights "
+           "re-laid out to match) where the cost model says the kernels get faster (on), or wherever the kernels "
+           "can take it (all); docs/optimizer.md", "options.channel_blocks"),
     Option("grouping", "onoff", "off", "GraphTurbo grouping of kernels across layers; Sunway runs each group in one "
            "launch (docs/grouping.md)", "options.grouping"),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
@@ -130,7 +139,7 @@ _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.sta
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file
 # and SCons signature (swbuild/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks")
 
 
 def option_on(options, key):

@@ -42,4 +42,5 @@ def plan(program, tc):
     launches = program.target_state.launches
     if launches:
         entries = launch_entries(entries, launches, tc.hardware, tc.cores)
-    return dict(plan_head(program, tc), kernels=entries)
+    blocked = program.target_state.channel_blocks
+    return dict(plan_head(program, tc), kernels=entries) | ({"channel_blocks": blocked} if blocked is not None else {})

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...optimizer.fuse import fuse_epilogues
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import inplace_concat, plan_memory
+from .channel_blocks import channel_blocks
 from .schedule.passes import (SunwayState, block_constants, choose_buffering, choose_partition, choose_row_sharing,
                               choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic,
                               schedule_special_kernels)
@@ -22,6 +23,7 @@ PIPELINE = [
     split_reductions,           # long reductions with small outputs split over the CPEs
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     plan_memory,                # the static arena
+    channel_blocks,             # option channel_blocks: activations in 8-channel blocks
     schedule_special_kernels,   # run-time Gather: fixed LDM buffers
     price_traffic,              # option traffic_target: the price of a byte of traffic
     drop_empty_reductions,      # a reduction over nothing becomes element-wise

@@ -47,6 +47,7 @@ class SunwayState:
     traffic_weight: float = None   # seconds per byte of traffic, when `traffic_target` priced it
     drafts: dict = field(default_factory=dict)   # kernel name -> Draft
     launches: list = None          # stitch.Launch per athread_spawn (option grouping), else one per kernel
+    channel_blocks: list = None    # option channel_blocks: the tensors stored [N][C/8][H][W][8], sorted
 
 
 def _compute(program):
@@ -134,6 +135,12 @@ def choose_row_sharing(program, target, options):
 
 def block_constants(program, target, options):
     """Fix each box at the chosen tiles; re-lay out constant boxes in blocks (dma.py)."""
+    drop_unused_constants(program, fix_boxes(program))
+    return program
+
+
+def fix_boxes(program):
+    """block_constants without freeing the originals: the constants it re-laid out."""
     relaid = set()
     for k in _compute(program):
         d = program.target_state.drafts[k.name]
@@ -144,11 +151,10 @@ def block_constants(program, target, options):
             before = dict(k.buffers)
             apply_blocking(k, program.graph, d.search.boxes, d.tiles)
             relaid.update(before[n].tensor for n in k.buffers if k.buffers[n].tensor != before[n].tensor)
-    _drop_unused_constants(program, relaid)
-    return program
+    return relaid
 
 
-def _drop_unused_constants(program, names):
+def drop_unused_constants(program, names):
     """Free the data of constants every reader of which now reads a re-laid-out copy: the
     original would otherwise stay in memory beside its copy (vgg16: half a gigabyte)."""
     if not names:

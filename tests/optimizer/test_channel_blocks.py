@@ -1,0 +1,106 @@
+"""Option channel_blocks (Sunway): model-internal activations in [N][C/8][H][W][8].
+
+Under the Athread emulator the rewritten kernels still match onnxruntime with every kernel's
+DMA predicted exactly; tensors the pass must leave in NCHW (LRN's window across channels,
+Concat parts written in place and their container, views, graph inputs and outputs) stay so;
+`on` blocks only where the predictor models the kernels faster, and then the model is faster."""
+import json
+import subprocess
+import sys
+
+import onnx
+import pytest
+from onnx import helper
+
+from opt_models import make, rand
+from swbuild.backends.sunway.channel_blocks import _channel
+from swbuild.ir.loopnest import Var, iconst
+from swbuild.recipe import OPTIONS
+
+
+def mixed_model(c=16, hw=12):
+    """Convolutions 1x1 and 3x3, a depthwise and a grouped one, a residual Add, max and
+    average pooling, an in-place Concat read by LRN, a per-channel Mul."""
+    def conv(x, y, w, k=1, g=1):
+        return helper.make_node("Conv", [x, w], [y], pads=[k // 2] * 4, group=g)
+    nodes = [conv("x", "a0", "wa"), helper.make_node("Relu", ["a0"], ["a"]),
+             conv("a", "b0", "wb", 3), helper.make_node("Relu", ["b0"], ["b"]), conv("b", "d", "wd", 3, c),
+             helper.make_node("Add", ["d", "a"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["m"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("AveragePool", ["m"], ["ap"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
+             conv("ap", "p", "wp"), conv("ap", "q", "wq", 3), helper.make_node("Concat", ["p", "q"], ["cat"], axis=1),
+             helper.make_node("LRN", ["cat"], ["l"], size=5), conv("l", "gq", "wg", 3, 2),
+             helper.make_node("Mul", ["gq", "sc"], ["sm"]), conv("sm", "y0", "wy"), helper.make_node("Sigmoid", ["y0"], ["y"])]
+    inits = [("wa", rand(c, 3, 1, 1, seed=1, scale=0.5)), ("wb", rand(c, c, 3, 3, seed=2, scale=0.2)),
+             ("wd", rand(c, 1, 3, 3, seed=3, scale=0.3)), ("wp", rand(c, c, 1, 1, seed=4, scale=0.3)),
+             ("wq", rand(c, c, 3, 3, seed=5, scale=0.2)), ("wg", rand(2 * c, c, 3, 3, seed=6, scale=0.2)),
+             ("sc", rand(1, 2 * c, 1, 1, seed=7)), ("wy", rand(8, 2 * c, 1, 1, seed=8, scale=0.3))]
+    return make(nodes, [("x", [1, 3, hw, hw])], [("y", [1, 8, hw // 2, hw // 2])], inits)
+
+
+def pointwise_model(c=128, hw=28):
+    """A stage of 1x1 convolutions where 8-channel blocks model faster (ResNet-50 stage 2's shapes)."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h0"]), helper.make_node("Relu", ["h0"], ["h"]),
+             helper.make_node("Conv", ["h", "w2"], ["y0"]), helper.make_node("Add", ["y0", "x"], ["y"])]
+    inits = [("w1", rand(4 * c, c, 1, 1, seed=1, scale=0.1)), ("w2", rand(c, 4 * c, 1, 1, seed=2, scale=0.05))]
+    return make(nodes, [("x", [1, c, hw, hw])], [("y", [1, c, hw, hw])], inits)
+
+
+@pytest.fixture(scope="module")
+def mixed_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("blocks") / "mixed.onnx"
+    onnx.save(mixed_model(), p)
+    return p
+
+
+def _check(model_file, out, target, mode):
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(model_file), "--target", target,
+                        "--set", f"channel_blocks={mode}", "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["status"] == "pass" and doc["max_abs_err"] < 1e-5
+    em = doc["emulator"]
+    assert em["dma_mismatches"] == [] and em["write_conflicts"] == 0 and em["races"] == 0
+    assert em["ldm_over_budget"] == []
+    return json.loads(next(out.glob("*.plan.json")).read_text())
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+def test_every_tensor_the_kernels_can_take_matches_and_predicts_exactly(mixed_file, tmp_path, target):
+    plan = _check(mixed_file, tmp_path, target, "all")
+    # the pools' outputs are blocked (their channel axis split, the lane innermost); LRN's input
+    # and the Concat parts in it, the graph input and output stay NCHW
+    assert plan["channel_blocks"] == ["ap", "m"]
+    tiles = {k["name"].split("_", 1)[1]: k["tiles"] for k in plan["kernels"]}
+    assert {"c_b", "c_l"} <= set(tiles["k8_averagepool"]) and {"c_b", "c_l"} <= set(tiles["k7_maxpool"])
+    assert {"ci_b", "ci_l"} <= set(tiles["k9_conv"]) and "co" in tiles["k9_conv"]
+
+
+def test_on_blocks_where_the_model_is_faster(tmp_path):
+    f = tmp_path / "pw.onnx"
+    onnx.save(pointwise_model(), f)
+    plans = {m: _check(f, tmp_path / m, "sunway-emu", m) for m in ("off", "on")}
+    assert "channel_blocks" not in plans["off"]
+    assert plans["on"]["channel_blocks"] == ["h"]
+    secs = {m: sum(k["modeled_seconds"] for k in p["kernels"]) for m, p in plans.items()}
+    assert secs["on"] < secs["off"]
+
+
+@pytest.mark.parametrize("expr, want", [
+    (Var("c"), ("c", {}, 0)),
+    (Var("n") * iconst(256) + Var("co"), ("co", {"n": 32}, 0)),
+    (Var("c") + iconst(16), ("c", {}, 2)),
+    (Var("c") + iconst(4), None),                  # a slice not on a block boundary
+    (Var("c") + Var("k") - iconst(2), None),       # LRN's window across channels
+    (Var("c") * iconst(2), None),                  # a stride over channels
+])
+def test_a_channel_index_splits_only_on_block_boundaries(expr, want):
+    assert _channel(expr, {"c": 32, "co": 64, "n": 1, "k": 5}) == want
+
+
+def test_the_option_takes_off_on_all():
+    o = OPTIONS["channel_blocks"]
+    assert [o.parse(v) for v in ("off", "ON", "all", True)] == ["off", "on", "all", "on"]
+    with pytest.raises(ValueError):
+        o.parse("some")
+    assert o.allowed == "off, on, all"
