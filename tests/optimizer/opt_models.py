@@ -1,4 +1,7 @@
 """Small ONNX models and helpers for the optimizer tests (never written to the repository)."""
+import json
+import subprocess
+import sys
 from dataclasses import replace
 
 from onnx import helper
@@ -104,3 +107,20 @@ def pinned(runs, tiles=None, double_buffer=False, lane=KEEP, partition=None):
         pinned_run.__name__ = run.__name__
         return pinned_run
     return [after(r, fixes[r]) if r in fixes else r for r in runs]
+
+
+# -- a model through `swbuild check` under the emulator ---------------------------------------
+
+def checked_plan(model_file, out, target, *args):
+    """`swbuild check` of model_file on an emulated Sunway target (extra CLI `args`): asserts it
+    matches onnxruntime with every kernel's DMA predicted exactly, no write conflict or race and
+    LDM within budget; returns the build's plan."""
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(model_file), "--target", target, *args,
+                        "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["status"] == "pass" and doc["max_abs_err"] < 1e-5
+    em = doc["emulator"]
+    assert em["dma_mismatches"] == [] and em["write_conflicts"] == 0 and em["races"] == 0
+    assert em["ldm_over_budget"] == []
+    return json.loads(next(out.glob("*.plan.json")).read_text())

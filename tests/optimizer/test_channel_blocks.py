@@ -4,15 +4,11 @@ Under the Athread emulator the rewritten kernels still match onnxruntime with ev
 DMA predicted exactly; tensors the pass must leave in NCHW (LRN's window across channels,
 Concat parts written in place and their container, views, graph inputs and outputs) stay so;
 `on` blocks only where the predictor models the kernels faster, and then the model is faster."""
-import json
-import subprocess
-import sys
-
 import onnx
 import pytest
 from onnx import helper
 
-from opt_models import make, rand
+from opt_models import checked_plan, make, rand
 from swbuild.backends.sunway.channel_blocks import _channel
 from swbuild.ir.loopnest import Var, iconst
 from swbuild.recipe import OPTIONS
@@ -54,15 +50,7 @@ def mixed_file(tmp_path_factory):
 
 
 def _check(model_file, out, target, mode):
-    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(model_file), "--target", target,
-                        "--set", f"channel_blocks={mode}", "-o", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout.strip().splitlines()[-1])
-    assert doc["status"] == "pass" and doc["max_abs_err"] < 1e-5
-    em = doc["emulator"]
-    assert em["dma_mismatches"] == [] and em["write_conflicts"] == 0 and em["races"] == 0
-    assert em["ldm_over_budget"] == []
-    return json.loads(next(out.glob("*.plan.json")).read_text())
+    return checked_plan(model_file, out, target, "--set", f"channel_blocks={mode}")
 
 
 @pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from opt_models import make, rand
+from opt_models import checked_plan, make, rand
 from swbuild.toolchain import load
 
 
@@ -39,15 +39,7 @@ def model_file(tmp_path_factory):
 
 @pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
 def test_grouped_launches_match_and_predict_exactly(model_file, tmp_path, target):
-    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(model_file), "--target", target,
-                        "--grouping", "on", "-o", str(tmp_path)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    doc = json.loads(r.stdout.strip().splitlines()[-1])
-    assert doc["status"] == "pass" and doc["max_abs_err"] < 1e-5
-    em = doc["emulator"]
-    assert em["dma_mismatches"] == [] and em["write_conflicts"] == 0 and em["races"] == 0
-    assert em["ldm_over_budget"] == []
-    plan = json.loads(next(tmp_path.glob("*.plan.json")).read_text())
+    plan = checked_plan(model_file, tmp_path, target, "--grouping", "on")
     kernels = sum(len(g["kernels"]) for g in plan["grouping"]["groups"])
     launches = plan["kernels"]
     assert any(k["op"] == "Group" for k in launches) and len(launches) < kernels
