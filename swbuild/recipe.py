@@ -393,7 +393,7 @@ def _build(path, data, lines) -> Recipe:
                   source_ref=ref, scop=scop, lines=dict(lines))
 
 
-_CHOICES = {"onoff": ("on", "off"), "parallel": ("data", "pipeline")}
+_CHOICES = {"onoff": ("on", "off"), "parallel": ("data", "pipeline"), "blocks": ("off", "on", "all")}
 
 
 def _typed(opt, value, fld, err):

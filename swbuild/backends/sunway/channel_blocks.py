@@ -4,7 +4,7 @@ In NCHW a tile moves one run per channel (its rows of that channel), short on sm
 with 8 channels innermost, 8 channels of a tile are one run. Every kernel that touches such
 a tensor has the axis that indexes its channels split into a block axis and a lane axis of 8
 (x = x_b * 8 + x_l; a split output axis puts its lane innermost, a split reduce axis its lane
-last of the reduce axes), and a constant it reads with a split axis (weights, 4-D) is re-laid
+last of the reduce axes), and a constant it reads along a split axis (the weights) is re-laid
 out with the lanes innermost, the output's lane last, so the SIMD micro-kernels run along the
 lanes with the weights contiguous (without that layout the micro-kernels gather the weights:
 docs/grouping.md, stop 29).
