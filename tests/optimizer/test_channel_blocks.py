@@ -1,8 +1,9 @@
 """Option channel_blocks (Sunway): model-internal activations in [N][C/8][H][W][8].
 
 Under the Athread emulator the rewritten kernels still match onnxruntime with every kernel's
-DMA predicted exactly; tensors the pass must leave in NCHW (LRN's window across channels,
-Concat parts written in place and their container, views, graph inputs and outputs) stay so;
+DMA predicted exactly; a Concat written in place is blocked with all its parts or not at all;
+tensors the pass must leave in NCHW (LRN's window across channels, views, graph inputs and
+outputs) stay so;
 `on` blocks only where the predictor models the kernels faster, and then the model is faster."""
 import onnx
 import pytest
@@ -42,6 +43,21 @@ def pointwise_model(c=128, hw=28):
     return make(nodes, [("x", [1, c, hw, hw])], [("y", [1, c, hw, hw])], inits)
 
 
+def concat_model(first=8, c=16, hw=10):
+    """Concats written in place, one inside the other; the first part has `first` channels."""
+    def conv(x, y, w, k=1):
+        return helper.make_node("Conv", [x, w], [y], pads=[k // 2] * 4)
+    nodes = [conv("x", "a", "wa"), helper.make_node("Relu", ["a"], ["ar"]), conv("ar", "p", "wp"),
+             conv("ar", "q", "wq", 3), helper.make_node("MaxPool", ["ar"], ["mp"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Concat", ["p", "q", "mp"], ["cat"], axis=1), conv("cat", "r", "wr", 3),
+             helper.make_node("Concat", ["r", "cat"], ["cat2"], axis=1), conv("cat2", "y", "wy")]
+    cat = first + 24 + c
+    inits = [("wa", rand(c, 3, 1, 1, seed=1, scale=0.5)), ("wp", rand(first, c, 1, 1, seed=2, scale=0.3)),
+             ("wq", rand(24, c, 3, 3, seed=3, scale=0.2)), ("wr", rand(c, cat, 3, 3, seed=4, scale=0.1)),
+             ("wy", rand(8, c + cat, 1, 1, seed=5, scale=0.2))]
+    return make(nodes, [("x", [1, 3, hw, hw])], [("y", [1, 8, hw, hw])], inits)
+
+
 @pytest.fixture(scope="module")
 def mixed_file(tmp_path_factory):
     p = tmp_path_factory.mktemp("blocks") / "mixed.onnx"
@@ -57,11 +73,22 @@ def _check(model_file, out, target, mode):
 def test_every_tensor_the_kernels_can_take_matches_and_predicts_exactly(mixed_file, tmp_path, target):
     plan = _check(mixed_file, tmp_path, target, "all")
     # the pools' outputs are blocked (their channel axis split, the lane innermost); LRN's input
-    # and the Concat parts in it, the graph input and output stay NCHW
+    # (a Concat, so its parts too), the graph input and output stay NCHW
     assert plan["channel_blocks"] == ["ap", "m"]
     tiles = {k["name"].split("_", 1)[1]: k["tiles"] for k in plan["kernels"]}
     assert {"c_b", "c_l"} <= set(tiles["k8_averagepool"]) and {"c_b", "c_l"} <= set(tiles["k7_maxpool"])
     assert {"ci_b", "ci_l"} <= set(tiles["k9_conv"]) and "co" in tiles["k9_conv"]
+
+
+@pytest.mark.parametrize("first, blocked", [
+    (8, ["ar", "cat", "cat2", "mp", "p", "q", "r"]),     # every part starts on an 8-channel boundary
+    (4, []),          # a part of 4 channels: both Concats stay NCHW, and so does the input the
+                      # max pool reads along its output's channel axis
+])
+def test_a_concat_is_blocked_with_its_parts_or_not_at_all(tmp_path, first, blocked):
+    f = tmp_path / "cat.onnx"
+    onnx.save(concat_model(first), f)
+    assert _check(f, tmp_path / "out", "sunway-emu", "all")["channel_blocks"] == blocked
 
 
 def test_on_blocks_where_the_model_is_faster(tmp_path):

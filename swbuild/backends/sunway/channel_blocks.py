@@ -13,8 +13,9 @@ Which tensors are blocked is the predictor's choice (`on`): in reverse program o
 tensor is blocked when every kernel touching it can take it and, each run alone through the
 scheduling passes, they model faster; `all` blocks whatever the kernels can take.
 
-Graph inputs and outputs, tensors with views (reshapes), Concat parts written in place and
-their containers, loop slices, tensors of special kernels or static loops, and channel counts
+A Concat container and the parts written in place inside it are blocked together, when
+every part starts on an 8-channel boundary (batch 1). Graph inputs and outputs, tensors with
+views (reshapes), loop slices, tensors of special kernels or static loops, and channel counts
 that are not a multiple of 8 stay NCHW. A kernel cannot take a blocked tensor whose channel
 index is not one axis plus a multiple of 8, nor one it reads along an output axis while its
 own output stays NCHW. Sizes do not change, so the arena does not.
@@ -40,14 +41,35 @@ def _touched(program, k):
     return {program.root(b.tensor) for b in k.buffers.values()}
 
 
+def _units(program):
+    """The tensors that may be blocked, as units blocked together: one tensor, or a Concat
+    container with the parts written in place inside it (their bytes are its bytes, so all
+    of them change layout or none)."""
+    cand = _candidates(program)
+    g = program.graph
+    group = {}
+    for x in program.slices:            # parts, nested ones too, join their outermost container
+        top, off = program.root(x), 0
+        while top in program.slices:
+            c, d = program.slices[top]
+            top, off = program.root(c), off + d
+        group.setdefault(top, {top: 0})[program.root(x)] = off
+    units = [frozenset([t]) for t in sorted(cand - {t for grp in group.values() for t in grp})]
+    for top, members in sorted(group.items()):
+        n, c, h, w = g.tensors[top].shape if len(g.tensors[top].shape) == 4 else (0, 0, 0, 0)
+        plane = h * w * np.dtype(g.tensors[top].dtype).itemsize if n == 1 else 0
+        if plane and all(t in cand and g.tensors[t].shape[2:] == (h, w) and off % (plane * LANES) == 0
+                         for t, off in members.items()):
+            units.append(frozenset(members))
+    return units
+
+
 def _candidates(program):
     g = program.graph
     fixed = {program.root(t) for t in list(program.inputs) + list(program.outputs)}
     viewed = {program.root(a) for a in program.aliases}
-    # a Concat input written in place is bytes of its container, a loop slice of its
-    # container: the part and the whole would have to agree on the layout, so neither changes
-    parts = {program.root(t) for t in list(program.slices) + list(program.loop_slices)}
-    parts |= {program.root(c) for c, _ in program.slices.values()}
+    # a loop slice is bytes of its container, which the host indexes by iteration
+    parts = {program.root(t) for t in program.loop_slices}
     parts |= {program.root(s.container) for s in program.loop_slices.values()}
     out, bad = set(), fixed | viewed | parts
     for k in program.kernels:
@@ -241,27 +263,24 @@ class Variants:
         return model.kernel_seconds(hw, r["cpe_seconds"])
 
 
-def choose_blocked(program, variants, cand, by_cost=True):
-    """Tensors to block: in reverse program order of their writers (a consumer's output is
-    decided before its input, which may need it), one is blocked when every kernel touching it
-    can take it and their modelled seconds fall (`by_cost=False`, option value `all`: whenever
-    they can take it)."""
-    touching = {}
-    for k in program.kernels:
-        for r in _touched(program, k) & cand:
-            touching.setdefault(r, []).append(k)
+def choose_blocked(program, variants, units, by_cost=True):
+    """Tensors to block: unit by unit (_units), in reverse program order of their writers (a
+    consumer's output is decided before its input, which may need it), a unit is blocked when
+    every kernel touching it can take it and their modelled seconds fall (`by_cost=False`,
+    option value `all`: whenever they can take it)."""
     writer = {}
     for i, k in enumerate(program.kernels):
         writer.setdefault(program.root(k.buffers[k.out].tensor), i)
     blocked = set()
-    for r in sorted(cand, key=lambda t: (-writer.get(t, -1), t)):
-        trial = blocked | {r}
+    for u in sorted(units, key=lambda u: (-max(writer.get(t, -1) for t in u), sorted(u))):
+        touching = [k for k in program.kernels if _touched(program, k) & u]
+        trial = blocked | u
         if not by_cost:
-            if all(_plan(program, k, trial & _touched(program, k)) is not None for k in touching[r]):
+            if all(_plan(program, k, trial & _touched(program, k)) is not None for k in touching):
                 blocked = trial
             continue
-        before = [variants.get(k, blocked) for k in touching[r]]
-        after = [variants.get(k, trial) for k in touching[r]]
+        before = [variants.get(k, blocked) for k in touching]
+        after = [variants.get(k, trial) for k in touching]
         if any(v is None for v in before + after):
             continue
         if sum(v[0] for v in after) < sum(v[0] for v in before):
@@ -281,7 +300,7 @@ def channel_blocks(program, target, options):
     consts = {program.root(b.tensor) for k in program.kernels for b in k.buffers.values()
               if program.graph.tensors[program.root(b.tensor)].data is not None}
     variants = Variants(program, target, options)
-    blocked = choose_blocked(program, variants, _candidates(program), by_cost=mode == "on")
+    blocked = choose_blocked(program, variants, _units(program), by_cost=mode == "on")
     for i, k in enumerate(program.kernels):
         if _touched(program, k) & blocked:
             program.kernels[i] = variants.kernel(k, blocked)
