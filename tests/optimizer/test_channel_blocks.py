@@ -10,7 +10,11 @@ import pytest
 from onnx import helper
 
 from opt_models import checked_plan, make, rand
+from swbuild.backends.sunway import channel_blocks
 from swbuild.backends.sunway.channel_blocks import _channel
+from swbuild.backends.sunway.cost.predict import predict_program
+from swbuild.compiler import build_program
+from swbuild.toolchain import load
 from swbuild.ir.loopnest import Var, iconst
 from swbuild.recipe import OPTIONS
 
@@ -27,7 +31,8 @@ def mixed_model(c=16, hw=12):
              helper.make_node("AveragePool", ["m"], ["ap"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
              conv("ap", "p", "wp"), conv("ap", "q", "wq", 3), helper.make_node("Concat", ["p", "q"], ["cat"], axis=1),
              helper.make_node("LRN", ["cat"], ["l"], size=5), conv("l", "gq", "wg", 3, 2),
-             helper.make_node("Mul", ["gq", "sc"], ["sm"]), conv("sm", "y0", "wy"), helper.make_node("Sigmoid", ["y0"], ["y"])]
+             helper.make_node("Mul", ["gq", "sc"], ["sm"]), conv("sm", "y0", "wy"),
+             helper.make_node("Sigmoid", ["y0"], ["y"])]
     inits = [("wa", rand(c, 3, 1, 1, seed=1, scale=0.5)), ("wb", rand(c, c, 3, 3, seed=2, scale=0.2)),
              ("wd", rand(c, 1, 3, 3, seed=3, scale=0.3)), ("wp", rand(c, c, 1, 1, seed=4, scale=0.3)),
              ("wq", rand(c, c, 3, 3, seed=5, scale=0.2)), ("wg", rand(2 * c, c, 3, 3, seed=6, scale=0.2)),
@@ -99,6 +104,23 @@ def test_on_blocks_where_the_model_is_faster(tmp_path):
     assert plans["on"]["channel_blocks"] == ["h"]
     secs = {m: sum(k["modeled_seconds"] for k in p["kernels"]) for m, p in plans.items()}
     assert secs["on"] < secs["off"]
+
+
+def test_a_variant_is_chosen_by_the_seconds_the_build_then_models(monkeypatch):
+    """Variants runs a kernel alone through a copy of the scheduling passes: its seconds must
+    be the plan's for the kernel the build keeps (the copy must follow the pipeline)."""
+    seen = {}
+    seconds = channel_blocks.Variants._seconds
+
+    def spy(self, k):
+        seen[(k.name, tuple(a.name for a in k.axes))] = s = seconds(self, k)
+        return s
+    monkeypatch.setattr(channel_blocks.Variants, "_seconds", spy)
+    tc = load("sunway-emu")
+    p = build_program(pointwise_model(), tc, "pw", options={"channel_blocks": "on"})
+    assert any("_b" in a.name for k in p.kernels for a in k.axes)
+    for k, e in zip(p.kernels, predict_program(p, tc)):
+        assert e["modeled_seconds"] == seen[(k.name, tuple(a.name for a in k.axes))]
 
 
 @pytest.mark.parametrize("expr, want", [

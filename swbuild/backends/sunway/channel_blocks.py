@@ -37,10 +37,6 @@ from .schedule.passes import (Draft, SunwayState, choose_buffering, choose_parti
 LANES = 8
 
 
-def _touched(program, k):
-    return {program.root(b.tensor) for b in k.buffers.values()}
-
-
 def _units(program):
     """The tensors that may be blocked, as units blocked together: one tensor, or a Concat
     container with the parts written in place inside it (their bytes are its bytes, so all
@@ -226,11 +222,13 @@ class Variants:
 
     def __init__(self, program, target, options):
         self.p, self.target, self.options = program, target, options
+        # the tensors (roots) each kernel reads or writes
+        self.touched = {k.name: {program.root(b.tensor) for b in k.buffers.values()} for k in program.kernels}
         self.memo = {}
 
     def get(self, k, blocked):
         """(modelled seconds, rewritten kernel), or None."""
-        key = (k.name, frozenset(blocked & _touched(self.p, k)))
+        key = (k.name, frozenset(blocked & self.touched[k.name]))
         if key not in self.memo:
             kb = self.kernel(k, key[1])
             self.memo[key] = None if kb is None else (self._seconds(kb), kb)
@@ -238,7 +236,7 @@ class Variants:
 
     def kernel(self, k, blocked):
         """k rewritten for the blocked tensors it touches, or None when it cannot take them."""
-        blocked = blocked & _touched(self.p, k)
+        blocked = blocked & self.touched[k.name]
         if not blocked:
             return k
         key = ("kernel", k.name, frozenset(blocked))
@@ -272,11 +270,12 @@ def choose_blocked(program, variants, units, by_cost=True):
     for i, k in enumerate(program.kernels):
         writer.setdefault(program.root(k.buffers[k.out].tensor), i)
     blocked = set()
+    touched = variants.touched
     for u in sorted(units, key=lambda u: (-max(writer.get(t, -1) for t in u), sorted(u))):
-        touching = [k for k in program.kernels if _touched(program, k) & u]
+        touching = [k for k in program.kernels if touched[k.name] & u]
         trial = blocked | u
         if not by_cost:
-            if all(_plan(program, k, trial & _touched(program, k)) is not None for k in touching):
+            if all(_plan(program, k, trial & touched[k.name]) is not None for k in touching):
                 blocked = trial
             continue
         before = [variants.get(k, blocked) for k in touching]
@@ -302,7 +301,7 @@ def channel_blocks(program, target, options):
     variants = Variants(program, target, options)
     blocked = choose_blocked(program, variants, _units(program), by_cost=mode == "on")
     for i, k in enumerate(program.kernels):
-        if _touched(program, k) & blocked:
+        if variants.touched[k.name] & blocked:
             program.kernels[i] = variants.kernel(k, blocked)
     used = {b.tensor for k in program.kernels for b in k.buffers.values()}
     for name in set(program.graph.tensors) - before - used:      # copies of variants not taken
