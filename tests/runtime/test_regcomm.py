@@ -38,6 +38,8 @@ def report(exe, kernel):
     ("k_rc_ok", 64 * 3, 64 * 15),
     ("k_rc_vector", 64, 64 * 7),          # 32-byte messages: one broadcast per CPE
     ("k_rc_flow", 640, 640),              # 10 messages each through a 4-deep buffer
+    # 8 SUMMA steps: 8 row senders and 8 column senders of 1000 broadcasts, 7 receivers each
+    ("k_rc_summa", 2 * 8 * 8 * 1000, 2 * 8 * 8 * 7 * 1000),
 ])
 @pytest.mark.parametrize("mode", ["wait", "random:3", "issue"])
 def test_clean_kernels_give_the_right_values_and_exact_counts(exe, tmp_path, kernel, puts, gets, mode):

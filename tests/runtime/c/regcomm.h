@@ -2,7 +2,9 @@
  * shared by regcomm_host.c and regcomm_slave.c. */
 #define RC_KERNELS(X) \
     X(k_rc_ok) X(k_rc_early) X(k_rc_vector) X(k_rc_flow) X(k_rc_deadlock) X(k_rc_full) X(k_rc_unreceived) \
-    X(k_rc_self) X(k_rc_dst) X(k_rc_unordered) X(k_rc_gone)
+    X(k_rc_self) X(k_rc_dst) X(k_rc_unordered) X(k_rc_gone) X(k_rc_summa)
+
+#define RC_SUMMA_MSGS 1000        /* messages per broadcast in k_rc_summa */
 
 typedef struct {
     float *in, *out;            /* 4096 floats each */

@@ -1,5 +1,5 @@
 /* Host of the register communication suite: `regcomm KERNEL...` spawns each kernel once on
- * 64 CPEs and prints, after k_rc_ok / k_rc_vector / k_rc_flow, "ok" when every CPE's result
+ * 64 CPEs and prints, after k_rc_ok / k_rc_vector / k_rc_flow / k_rc_summa, "ok" when every CPE's result
  * is right. */
 #include <athread.h>
 #include <stdio.h>
@@ -34,12 +34,16 @@ int main(int argc, char **argv)
                 for (int c = 0; c < 64 && a == 1; c++) {
                     long want = !strcmp(argv[1], "k_rc_ok") ? 2016 * 1000 + (c / 8 * 8 + (c + 7) % 8)
                               : !strcmp(argv[1], "k_rc_vector") ? 8 * (c / 8 * 8) + 28
-                              : !strcmp(argv[1], "k_rc_flow") ? 10 * (c / 8 * 8 + (c + 7) % 8) + 45 : sums[c];
+                              : !strcmp(argv[1], "k_rc_flow") ? 10 * (c / 8 * 8 + (c + 7) % 8) + 45
+                              /* the other 7 of its row (ids r*8..r*8+7) and of its column */
+                              : !strcmp(argv[1], "k_rc_summa") ? RC_SUMMA_MSGS * (8L * (c / 8 * 8) + 28 - c
+                                                                                  + 8L * (c % 8) + 224 - c) : sums[c];
                     if (sums[c] != want) { printf("wrong sums[%d] = %ld, want %ld\n", c, sums[c], want); bad = 1; }
                 }
             }
     athread_halt();
-    if (!bad && argc > 1 && (!strcmp(argv[1], "k_rc_ok") || !strcmp(argv[1], "k_rc_vector") || !strcmp(argv[1], "k_rc_flow")))
+    if (!bad && argc > 1 && (!strcmp(argv[1], "k_rc_ok") || !strcmp(argv[1], "k_rc_vector") || !strcmp(argv[1], "k_rc_flow")
+                                || !strcmp(argv[1], "k_rc_summa")))
         printf("ok\n");
     return bad;
 }

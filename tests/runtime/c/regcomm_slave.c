@@ -138,3 +138,30 @@ void k_rc_gone(void *arg)                /* CPE 1 returns at once; CPE 0 sends t
     (void)arg;
     if (_MYID == 0) REG_PUTR(1L, 1);
 }
+
+/* The traffic of a SUMMA step on the mesh, 8 times: the CPE of column s broadcasts
+ * RC_SUMMA_MSGS vectors along its row, then the CPE of row s along its column; every other
+ * CPE takes them. Each CPE sums the sender ids it received (benchmarks/regcomm_throughput.py
+ * times this kernel). */
+void k_rc_summa(void *arg)
+{
+    rpara_t *p = arg;
+    int row = _ROW, col = _COL, id = _MYID;
+    long *o = ldm_malloc(32), tot = 0;
+    reply_t r = 0;
+    intv8 v = {id, id, id, id, id, id, id, id}, x;
+    for (int s = 0; s < 8; s++) {
+        for (int i = 0; i < RC_SUMMA_MSGS; i++) {
+            if (col == s) REG_PUTR(v, 8);
+            else { REG_GETR(x); tot += x[i % 8]; }
+        }
+        for (int i = 0; i < RC_SUMMA_MSGS; i++) {
+            if (row == s) REG_PUTC(v, 8);
+            else { REG_GETC(x); tot += x[i % 8]; }
+        }
+    }
+    o[0] = tot;
+    PUT(p->sums + id, o, 8, &r);
+    swemu_reply_wait(&r, 1);
+    ldm_free(o, 32);
+}
