@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 from ..ir.loopnest import Acc, Load, Var
 from ..ir.sizes import round_up
-from .grouping import launch_steps
 
 ALIGN = 64
 
@@ -136,9 +135,9 @@ def plan_memory(program, target=None, options=None):
     slices = program.slices
     external = {program.root(t) for t in program.inputs + program.outputs}
     life, members = {}, {}
-    steps = launch_steps(program)   # a group's kernels may share a launch: no reuse inside it
-    for k in program.kernels:
-        i = steps[k.name]
+    # Kernels that share a launch (option grouping) reuse bytes too: a barrier separates them,
+    # which both families' emulators take as ordering the writes before it from those after.
+    for i, k in enumerate(program.kernels):
         for b in k.buffers.values():
             r = program.root(b.tensor)
             if r in program.loop_slices:        # a static loop's slice: a part of its container
@@ -169,7 +168,7 @@ def plan_memory(program, target=None, options=None):
             best = (arena, offsets, name)
     arena, offsets, name = best
     bound = 0
-    n = max(steps.values(), default=-1) + 1
+    n = len(program.kernels)
     if life:
         delta = [0] * (n + 1)
         for t, (lo, hi) in life.items():

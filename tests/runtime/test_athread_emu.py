@@ -84,7 +84,7 @@ def test_stats_header_and_order(prog, good):
     assert (s["api"], s["cpes"], s["ldm_bytes"]) == (prog.api, 64, prog.cap)
     assert 0 < s["ldm_static_bytes"] < 1024
     assert [k["name"] for k in s["kernels"]] == [
-        "k_counts", "k_stride", "k_conflict", "k_selfover", "k_barrier", "k_simd", "k_leak", "k_full"]
+        "k_counts", "k_stride", "k_conflict", "k_selfover", "k_rewrite", "k_barrier", "k_simd", "k_leak", "k_full"]
 
 
 def test_counters_exact(prog, good):
@@ -136,6 +136,9 @@ def test_strided_dma_matches_numpy(good):
 def test_write_conflicts(good):
     assert kernel(good.stats, "k_conflict")["write_conflicts"] == 63 * 32   # bytes
     assert kernel(good.stats, "k_selfover")["write_conflicts"] == 0
+    # the same bytes written by two CPEs, an array barrier between: ordered, not a conflict
+    k = kernel(good.stats, "k_rewrite")
+    assert (k["write_conflicts"], k["races"], k["dma"]["put"]["ops"]) == (0, 0, 128)
     base = int(re.search(r"conflict_base=(0x[0-9a-f]+)", good.p.stdout).group(1), 16)
     warns = [ln for ln in good.p.stderr.splitlines() if ln.startswith("swemu:")]
     assert warns == [f"swemu: warning: kernel k_conflict: 2016 write conflicts, first at {base + 32:#x} by CPE 0 and 1"]

@@ -7,9 +7,8 @@ other cores wrote in the one before, and the barrier also completes the cores' a
 copies and orders their GDRAM writes for the emulator's conflict check. Each kernel keeps its
 work split and its use of the model's on-chip arenas (the barrier keeps one kernel's use
 from overlapping the next's), so a launch costs its kernels' cycles plus one barrier
-(`sync_all_cycles`) between two of them instead of one `launch_cycles` each. The arena gives
-the tensors of a group distinct bytes for the whole launch (optimizer/memory.py,
-launch_steps).
+(`sync_all_cycles`) between two of them instead of one `launch_cycles` each. The arena reuses
+bytes across the kernels of a launch as across launches (the barrier orders their writes).
 
 What this does not do yet: keep intermediates in NRAM/SRAM across the kernels (buffer
 stitching); they still go through GDRAM. Recurrence kernels (their own printer) and kernels

@@ -6,8 +6,9 @@ calls the kernels' own CPE functions in order, with an array barrier between the
 reads what other CPEs wrote in the one before). Each kernel keeps its schedule, its LDM
 buffers (allocated and freed inside it) and its DMA, so the predictor's numbers add up
 exactly: a launch moves its kernels' bytes plus one fetch of the table per CPE. The arena
-gives the tensors of a group distinct bytes for the whole launch (optimizer/memory.py,
-launch_steps), so no two kernels of a launch write the same bytes.
+reuses bytes across the kernels of a launch as across launches: the array barrier orders a
+kernel's writes before the next one's (the emulator's write-conflict and race checks follow
+barriers).
 
 What this does not do yet: keep the intermediates in LDM across the kernels (buffer
 stitching) and recompute halos; intermediates still go through main memory, so grouping

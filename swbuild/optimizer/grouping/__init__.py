@@ -20,7 +20,7 @@ from .merge import merge_groups
 from .split_info import Budget, SplitInfo, instance_boxes
 
 __all__ = ["Budget", "Edge", "Group", "Grouping", "Instance", "Move", "SplitInfo", "group_kernels", "grouping_of",
-           "launch_steps", "model_compulsory_bytes", "target_budget"]
+           "model_compulsory_bytes", "target_budget"]
 
 
 @dataclass(frozen=True)
@@ -190,21 +190,6 @@ def contiguous(program, groups):
         order.append(gid)
     by = {g.gid: g for g in groups}
     return [program.kernels[pos[n]] for gid in order for n in sorted(by[gid].kernels, key=pos.get)]
-
-
-def launch_steps(program):
-    """{kernel name: step}: kernels of one group share a step (they may run in one launch),
-    others have their own; in program order. Without grouping every kernel is a step."""
-    g = program.grouping
-    step, out, last = -1, {}, None
-    for k in program.kernels:
-        grp = g.group_of(k.name) if g is not None else None
-        key = grp.gid if grp is not None and len(grp.kernels) > 1 else ("k", k.name)
-        if key != last:
-            step += 1
-            last = key
-        out[k.name] = step
-    return out
 
 
 def model_compulsory_bytes(program):

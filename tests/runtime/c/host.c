@@ -8,7 +8,7 @@
 #include <string.h>
 #include "prog.h"
 
-#define KERNELS(X) X(k_counts) X(k_stride) X(k_conflict) X(k_selfover) X(k_barrier) \
+#define KERNELS(X) X(k_counts) X(k_stride) X(k_conflict) X(k_selfover) X(k_rewrite) X(k_barrier) \
     X(k_simd) X(k_leak) X(k_full) X(k_heap_over) X(k_stack_over) X(k_bad_main) \
     X(k_bad_ldm) X(k_bad_reply) X(k_bad_len) X(k_bad_free) X(k_deadlock) X(k_wait) X(k_misalign) X(k_sleep) \
     X(k_bcast_row) X(k_bcast_all) X(k_bcast_bad) X(k_bcast_mask0) X(k_row_mode)
@@ -34,6 +34,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         athread_spawn(k_conflict, &p); athread_join();
         athread_spawn(k_selfover, &p); athread_join();
+        athread_spawn(k_rewrite, &p); athread_join();
         athread_spawn(k_barrier, &p); athread_join();
         athread_spawn(k_simd, &p); athread_join();
         athread_spawn(k_leak, &p); athread_join();

@@ -1,6 +1,6 @@
-/* race.c - what CPEs did to main memory by DMA in one spawn: write conflicts (bytes
- * written by two or more CPEs) and races (bytes one CPE reads and another writes with no
- * barrier between them), plus the names the host registered for main-memory arrays.
+/* race.c - what CPEs did to main memory by DMA in one spawn: write conflicts (bytes two
+ * CPEs write) and races (bytes one CPE reads and another writes), each with no barrier
+ * between them, plus the names the host registered for main-memory arrays.
  *
  * Barrier order: vector clocks.  Each CPE counts the barriers it passed (vc[own]) and, for
  * every other CPE, the last of its barriers it is ordered after: a barrier merges the clocks
@@ -124,14 +124,14 @@ void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads)
 void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->r, &c->nr, &c->r_cap, lo, hi); }
 
 
-/* ---- write conflicts: bytes that two or more CPEs wrote by DMA in one spawn ---- */
-typedef struct { uintptr_t at; int cpe, delta; } event;
+/* ---- write conflicts: bytes that two CPEs wrote by DMA in one spawn, unordered ---- */
+typedef struct { swemu_range r; int cpe; } acc;
+typedef struct { uintptr_t lo, hi; } span;
 
-static int event_cmp(const void *x, const void *y)
+static int acc_cmp(const void *x, const void *y)
 {
-    const event *a = x, *b = y;
-    if (a->at != b->at) return a->at < b->at ? -1 : 1;
-    return a->delta - b->delta;   /* ends before starts: touching ranges do not overlap */
+    const acc *a = x, *b = y;
+    return a->r.lo < b->r.lo ? -1 : a->r.lo > b->r.lo;
 }
 
 static int hull_cmp(const void *x, const void *y)
@@ -140,13 +140,46 @@ static int hull_cmp(const void *x, const void *y)
     return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
+static int span_cmp(const void *x, const void *y)
+{
+    const span *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* a before b, or b before a, by the barriers between them (vector clocks) */
+static int ordered(const acc *a, const acc *b)
+{
+    const unsigned *va = swemu_cpes[a->cpe].snap[a->r.snap], *vb = swemu_cpes[b->cpe].snap[b->r.snap];
+    return vb[a->cpe] > va[a->cpe] || va[b->cpe] > vb[b->cpe];
+}
+
+/* All write ranges of the spawn, sorted by start; *n of them (NULL when none). */
+static acc *all_writes(size_t *n)
+{
+    size_t k = 0;
+    acc *w;
+    *n = 0;
+    for (int i = 0; i < SWEMU_CPES; i++) *n += swemu_cpes[i].nw;
+    if (!*n || !(w = malloc(*n * sizeof *w))) return NULL;
+    for (int i = 0; i < SWEMU_CPES; i++)
+        for (size_t j = 0; j < swemu_cpes[i].nw; j++) w[k++] = (acc){swemu_cpes[i].w[j], i};
+    qsort(w, *n, sizeof *w, acc_cmp);
+    return w;
+}
+
+/* Bytes that two CPEs wrote with no barrier between the writes (their final value depends
+ * on timing; the same bytes rewritten after a barrier, as kernels of one grouped launch
+ * reuse arena bytes, are not a conflict): the union of the overlaps of every unordered pair
+ * of write ranges of different CPEs. *first, *ca, *cb: the lowest such byte and a pair. */
 uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
 {
     swemu_range hull[SWEMU_CPES];
-    int nh = 0, act[SWEMU_CPES] = {0}, distinct = 0, found = 0;
-    size_t n = 0, k = 0;
+    int nh = 0, found = 0;
+    size_t nw, ns = 0, scap = 0;
     uint64_t total = 0;
-    event *e;
+    uintptr_t end = 0;
+    acc *w;
+    span *sp = NULL;
     /* fast path: CPEs whose written address hulls are disjoint cannot conflict */
     for (int i = 0; i < SWEMU_CPES; i++) {
         swemu_cpe *c = &swemu_cpes[i];
@@ -157,72 +190,46 @@ uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
             if (c->w[j].hi > hull[nh].hi) hull[nh].hi = c->w[j].hi;
         }
         nh++;
-        n += c->nw;
     }
     qsort(hull, nh, sizeof *hull, hull_cmp);
     for (int i = 1; i < nh; i++)
         if (hull[i].lo < hull[i - 1].hi) found = 1;
         else if (hull[i - 1].hi > hull[i].hi) hull[i].hi = hull[i - 1].hi;
-    if (!found) return 0;
-    found = 0;
-    if (!(e = malloc(2 * n * sizeof *e))) return 0;
-    for (int i = 0; i < SWEMU_CPES; i++)
-        for (size_t j = 0; j < swemu_cpes[i].nw; j++) {
-            e[k++] = (event){swemu_cpes[i].w[j].lo, i, +1};
-            e[k++] = (event){swemu_cpes[i].w[j].hi, i, -1};
-        }
-    qsort(e, k, sizeof *e, event_cmp);
-    for (size_t i = 0; i < k;) {
-        uintptr_t at = e[i].at;
-        for (; i < k && e[i].at == at; i++) {
-            int c = e[i].cpe;
-            if (e[i].delta > 0) distinct += act[c]++ == 0;
-            else distinct -= --act[c] == 0;
-        }
-        if (distinct >= 2 && i < k) {
-            total += e[i].at - at;
-            if (!found) {
-                found = 1;
-                *first = at;
-                *ca = *cb = -1;
-                for (int c = 0; c < SWEMU_CPES && *cb < 0; c++)
-                    if (act[c]) { if (*ca < 0) *ca = c; else *cb = c; }
+    if (!found || !(w = all_writes(&nw))) return 0;
+    for (size_t i = 0; i < nw; i++)
+        for (size_t j = i + 1; j < nw && w[j].r.lo < w[i].r.hi; j++) {
+            uintptr_t hi = w[i].r.hi < w[j].r.hi ? w[i].r.hi : w[j].r.hi;
+            if (w[j].cpe == w[i].cpe || ordered(&w[i], &w[j])) continue;
+            if (ns == scap) {
+                span *q = realloc(sp, (scap = 2 * scap + 64) * sizeof *sp);
+                if (!q) { free(sp); free(w); return 0; }
+                sp = q;
             }
+            sp[ns++] = (span){w[j].r.lo, hi};
+            if (ns == 1 || w[j].r.lo < *first) { *first = w[j].r.lo; *ca = w[i].cpe; *cb = w[j].cpe; }
         }
+    qsort(sp, ns, sizeof *sp, span_cmp);
+    for (size_t i = 0; i < ns; i++) {                /* the union of the overlaps */
+        uintptr_t lo = sp[i].lo > end ? sp[i].lo : end;
+        if (sp[i].hi > lo) total += sp[i].hi - lo;
+        if (sp[i].hi > end) end = sp[i].hi;
     }
-    free(e);
+    if (ns && *ca > *cb) { int t = *ca; *ca = *cb; *cb = t; }
+    free(sp);
+    free(w);
     return total;
 }
 
 /* ---- races: bytes read by one CPE and written by another, unordered by barriers ---- */
-typedef struct { swemu_range r; int cpe; } acc;
-
-static int acc_cmp(const void *x, const void *y)
-{
-    const acc *a = x, *b = y;
-    return a->r.lo < b->r.lo ? -1 : a->r.lo > b->r.lo;
-}
-
-static int ordered(const acc *a, const acc *b)
-{
-    const unsigned *va = swemu_cpes[a->cpe].snap[a->r.snap], *vb = swemu_cpes[b->cpe].snap[b->r.snap];
-    return vb[a->cpe] > va[a->cpe] || va[b->cpe] > vb[b->cpe];
-}
 
 uint64_t swemu_races(uintptr_t *first, int *reader, int *writer)
 {
-    size_t nw = 0, k = 0;
+    size_t nw;
     uint64_t total = 0;
-    acc *w;
+    acc *w = all_writes(&nw);
     uintptr_t *maxhi;
-    for (int i = 0; i < SWEMU_CPES; i++) nw += swemu_cpes[i].nw;
-    if (!nw) return 0;
-    w = malloc(nw * sizeof *w);
-    maxhi = malloc(nw * sizeof *maxhi);
-    if (!w || !maxhi) { free(w); free(maxhi); return 0; }
-    for (int i = 0; i < SWEMU_CPES; i++)
-        for (size_t j = 0; j < swemu_cpes[i].nw; j++) w[k++] = (acc){swemu_cpes[i].w[j], i};
-    qsort(w, nw, sizeof *w, acc_cmp);
+    if (!w) return 0;
+    if (!(maxhi = malloc(nw * sizeof *maxhi))) { free(w); return 0; }
     for (size_t i = 0; i < nw; i++) maxhi[i] = i && maxhi[i - 1] > w[i].r.hi ? maxhi[i - 1] : w[i].r.hi;
     for (int i = 0; i < SWEMU_CPES; i++) {
         swemu_cpe *c = &swemu_cpes[i];
