@@ -129,7 +129,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("channel_blocks", "blocks", "off", "Sunway: model-internal activations stored [N][C/8][H][W][8] (weights "
            "re-laid out to match) where the cost model says the kernels get faster (on), or wherever the kernels "
            "can take it (all); docs/optimizer.md", "options.channel_blocks"),
-    Option("grouping", "onoff", "off", "GraphTurbo grouping of kernels across layers; Sunway runs each group in one "
+    Option("grouping", "onoff", "on", "GraphTurbo grouping of kernels across layers; each group runs in one "
            "launch (docs/grouping.md)", "options.grouping"),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
            "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
