@@ -65,3 +65,9 @@ def launch_entries(entries, launches, merge):
         out.append({"name": ln.name, "op": "Group", "node": ks[0]["node"], "fused": list(ln.kernels), "group": ln.group,
                     **merge(ln, ks), "kernels": ks})
     return out
+
+
+def kernel_entries(entries):
+    """Every kernel's own plan entry, in program order: a grouped launch's are under it
+    (`kernels`), a lone kernel's is its launch's. For tools that read a plan per kernel."""
+    return [e for launch in entries for e in (launch["kernels"] if launch.get("op") == "Group" else [launch])]

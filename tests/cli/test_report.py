@@ -48,10 +48,12 @@ def test_diannao_table_json_and_plot(small, capsys):
     pytest.importorskip("matplotlib")   # in the `test` extra
     d, path = small
     png = d / "dn.png"
-    code, out, err = report(capsys, path, "--target", "diannao-emu", "-o", d / "dn", "--plot", png)
+    # grouping off: one table row per kernel (a grouped launch's rows: test_grouping_emulated.py)
+    code, out, err = report(capsys, path, "--target", "diannao-emu", "-o", d / "dn", "--plot", png, "--grouping", "off")
     assert code == 0, err
     # --json: the document, on one line (the emulator's cycles are deterministic)
-    code, js, _ = report(capsys, path, "--target", "diannao-emu", "--runner", d / "dn" / "small_runner", "--json")
+    code, js, _ = report(capsys, path, "--target", "diannao-emu", "--runner", d / "dn" / "small_runner", "--json",
+                         "--grouping", "off")
     rep = json.loads(js)
     assert code == 0 and js.count("\n") == 1
     rows, total = _rows(out)
@@ -68,9 +70,10 @@ def test_diannao_table_json_and_plot(small, capsys):
 
 def test_sunway_table_totals(small, capsys):
     d, path = small
-    code, out, err = report(capsys, path, "--target", "sunway-emu", "-o", d / "sw")
+    code, out, err = report(capsys, path, "--target", "sunway-emu", "-o", d / "sw", "--grouping", "off")
     assert code == 0, err
-    code, js, _ = report(capsys, path, "--target", "sunway-emu", "--runner", d / "sw" / "small_runner", "--json")
+    code, js, _ = report(capsys, path, "--target", "sunway-emu", "--runner", d / "sw" / "small_runner", "--json",
+                         "--grouping", "off")
     rep = json.loads(js)
     rows, total = _rows(out)
     assert len(rows) == rep["kernel_launches"] == len(rep["kernels"])

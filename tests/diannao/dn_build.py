@@ -8,10 +8,11 @@ from swbuild import build, check
 from swbuild.compiler import compile_to
 
 
-def build_model(tc, model, name, out_dir, partition="on"):
-    """compile + build; returns (plan dict, runner path)."""
+def build_model(tc, model, name, out_dir, partition="on", grouping=None):
+    """compile + build; returns (plan dict, runner path). `grouping`: None for the default (on)."""
     out_dir = Path(out_dir)
-    prog, _ = compile_to(model, tc, out_dir, name, options={"partition": partition})
+    options = {"partition": partition} | ({"grouping": grouping} if grouping else {})
+    prog, _ = compile_to(model, tc, out_dir, name, options=options)
     steps, _, exe = build.model_steps(tc, prog.prefix, out_dir, out_dir)
     build.run_steps(steps, log=lambda s: None)
     return json.loads((out_dir / f"{prog.prefix}.plan.json").read_text()), exe

@@ -10,6 +10,7 @@ import pytest
 from onnx import helper
 
 from opt_models import checked_plan, make, rand
+from swbuild.backends.launches import kernel_entries
 from swbuild.backends.sunway import channel_blocks
 from swbuild.backends.sunway.channel_blocks import _channel
 from swbuild.backends.sunway.cost.predict import predict_program
@@ -80,7 +81,7 @@ def test_every_tensor_the_kernels_can_take_matches_and_predicts_exactly(mixed_fi
     # the pools' outputs are blocked (their channel axis split, the lane innermost); LRN's input
     # (a Concat, so its parts too), the graph input and output stay NCHW
     assert plan["channel_blocks"] == ["ap", "m"]
-    tiles = {k["name"].split("_", 1)[1]: k["tiles"] for k in plan["kernels"]}
+    tiles = {k["name"].split("_", 1)[1]: k["tiles"] for k in kernel_entries(plan["kernels"])}
     assert {"c_b", "c_l"} <= set(tiles["k8_averagepool"]) and {"c_b", "c_l"} <= set(tiles["k7_maxpool"])
     assert {"ci_b", "ci_l"} <= set(tiles["k9_conv"]) and "co" in tiles["k9_conv"]
 

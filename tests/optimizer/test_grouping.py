@@ -216,8 +216,8 @@ def test_binding_follows_consumers_and_disagreement_goes_to_main_memory():
 def test_pass_is_an_option_and_covers_every_kernel_once():
     tc = sunway()
     p = program(residual_model())
-    assert group_kernels(p, tc, {}).grouping is None
-    p = group_kernels(p, tc, {"grouping": "on"})
+    assert group_kernels(p, tc, {"grouping": "off"}).grouping is None
+    p = group_kernels(p, tc, {})         # on by default
     names = [n for grp in p.grouping.groups for n in grp.kernels]
     assert sorted(names) == sorted(kernels_of(p)) and len(names) == len(set(names))
     assert target_budget(tc, {}) == Budget(local_bytes=tc.ldm_budget * 64, cores=1)
@@ -308,7 +308,7 @@ def test_sunway_plan_and_report_count_a_group_as_one_launch():
     assert rep["model_traffic_ratio"] == rep["main_memory_bytes"] / rep["model_compulsory_bytes"]
     assert rep["grouping"]["groups"][0]["launches"] == [launch.name]
     # off: one launch per kernel, as before; a pipeline over MPI ranks keeps them too
-    off = fam.optimize(program(residual_model(), fuse=False), tc, {})
+    off = fam.optimize(program(residual_model(), fuse=False), tc, {"grouping": "off"})
     assert off.target_state.launches is None and len(fam.plan(off, tc)["kernels"]) == 3
     piped = fam.optimize(program(residual_model(), fuse=False), tc, {"grouping": "on", "parallel": "pipeline"})
     assert piped.target_state.launches is None

@@ -28,6 +28,15 @@ def _tot(d):
 _NO_MESSAGES = {"puts": 0, "gets": 0}
 
 
+_SCHEDULE_KEYS = ("tiles", "spatial_tiles", "reduce_steps", "grid_order", "partition", "row_shared", "shared_by", "broadcast",
+                  "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind", "group")
+
+
+def _schedule(k):
+    """The schedule keys a plan entry has (a special kernel or a launch has fewer)."""
+    return {key: k[key] for key in _SCHEDULE_KEYS if key in k}
+
+
 def emulator_findings(plan, stats):
     """Per kernel, the emulator's counters against the compiler's plan: kernels whose measured
     DMA operations/bytes or register communication messages (per spawn; a plan kernel without
@@ -100,15 +109,13 @@ def build_report(plan, stats, tc):
                  "roofline_fraction": roof / mod if mod else 0.0,
                  "dma_seconds": float(k.get("dma_seconds", 0.0)), "compute_seconds": float(k.get("compute_seconds", 0.0)),
                  "emulated_seconds": float(m.get("seconds", 0.0)) / spawns if m else None}
-        for key in ("tiles", "spatial_tiles", "reduce_steps", "grid_order", "partition", "row_shared", "shared_by", "broadcast",
-                    "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind", "group"):
-            if key in k:
-                entry[key] = k[key]
-        if "kernels" in k:      # a grouped launch (stitch.py): its kernels' own numbers
+        entry.update(_schedule(k))
+        if "kernels" in k:      # a grouped launch (stitch.py): its kernels' own numbers and schedules
             entry["kernels"] = [dict({x: sub.get(x, 0) for x in ("name", "op", "flops", "modeled_seconds", "roofline_seconds",
                                                                     "dma_seconds", "compute_seconds")},
-                                     fused=list(sub.get("fused", ())),
-                                     dma={"predicted": _tot(sub["dma"]), "measured": None}) for sub in k["kernels"]]
+                                     fused=list(sub.get("fused", ())), dma={"predicted": _tot(sub["dma"]), "measured": None},
+                                     roofline_fraction=sub["roofline_seconds"] / sub["modeled_seconds"] if sub.get("modeled_seconds") else 0.0,
+                                     **_schedule(sub)) for sub in k["kernels"]]
         kernels.append(entry)
         tot["flops"] += flops
         tot["pg"] += predicted["ops"]
