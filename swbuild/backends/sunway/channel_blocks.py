@@ -30,7 +30,7 @@ from ...ir.graph import Tensor
 from ...ir.loopnest import Axis, Load, Var, affine, iconst, iter_loads, transform
 from .cost import model
 from .cost.predict import simulate
-from .schedule.ldm import Search, ldm_budget, search_tiles
+from .schedule.ldm import Search, ldm_budget, search_tiles, signature
 from .schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
                               drop_unused_constants, fix_boxes, lay_out_ldm, order_loops)
 
@@ -218,13 +218,15 @@ def _rewrite(program, k, split, chans, blocked):
 class Variants:
     """Each kernel's modelled seconds with a given set of its tensors blocked (None where it
     cannot take them): the kernel alone through the scheduling passes, then the predictor,
-    as the build would model it. Repeated layers share their tile searches (ldm.py)."""
+    as the build would model it. Repeated layers share their tile searches (ldm.py) and their
+    seconds (ldm.signature)."""
 
     def __init__(self, program, target, options):
         self.p, self.target, self.options = program, target, options
         # the tensors (roots) each kernel reads or writes
         self.touched = {k.name: {program.root(b.tensor) for b in k.buffers.values()} for k in program.kernels}
         self.memo = {}
+        self.by_signature = {}      # ldm.signature -> modelled seconds
 
     def get(self, k, blocked):
         """(modelled seconds, rewritten kernel), or None."""
@@ -250,6 +252,14 @@ class Variants:
         mini = replace(self.p, kernels=[trial], notes=[], target_state=SunwayState())
         s = Search(trial, self.target.hardware, ldm_budget(self.target, self.options), self.options, mini.graph,
                    self.target.sha256)
+        # Repeated layers (the same kernel but for names, ldm.signature) model the same seconds:
+        # the passes below depend on nothing else, since target and options are this instance's.
+        sig = signature(s)
+        if sig not in self.by_signature:
+            self.by_signature[sig] = self._run_passes(trial, mini, s)
+        return self.by_signature[sig]
+
+    def _run_passes(self, trial, mini, s):
         mini.target_state.drafts[trial.name] = Draft(s, tiles=search_tiles(s))
         for run in (choose_buffering, choose_row_sharing):
             run(mini, self.target, self.options)
