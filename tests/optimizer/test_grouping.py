@@ -314,6 +314,23 @@ def test_sunway_plan_and_report_count_a_group_as_one_launch():
     assert piped.target_state.launches is None
 
 
+def test_kernels_of_one_launch_reuse_arena_bytes():
+    """An array barrier separates the kernels of a grouped launch, so the arena reuses bytes
+    inside it as between launches: the same arena with grouping on as off, and the third
+    intermediate of a four-convolution chain lands on the first's bytes."""
+    from swbuild.backends import family_of
+    tc = sunway()
+    fam = family_of(tc)
+    model = chain_model(strides=(1, 1, 1, 1))
+    on = fam.optimize(program(model), tc, {})
+    off = fam.optimize(program(model), tc, {"grouping": "off"})
+    (launch,) = on.target_state.launches
+    assert launch.stitched and len(launch.kernels) == 4
+    assert on.memory.arena_bytes == off.memory.arena_bytes == on.memory.lower_bound
+    off_of = {t: on.memory.offsets[on.root(t)] for t in ("r0", "r2")}
+    assert off_of["r0"] == off_of["r2"]
+
+
 def test_a_kernel_writing_a_tensor_an_earlier_kernel_wrote_stays_after_it():
     """ConvTranspose lowers to a product, a zeroing of the output and a scatter-add into it:
     grouping the product with the scatter must not move the zeroing after them (dcgan gave
