@@ -114,7 +114,7 @@ def build_report(plan, stats, tc):
             entry["kernels"] = [dict({x: sub.get(x, 0) for x in ("name", "op", "flops", "modeled_seconds", "roofline_seconds",
                                                                     "dma_seconds", "compute_seconds")},
                                      fused=list(sub.get("fused", ())), dma={"predicted": _tot(sub["dma"]), "measured": None},
-                                     roofline_fraction=sub["roofline_seconds"] / sub["modeled_seconds"] if sub.get("modeled_seconds") else 0.0,
+                                     roofline_fraction=sub.get("roofline_seconds", 0.0) / sub["modeled_seconds"] if sub.get("modeled_seconds") else 0.0,
                                      **_schedule(sub)) for sub in k["kernels"]]
         kernels.append(entry)
         tot["flops"] += flops
