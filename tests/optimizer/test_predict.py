@@ -121,6 +121,27 @@ def test_cost_model_replay_is_consistent():
     assert compulsory_bytes(k) == 4 * (32 * 28 * 28 + 64 * 32 * 9 + 64 + 64 * 28 * 28)
 
 
+def test_exposed_parts_add_up_to_the_modelled_time():
+    """benchmarks/exposed_time.py reads simulate's exposed parts: the first fetch of each box,
+    the last put and the parameter struct. With the DMA and compute seconds they must give
+    back each CPE's modelled seconds through the cost model."""
+    from swbuild.backends.sunway.cost import model
+    tc = sunway()
+    p = program(conv_model(c=32, hw=28, co=64))
+    k = p.kernels[0]
+    schedule(p, tc)
+    r = simulate(k, 64, 40, tc.hardware)
+    first = r["first_fetch_seconds"]
+    assert set(first) == {b.buf for b in k.schedule.boxes if b.context != "out"}   # input, weights, bias
+    exposed = sum(first.values()) + r["last_put_seconds"] + r["para_seconds"]
+    busy = r["tiles"] > 0
+    assert k.schedule.double_buffer and (exposed[busy] > 0).all()
+    # compute-bound CPEs: their modelled seconds are compute + exposed, so every part counts
+    assert (r["compute_seconds"][busy] > r["dma_seconds"][busy] - exposed[busy]).all()
+    again = model.cpe_seconds(tc.hardware, r["dma_seconds"], r["compute_seconds"], exposed, True)
+    assert again[busy] == pytest.approx(r["cpe_seconds"][busy], rel=1e-12)
+
+
 def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
     """A lane is a spatial axis whose tile count is a multiple of the row width (8), on a chip
     whose toolchain declares the row broadcast (SW26010), unless `row_share=off`."""
