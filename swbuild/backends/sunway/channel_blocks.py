@@ -156,6 +156,12 @@ def _relaid_constant(program, k, buf, index, split, order):
     return name, program.graph.tensors[name].shape, tuple(new) + tuple(Var(f"{index[i].name}_l") for i in dims)
 
 
+def _blocked(b):
+    """Buffer b ([N][C][H][W]) viewed [N][C/8][H][W][8]."""
+    n, c, h, w = b.shape
+    return replace(b, shape=(n, c // LANES, h, w, LANES))
+
+
 def _rewrite(program, k, split, chans, blocked):
     """k with its split axes cut into blocks and lanes, the blocked tensors it touches indexed
     [N][C/8][H][W][8] and the constants it reads along split axes re-laid out to match."""
@@ -193,8 +199,7 @@ def _rewrite(program, k, split, chans, blocked):
                 blk = blk + Var(v) * iconst(c)
             if const:
                 blk = blk + iconst(const)
-            b = k.buffers[e.buf]
-            bufs[e.buf] = replace(b, shape=(b.shape[0], b.shape[1] // LANES, b.shape[2], b.shape[3], LANES))
+            bufs[e.buf] = _blocked(k.buffers[e.buf])
             i = e.index
             return Load(e.buf, (plain(i[0]), blk, plain(i[2]), plain(i[3]), Var(f"{x}_l")), e.pad)
         return None
@@ -208,8 +213,7 @@ def _rewrite(program, k, split, chans, blocked):
     red = [Axis(f"{a.name}_b", a.extent // LANES) if split.get(a.name) == "reduce" else a for a in k.reduce_axes]
     red += [Axis(f"{x}_l", LANES) for x in order if split[x] == "reduce"]
     if program.root(k.buffers[k.out].tensor) in blocked:
-        ob = k.buffers[k.out]
-        bufs[k.out] = replace(ob, shape=(ob.shape[0], ob.shape[1] // LANES, ob.shape[2], ob.shape[3], LANES))
+        bufs[k.out] = _blocked(k.buffers[k.out])
     axes += lanes_out
     return replace(k, axes=tuple(axes), reduce_axes=tuple(red), body=body, epilogue=epilogue, buffers=bufs,
                    out_offset=(0,) * len(axes))

@@ -126,7 +126,6 @@ void swemu_record_read(swemu_cpe *c, uintptr_t lo, uintptr_t hi) { add(c, &c->r,
 
 /* ---- write conflicts: bytes that two CPEs wrote by DMA in one spawn, unordered ---- */
 typedef struct { swemu_range r; int cpe; } acc;
-typedef struct { uintptr_t lo, hi; } span;
 
 static int acc_cmp(const void *x, const void *y)
 {
@@ -134,15 +133,9 @@ static int acc_cmp(const void *x, const void *y)
     return a->r.lo < b->r.lo ? -1 : a->r.lo > b->r.lo;
 }
 
-static int hull_cmp(const void *x, const void *y)
+static int range_cmp(const void *x, const void *y)     /* by start */
 {
     const swemu_range *a = x, *b = y;
-    return a->lo < b->lo ? -1 : a->lo > b->lo;
-}
-
-static int span_cmp(const void *x, const void *y)
-{
-    const span *a = x, *b = y;
     return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
@@ -179,7 +172,7 @@ uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
     uint64_t total = 0;
     uintptr_t end = 0;
     acc *w;
-    span *sp = NULL;
+    swemu_range *sp = NULL;            /* the unordered overlaps (snap unused) */
     /* fast path: CPEs whose written address hulls are disjoint cannot conflict */
     for (int i = 0; i < SWEMU_CPES; i++) {
         swemu_cpe *c = &swemu_cpes[i];
@@ -191,7 +184,7 @@ uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
         }
         nh++;
     }
-    qsort(hull, nh, sizeof *hull, hull_cmp);
+    qsort(hull, nh, sizeof *hull, range_cmp);
     for (int i = 1; i < nh; i++)
         if (hull[i].lo < hull[i - 1].hi) found = 1;
         else if (hull[i - 1].hi > hull[i].hi) hull[i].hi = hull[i - 1].hi;
@@ -201,14 +194,14 @@ uint64_t swemu_conflicts(uintptr_t *first, int *ca, int *cb)
             uintptr_t hi = w[i].r.hi < w[j].r.hi ? w[i].r.hi : w[j].r.hi;
             if (w[j].cpe == w[i].cpe || ordered(&w[i], &w[j])) continue;
             if (ns == scap) {
-                span *q = realloc(sp, (scap = 2 * scap + 64) * sizeof *sp);
+                swemu_range *q = realloc(sp, (scap = 2 * scap + 64) * sizeof *sp);
                 if (!q) { free(sp); free(w); return 0; }
                 sp = q;
             }
-            sp[ns++] = (span){w[j].r.lo, hi};
+            sp[ns++] = (swemu_range){.lo = w[j].r.lo, .hi = hi};
             if (ns == 1 || w[j].r.lo < *first) { *first = w[j].r.lo; *ca = w[i].cpe; *cb = w[j].cpe; }
         }
-    qsort(sp, ns, sizeof *sp, span_cmp);
+    qsort(sp, ns, sizeof *sp, range_cmp);
     for (size_t i = 0; i < ns; i++) {                /* the union of the overlaps */
         uintptr_t lo = sp[i].lo > end ? sp[i].lo : end;
         if (sp[i].hi > lo) total += sp[i].hi - lo;
