@@ -60,6 +60,10 @@ def one(name, target, work, mode, timeout):
                            "planned_model_traffic_ratio": g["planned_main_memory_bytes"] / rep["model_compulsory_bytes"],
                            "layers_per_group": [len(x["kernels"]) for x in g["groups"]],
                            "splits": [f"{x['split']['axis']}/{x['split']['factor']}" for x in g["groups"]]}
+        inner = [e for k in rep["kernels"] for e in k.get("kernels") or ()]
+        if rep.get("family") != "diannao":      # cross-layer weight prefetch (backends/sunway/prefetch.py)
+            doc["grouping"]["prefetch"] = {"targets": sum(1 for e in inner if e.get("prefetched")),
+                                           "saved_ms": 1e3 * sum(e.get("prefetch_saved_seconds", 0.0) for e in inner)}
     doc["status"] = "pass" if chk.get("status") == "pass" and ok else "fail"
     return doc
 

@@ -16,7 +16,8 @@ from opt_models import checked_plan, make, rand
 from swbuild.toolchain import load
 
 
-def grouped_model(c=8, hw=16):
+def grouped_model(c=8, hw=16, gain=1.0):
+    """`gain` scales every weight (wider models keep their values, and float error, small)."""
     def conv(x, y, w, k=1, s=1):
         return helper.make_node("Conv", [x, w], [y], strides=[s, s], pads=[k // 2] * 4)
     nodes = [conv("x", "a0", "wa"), helper.make_node("Relu", ["a0"], ["a"]),
@@ -24,9 +25,9 @@ def grouped_model(c=8, hw=16):
              helper.make_node("Add", ["b1", "a"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
              conv("r", "p", "wp"), conv("r", "q", "wq", 3), helper.make_node("Concat", ["p", "q"], ["cat"], axis=1),
              conv("cat", "y", "wy", 3, 2)]
-    inits = [("wa", rand(c, 3, 1, 1, seed=1, scale=0.5)), ("wb0", rand(c, c, 3, 3, seed=2, scale=0.2)),
-             ("wb1", rand(c, c, 3, 3, seed=3, scale=0.2)), ("wp", rand(c, c, 1, 1, seed=4, scale=0.3)),
-             ("wq", rand(c, c, 3, 3, seed=5, scale=0.2)), ("wy", rand(c, 2 * c, 3, 3, seed=6, scale=0.2))]
+    inits = [("wa", rand(c, 3, 1, 1, seed=1, scale=0.5 * gain)), ("wb0", rand(c, c, 3, 3, seed=2, scale=0.2 * gain)),
+             ("wb1", rand(c, c, 3, 3, seed=3, scale=0.2 * gain)), ("wp", rand(c, c, 1, 1, seed=4, scale=0.3 * gain)),
+             ("wq", rand(c, c, 3, 3, seed=5, scale=0.2 * gain)), ("wy", rand(c, 2 * c, 3, 3, seed=6, scale=0.2 * gain))]
     return make(nodes, [("x", [1, 3, hw, hw])], [("y", [1, c, hw // 2, hw // 2])], inits)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ... import __version__
 from ..common import CompileUnit, file_names, plan_head
 from .cost.predict import predict_program
+from .prefetch import adjust_entries
 from .host import Storage, host_c, model_header, para_header, runner_c, weights_asm
 from .slave import kernel_c
 from .slave_file import slave_file
@@ -24,7 +25,8 @@ def render(program, tc):
     storage = Storage(program)
     f = file_names(FILES, program.prefix)
     kernels = [kernel_c(k, tc.cores) for k in program.kernels]
-    kernels += [launch_c(ln, api_of(tc)) for ln in program.target_state.launches or () if ln.stitched]
+    by = {k.name: k for k in program.kernels}
+    kernels += [launch_c(ln, api_of(tc), by) for ln in program.target_state.launches or () if ln.stitched]
     return {
         f["host"]: host_c(program, storage, tc, v).encode(),
         f["slave"]: slave_file(program, tc, v, kernels).encode(),
@@ -38,7 +40,7 @@ def render(program, tc):
 
 def plan(program, tc):
     """What the compiler predicts for each kernel: read by check and report."""
-    entries = predict_program(program, tc)
+    entries = adjust_entries(program, predict_program(program, tc), tc)
     launches = program.target_state.launches
     if launches:
         entries = launch_entries(entries, launches, tc.hardware, tc.cores)

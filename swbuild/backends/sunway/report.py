@@ -29,7 +29,8 @@ _NO_MESSAGES = {"puts": 0, "gets": 0}
 
 
 _SCHEDULE_KEYS = ("tiles", "spatial_tiles", "reduce_steps", "grid_order", "partition", "row_shared", "shared_by", "broadcast",
-                  "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind", "group")
+                  "reduce_order", "double_buffered", "simd", "blocked", "busy_cpes", "kind", "group",
+                  "prefetched", "prefetch_saved_seconds", "prefetches_for")
 
 
 def _schedule(k):

@@ -90,59 +90,50 @@ def kernel_c(k, cores, itemsize=4):
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
     K = _K(k, cores)
     s, t = K.s, K.t
+    pf = {b.name for b in K.boxes if b.name in s.prefetched}
+    linked = bool(pf) or s.hook        # called by its launch with prefetch state (prefetch.py)
     w = Writer()
     head = [f"/* {c_comment(k.op + (' + ' + ' + '.join(k.fused) if k.fused else ''))} (node {c_comment(k.node)}) */",
-            f"/* {c_comment(str(s))} */", f"void {k.name}(void *arg)", "{"]
+            f"/* {c_comment(str(s))} */"]
+    if pf:
+        head = _prefetch_c(K, itemsize) + head
+    head += [f"static void {k.name}_in(void *arg, void *pf_, const struct sw_next *nx)" if linked
+             else f"void {k.name}(void *arg)", "{"]
+    if linked:
+        w(f"struct {k.name}_pf *pf = (struct {k.name}_pf *)pf_;" if pf else "(void)pf_;")
+        if not s.hook:
+            w("(void)nx;")
+    hook = "if (nx) nx->fn(nx->arg, nx->st);   /* the next kernel's prefetch */"
     w(f"struct {k.name}_para p;")
     w("SW_REPLY rp = 0;")
     w("sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);")
     w("SW_WAIT(rp, 1);")
-    w("const int cpe = SW_CPE_ID();")
-    counts = [math.ceil(K.ext[n] / t[n]) for n in s.grid_order]
-    if s.lane:      # row (array) sharing: units of `width` CPEs take groups, CPE c of a unit the
-        # lane tiles l*width + c (schedule/grid.py); `row` is the unit, `col` the CPE in it
-        W = s.share_width
-        counts = group_counts(counts, s.grid_order.index(s.lane), W)
-        w(f"const int row = cpe / {W}, col = cpe % {W};")
-        w(f"const int bmask = {'1 << row' if W == ROW else hex((1 << (cores // ROW)) - 1)};   /* rows a broadcast feeds */")
-        w("(void)bmask;")
-        who, units = "row", cores // W
-    else:
-        who, units = "cpe", cores
-    total = math.prod(counts)
-    if s.partition == "block":
-        q, r = divmod(total, units)
-        w(f"const long g0 = (long){who} * {q} + ({who} < {r} ? {who} : {r});")
-        w(f"const long my_n = {q} + ({who} < {r} ? 1 : 0);")
-        gstep = 1
-    else:
-        w(f"const long g0 = {who};")
-        w(f"const long my_n = {who} < {total} ? ({total}L - {who} + {units - 1}) / {units} : 0;")
-        gstep = units
-    w("if (my_n <= 0) return;")
+    counts, gstep = _deal(w, K, cores, (hook + " return;") if s.hook else "return;")
     acc_n = math.prod(t[n] for n in K.sp)
     allocs = [("acc", ldm_align(acc_n * itemsize))]
     for b in K.boxes:
         allocs.append((f"X_{b.name}", ldm_align(b.cap(t) * itemsize) * b.halves))
     for name, n in allocs:
-        w(f"float *{name} = (float *)ldm_malloc({n});")
+        if name[2:] in pf and name.startswith("X_"):
+            w(f"float *{name} = pf ? pf->{name} : (float *)ldm_malloc({n});")
+        else:
+            w(f"float *{name} = (float *)ldm_malloc({n});")
     for b in K.boxes:
         nd = max(len(b.shape), 1)
-        w(f"SW_REPLY rp_{b.name}[2] = {{0, 0}};")
-        w(f"int ng_{b.name}[2] = {{0, 0}}, val_{b.name}[2] = {{0, 0}}, fresh_{b.name}[2] = {{0, 0}};")
-        w(f"int lo_{b.name}[2][{nd}], hi_{b.name}[2][{nd}];")
-        w(f"int cur_{b.name} = {1 if b.halves == 2 else 0}, pend_{b.name} = 0;")
+        if b.name in pf:
+            _state_of_prefetched(w, b.name, nd)
+        else:
+            w(f"SW_REPLY rp_{b.name}[2] = {{0, 0}};")
+            w(f"int ng_{b.name}[2] = {{0, 0}}, val_{b.name}[2] = {{0, 0}}, fresh_{b.name}[2] = {{0, 0}};")
+            w(f"int lo_{b.name}[2][{nd}], hi_{b.name}[2][{nd}];")
+            w(f"int cur_{b.name} = {1 if b.halves == 2 else 0}, pend_{b.name} = 0;")
         if b.shared:
             w(f"int nb_{b.name} = 0;   /* broadcasts of this box so far: the next issuer */")
         if b.pad_dims:
             w(f"static const int shape_{b.name}[{len(b.shape)}] = {{{', '.join(map(str, b.shape))}}};")
     w("SW_REPLY rp_out = 0;")
     w("int ng_out = 0;")
-    for n in K.sp + K.s.red_order:
-        w(f"int T0_{n} = 0, TN_{n} = 0, NT0_{n} = 0, NTN_{n} = 0;")
-    for n in K.red:
-        if n not in s.red_order:
-            w(f"const int T0_{n} = 0, TN_{n} = {K.ext[n]}, NT0_{n} = 0, NTN_{n} = {K.ext[n]};")
+    _step_vars(w, K)
     w(f"const long S = my_n * {K.nsteps}L;")
     w("int rstep = 0;")
     db = [b for b in K.boxes if b.halves == 2]
@@ -154,7 +145,14 @@ def kernel_c(k, cores, itemsize=4):
         w("/* prologue: fetch the first step's double-buffered boxes */")
         _decode(w, K, "0", "NT", counts, gstep, None)
         for b in db:
-            _prefetch(w, K, b, "NT", itemsize)
+            if b.name in pf:        # the previous kernel of the launch issued it
+                w.open("if (!pf)")
+                _prefetch(w, K, b, "NT", itemsize)
+                w.close()
+            else:
+                _prefetch(w, K, b, "NT", itemsize)
+    if s.hook:
+        w(hook)
     w.open("for (long s = 0; s < S; s++)")
     _decode(w, K, "s", "T", counts, gstep, "rstep")
     if shared_db:
@@ -207,8 +205,109 @@ def kernel_c(k, cores, itemsize=4):
     w.close()
     w("SW_WAIT(rp_out, ng_out);")
     for name, n in reversed(allocs):
-        w(f"ldm_free({name}, {n});")
-    return "\n".join(head + w.lines + ["}", ""])
+        if name[2:] in pf and name.startswith("X_"):
+            w(f"if (!pf) ldm_free({name}, {n});   /* else the launch frees it */")
+        else:
+            w(f"ldm_free({name}, {n});")
+    tail = ["}", ""]
+    if linked:      # the kernel alone (a launch of its own)
+        tail += [f"void {k.name}(void *arg)", "{", f"    {k.name}_in(arg, 0, 0);", "}", ""]
+    return "\n".join(head + w.lines + tail)
+
+
+def _deal(w, K, cores, early):
+    """This CPE's share of the tile grid: g0, my_n (and row, col under sharing); `early`
+    ends the function of a CPE with no tiles. Returns (grid counts, grid step)."""
+    s = K.s
+    w("const int cpe = SW_CPE_ID();")
+    counts = [math.ceil(K.ext[n] / K.t[n]) for n in s.grid_order]
+    if s.lane:      # row (array) sharing: units of `width` CPEs take groups, CPE c of a unit the
+        # lane tiles l*width + c (schedule/grid.py); `row` is the unit, `col` the CPE in it
+        W = s.share_width
+        counts = group_counts(counts, s.grid_order.index(s.lane), W)
+        w(f"const int row = cpe / {W}, col = cpe % {W};")
+        w(f"const int bmask = {'1 << row' if W == ROW else hex((1 << (cores // ROW)) - 1)};   /* rows a broadcast feeds */")
+        w("(void)bmask;")
+        who, units = "row", cores // W
+    else:
+        who, units = "cpe", cores
+    total = math.prod(counts)
+    if s.partition == "block":
+        q, r = divmod(total, units)
+        w(f"const long g0 = (long){who} * {q} + ({who} < {r} ? {who} : {r});")
+        w(f"const long my_n = {q} + ({who} < {r} ? 1 : 0);")
+        gstep = 1
+    else:
+        w(f"const long g0 = {who};")
+        w(f"const long my_n = {who} < {total} ? ({total}L - {who} + {units - 1}) / {units} : 0;")
+        gstep = units
+    w(f"if (my_n <= 0) {{ {early} }}" if early != "return;" else "if (my_n <= 0) return;")
+    return counts, gstep
+
+
+def _step_vars(w, K, prefixes=("T", "NT")):
+    """The current (T) and next (NT) step's tile origins and extents per axis."""
+    for n in K.sp + K.s.red_order:
+        w(f"int {', '.join(f'{P}0_{n} = 0, {P}N_{n} = 0' for P in prefixes)};")
+    for n in K.red:
+        if n not in K.s.red_order:
+            w(f"const int {', '.join(f'{P}0_{n} = 0, {P}N_{n} = {K.ext[n]}' for P in prefixes)};")
+
+
+def _state_of_prefetched(w, n, nd):
+    """A prefetched box's reply words, counters and resident footprints: the launch's (in the
+    prefetch state) when called with one, else the kernel's own."""
+    w(f"SW_REPLY own_rp_{n}[2] = {{0, 0}};")
+    w(f"int own_ng_{n}[2] = {{0, 0}}, own_val_{n}[2] = {{0, 0}}, own_fresh_{n}[2] = {{0, 0}};")
+    w(f"int own_lo_{n}[2][{nd}], own_hi_{n}[2][{nd}];")
+    w(f"SW_REPLY *rp_{n} = pf ? pf->rp_{n} : own_rp_{n};")
+    w(f"int *ng_{n} = pf ? pf->ng_{n} : own_ng_{n}, *val_{n} = pf ? pf->val_{n} : own_val_{n};")
+    w(f"int *fresh_{n} = pf ? pf->fresh_{n} : own_fresh_{n};")
+    w(f"int (*lo_{n})[{nd}] = pf ? pf->lo_{n} : own_lo_{n}, (*hi_{n})[{nd}] = pf ? pf->hi_{n} : own_hi_{n};")
+    w(f"int cur_{n} = 1, pend_{n} = pf ? pf->pend_{n} : 0;")
+
+
+def _prefetch_c(K, itemsize):
+    """The prefetch state of a target kernel and the function that fills it: the previous
+    kernel of the launch calls it (through struct sw_next) once its own first fetches are
+    under way. It reads the parameter struct, deals the grid as the kernel will, and issues
+    the first step's fetch of the prefetched boxes exactly as the kernel's prologue would."""
+    k = K.k
+    pf = [b for b in K.boxes if b.name in K.s.prefetched]
+    st = [f"struct {k.name}_pf {{", f"    struct {k.name}_para p;"]
+    for b in pf:
+        nd = max(len(b.shape), 1)
+        n = b.name
+        st += [f"    float *X_{n};", f"    SW_REPLY rp_{n}[2];",
+               f"    int ng_{n}[2], val_{n}[2], fresh_{n}[2], lo_{n}[2][{nd}], hi_{n}[2][{nd}], pend_{n};"]
+    st += ["};"]
+    w = Writer()
+    w(f"struct {k.name}_pf *f = (struct {k.name}_pf *)state;")
+    w("SW_REPLY rp = 0;")
+    w("sw_get(&f->p, arg, (int)sizeof(f->p), 0, 0, &rp);")
+    w("SW_WAIT(rp, 1);")
+    w(f"const struct {k.name}_para p = f->p;")
+    for b in pf:
+        n = b.name
+        w(f"f->rp_{n}[0] = f->rp_{n}[1] = 0;")
+        w(f"f->ng_{n}[0] = f->ng_{n}[1] = f->val_{n}[0] = f->val_{n}[1] = f->fresh_{n}[0] = f->fresh_{n}[1] = 0;")
+        w(f"f->pend_{n} = 0;")
+    counts, gstep = _deal(w, K, K.cores, "return;")
+    for b in pf:
+        n, nd = b.name, max(len(b.shape), 1)
+        w(f"float *X_{n} = f->X_{n};")
+        w(f"SW_REPLY *rp_{n} = f->rp_{n};")
+        w(f"int *ng_{n} = f->ng_{n}, *val_{n} = f->val_{n}, *fresh_{n} = f->fresh_{n};")
+        w(f"int (*lo_{n})[{nd}] = f->lo_{n}, (*hi_{n})[{nd}] = f->hi_{n};")
+        w(f"int cur_{n} = 1, pend_{n} = 0;")
+    _step_vars(w, K, ("NT",))
+    _decode(w, K, "0", "NT", counts, gstep, None)
+    for b in pf:
+        _prefetch(w, K, b, "NT", itemsize)
+        w(f"f->pend_{b.name} = pend_{b.name};")
+    w("(void)p;")
+    return st + ["", f"/* {k.name}'s first fetch of {', '.join(b.name for b in pf)}: issued by the previous kernel of its launch */",
+                 f"static void {k.name}_prefetch(void *arg, void *state)", "{"] + w.lines + ["}", ""]
 
 
 def _decode(w, K, sexpr, P, counts, gstep, rvar):

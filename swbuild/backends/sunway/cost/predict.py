@@ -209,7 +209,7 @@ def boxes_key(sched):
                   tuple(b.pad_dims)) for b in sched.boxes)
 
 
-def _replay_key(k, cores, para):
+def replay_key(k, cores, para):
     """What simulate(k, cores, para, hw) depends on: the kernel's axes and expressions, its
     buffers' shapes and its schedule (tiles, orders, deal, sharing, buffering, vector plan and
     boxes_key). Repeated layers have the same key."""
@@ -223,7 +223,7 @@ def _replay_key(k, cores, para):
 def predict_program(program, tc):
     out = []
     hw = tc.hardware
-    replays = {}            # _replay_key -> simulate's result: repeated layers are replayed once
+    replays = {}            # replay_key -> simulate's result: repeated layers are replayed once
     for k in program.kernels:
         para = 8 * len(k.buffers)
         if k.kind != "compute":
@@ -235,7 +235,7 @@ def predict_program(program, tc):
                         "modeled_seconds": float(sch.modeled_seconds), "roofline_seconds": float(sch.roofline_seconds),
                         "compulsory_bytes": int(sch.compulsory_bytes), **getattr(sch, "report", {})})
             continue
-        key = _replay_key(k, tc.cores, para)
+        key = replay_key(k, tc.cores, para)
         r = replays.get(key)
         if r is None:
             r = replays[key] = simulate(k, tc.cores, para, hw)
@@ -269,4 +269,5 @@ def _flops(k):
         return 0
 
 
-__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "boxes_key", "SPECIAL_PREDICTORS"]
+__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "boxes_key", "replay_key",
+           "SPECIAL_PREDICTORS"]

@@ -31,6 +31,8 @@ class Schedule:
     notes: list = field(default_factory=list)
     lane: str = None            # row sharing: the axis a mesh row splits (grid.py), or None
     share_width: int = 8        # CPEs a broadcast feeds: a mesh row, or all 64 (array sharing)
+    prefetched: tuple = ()      # constant boxes whose first fetch the previous kernel of the launch issues (prefetch.py)
+    hook: bool = False          # issues the next kernel's prefetch once its own first fetches are under way
 
     @property
     def order(self):
@@ -47,6 +49,8 @@ class Schedule:
         blk = [b.buf for b in self.boxes if b.blocked is not None]
         if blk:
             extra.append(f"blocked {blk}")
+        if self.prefetched:
+            extra.append(f"first fetch of {list(self.prefetched)} issued by the previous kernel")
         if self.lane:
             who = "rows" if self.share_width == 8 else f"all {self.share_width} CPEs"
             extra.append(f"{who} split {self.lane}, broadcast {[b.buf for b in self.boxes if b.shared]}")

@@ -1,0 +1,170 @@
+"""Cross-layer weight prefetch inside a grouped launch (issue 16, the paper's cross-layer
+instruction scheduling): the previous kernel of the launch issues the first fetch of the next
+kernel's constant boxes (its weights and biases) once its own first fetches are under way, so
+that DMA overlaps the previous kernel's compute instead of stalling the next one's start.
+
+A kernel is a target when its previous kernel in the launch is double-buffered and not a
+target itself, the boxes are double-buffered, fetched by each CPE alone (not broadcast) and
+read constants (the data is final before the launch: no barrier orders it), and the previous
+kernel's LDM plus the prefetched halves fit the budget. The launch allocates those halves
+before the previous kernel runs and frees them after the target returns, so every LDM block
+is freed in the reverse order of its allocation. A target's predecessor is no target: chains
+would free out of order.
+
+The DMA is the same: the target's boxes move the same bytes, plus one fetch of its parameter
+struct per CPE (the prefetch reads the buffer addresses from it), so predicted DMA stays
+exact. The cost model moves the boxes' first-fetch seconds from the target's exposed time
+into the previous kernel's DMA stream (overlapped with its compute when double-buffered), and
+the parameter fetch into its exposed time; a pair is chosen only when the two together model
+faster.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .cost import model
+from .cost.predict import replay_key, simulate
+from .schedule.kernel_schedule import ldm_align
+
+
+def prefetched_halves(k):
+    """(box name, LDM bytes of both halves) of a target's prefetched boxes, in box order:
+    what its launch allocates for them."""
+    s = k.schedule
+    return [(b.name, ldm_align(b.cap(s.tiles) * 4) * 2) for b in s.boxes if b.name in s.prefetched]
+
+
+def candidates(program, k):
+    """Boxes of `k` the previous kernel may fetch: double-buffered, per CPE, constant, one box per buffer."""
+    s, g = k.schedule, program.graph
+    per_buf = {}
+    for b in s.boxes:
+        per_buf[b.buf] = per_buf.get(b.buf, 0) + 1
+    out = []
+    for b in s.boxes:
+        if b.context == "out" or b.halves != 2 or b.shared or b.pad_dims or per_buf[b.buf] != 1:
+            continue
+        t = g.tensors.get(program.root(k.buffers[b.buf].tensor)) if g is not None else None
+        if t is not None and t.data is not None:
+            out.append(b)
+    return out
+
+
+def _at(v, cores):
+    return np.broadcast_to(np.asarray(v, float), (cores,))
+
+
+def _exposed(r, cores):
+    return sum((_at(v, cores) for v in r["first_fetch_seconds"].values()), np.zeros(cores)) + \
+        _at(r["last_put_seconds"], cores) + _at(r["para_seconds"], cores)
+
+
+def pair_seconds(hw, cores, prev, nxt, rp, rn, bufs):
+    """Per-CPE seconds of (previous kernel, target) when the previous one issues the target's
+    first fetch of `bufs` (simulate results rp, rn)."""
+    f = sum((_at(rn["first_fetch_seconds"].get(b, 0.0), cores) for b in bufs), np.zeros(cores))
+    cn = model.cpe_seconds(hw, rn["dma_seconds"] - f, rn["compute_seconds"], _exposed(rn, cores) - f,
+                           nxt.schedule.double_buffer)
+    cn = np.where(rn["tiles"] > 0, cn, rn["para_seconds"])
+    para = 8 * len(nxt.buffers)
+    pp = model.dma_seconds_per_cpe(hw, para, para)      # the prefetch reads the target's parameter struct
+    cp = model.cpe_seconds(hw, rp["dma_seconds"] + f + pp, rp["compute_seconds"], _exposed(rp, cores) + pp,
+                           prev.schedule.double_buffer)
+    cp = np.where(rp["tiles"] > 0, cp, rp["para_seconds"] + pp)
+    return cp, cn
+
+
+class Simulations:
+    """simulate() per kernel, repeated layers once."""
+
+    def __init__(self, hw, cores):
+        self.hw, self.cores, self.memo = hw, cores, {}
+
+    def __call__(self, k):
+        para = 8 * len(k.buffers)
+        key = replay_key(k, self.cores, para)
+        if key not in self.memo:
+            self.memo[key] = simulate(k, self.cores, para, self.hw)
+        return self.memo[key]
+
+
+def prefetch_weights(program, target, options):
+    """Option `grouping`: in a launch, a kernel issues the next one's first fetch of its weights.
+    Each pair's gain is modelled alone (its previous kernel no target); no two consecutive
+    kernels are both targets, and among such choices the one with the largest summed gain is
+    taken (a path's heaviest independent set)."""
+    launches = program.target_state.launches
+    if not launches:
+        return program
+    hw, cores = target.hardware, target.cores
+    sim = Simulations(hw, cores)
+    by = {k.name: k for k in program.kernels}
+    for ln in launches:
+        ks = [by[n] for n in ln.kernels] if ln.stitched else []
+        gains = [(0.0, ())] + [_gain(program, hw, cores, sim, prev, nxt) for prev, nxt in zip(ks, ks[1:])]
+        for j in _heaviest_independent(gains):
+            ks[j].schedule.prefetched = gains[j][1]
+            ks[j - 1].schedule.hook = True
+    return program
+
+
+def _gain(program, hw, cores, sim, prev, nxt):
+    """(modelled seconds saved, box names) of `prev` prefetching `nxt`'s constant boxes that
+    fit beside its own LDM; (0, ()) when nothing fits or it does not pay."""
+    if not prev.schedule.double_buffer:
+        return 0.0, ()
+    room = prev.schedule.ldm_budget - prev.schedule.ldm_bytes
+    chosen = []
+    for b in candidates(program, nxt):
+        need = ldm_align(b.cap(nxt.schedule.tiles) * 4) * 2
+        if need <= room:
+            chosen.append(b)
+            room -= need
+    if not chosen:
+        return 0.0, ()
+    rp, rn = sim(prev), sim(nxt)
+    cp, cn = pair_seconds(hw, cores, prev, nxt, rp, rn, [b.buf for b in chosen])
+    saved = float(rp["cpe_seconds"].max()) + float(rn["cpe_seconds"].max()) - float(cp.max()) - float(cn.max())
+    return (saved, tuple(b.name for b in chosen)) if saved > 0 else (0.0, ())
+
+
+def _heaviest_independent(gains):
+    """Indices with positive gain, no two adjacent, of the largest total (dynamic programming)."""
+    best = [(0.0, [])]                 # best[i]: the best choice among indices < i
+    for i, (g, _) in enumerate(gains):
+        skip = best[-1]
+        before = best[-2] if len(best) > 1 else (0.0, [])
+        take = (before[0] + g, before[1] + [i])
+        best.append(take if g > 0 and take[0] > skip[0] else skip)
+    return best[-1][1]
+
+
+def adjust_entries(program, entries, tc):
+    """The plan's per-kernel entries (cost/predict.py) with the prefetch links applied: a
+    target's DMA gains the prefetch's fetch of its parameter struct on every CPE, its
+    modelled time loses the prefetched first fetches; its previous kernel's modelled time
+    carries them (pair_seconds) and its LDM holds the prefetched halves."""
+    by = {k.name: k for k in program.kernels}
+    idx = {e["name"]: i for i, e in enumerate(entries)}
+    sim = Simulations(tc.hardware, tc.cores)
+    for ln in program.target_state.launches or ():
+        for prev, nxt in zip(ln.kernels, ln.kernels[1:]):
+            kp, kn = by[prev], by[nxt]
+            if not getattr(kn.schedule, "prefetched", ()):
+                continue
+            bufs = [b.buf for b in kn.schedule.boxes if b.name in kn.schedule.prefetched]
+            cp, cn = pair_seconds(tc.hardware, tc.cores, kp, kn, sim(kp), sim(kn), bufs)
+            ep, en = dict(entries[idx[prev]]), dict(entries[idx[nxt]])
+            ep["modeled_seconds"] = model.kernel_seconds(tc.hardware, cp)
+            ep["ldm_bytes"] = int(ep["ldm_bytes"]) + sum(n for _, n in prefetched_halves(kn))
+            ep["prefetches_for"] = nxt
+            para = 8 * len(kn.buffers)
+            en["dma"] = {"get": {"ops": en["dma"]["get"]["ops"] + tc.cores,
+                                 "bytes": en["dma"]["get"]["bytes"] + tc.cores * para},
+                         "put": dict(en["dma"]["put"])}
+            en["modeled_seconds"] = model.kernel_seconds(tc.hardware, cn)
+            en["prefetched"] = bufs
+            en["prefetch_saved_seconds"] = (float(entries[idx[prev]]["modeled_seconds"]) + float(entries[idx[nxt]]["modeled_seconds"])
+                                            - ep["modeled_seconds"] - en["modeled_seconds"])
+            entries[idx[prev]], entries[idx[nxt]] = ep, en
+    return entries
