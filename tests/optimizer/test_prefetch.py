@@ -1,5 +1,5 @@
-"""Cross-layer weight prefetch in grouped launches (backends/sunway/prefetch.py): the
-previous kernel of a launch issues the next one's first fetch of its constant boxes.
+"""Cross-layer prefetch in grouped launches (backends/sunway/prefetch.py): the previous
+kernel of a launch issues the next one's first fetch of the boxes it does not write.
 
 Under the emulator the prefetched build still matches onnxruntime with every launch's DMA
 predicted exactly, no race or conflict and LDM within budget; the plan's arithmetic moves
@@ -12,9 +12,12 @@ import random
 import onnx
 import pytest
 
-from opt_models import checked_plan
+from onnx import helper
+
+from opt_models import checked_plan, make, rand
 from swbuild.backends.sunway.cost.predict import predict_program
-from swbuild.backends.sunway.prefetch import _heaviest_independent, adjust_entries, candidates, prefetched_halves
+from swbuild.backends.sunway.prefetch import (_heaviest_independent, adjust_entries, candidates, prefetched_halves,
+                                              storage)
 from swbuild.compiler import build_program
 from swbuild.toolchain import load
 from test_grouping_emulated import grouped_model
@@ -26,6 +29,20 @@ def model_file(tmp_path_factory):
     p = tmp_path_factory.mktemp("prefetch") / "prefetch.onnx"
     onnx.save(grouped_model(c=32, hw=32, gain=0.4), p)
     return p
+
+
+def branches(c, hw, gain=0.3):
+    """Three branches read one activation (the later ones read it from two kernels back, by row
+    broadcast) and a Concat written in place feeds the last convolution."""
+    def conv(x, y, w, k=1):
+        return helper.make_node("Conv", [x, w], [y], pads=[k // 2] * 4)
+    nodes = [conv("x", "a0", "w0", 3), helper.make_node("Relu", ["a0"], ["a"]), conv("a", "p", "w1"),
+             conv("a", "q", "w2", 3), conv("a", "r", "w3", 3), helper.make_node("Concat", ["p", "q", "r"], ["cat"], axis=1),
+             conv("cat", "y", "w4")]
+    inits = [("w0", rand(c, 3, 3, 3, seed=1, scale=gain)), ("w1", rand(c, c, 1, 1, seed=2, scale=gain)),
+             ("w2", rand(c, c, 3, 3, seed=3, scale=gain * 0.3)), ("w3", rand(c, c, 3, 3, seed=4, scale=gain * 0.3)),
+             ("w4", rand(c, 3 * c, 1, 1, seed=5, scale=gain * 0.3))]
+    return make(nodes, [("x", [1, 3, hw, hw])], [("y", [1, c, hw, hw])], inits)
 
 
 def _targets(plan):
@@ -66,7 +83,7 @@ def test_plan_moves_the_first_fetch_into_the_previous_kernel(model_file):
                 assert "prefetched" not in by_adj[nxt]
                 continue
             seen += 1
-            ok = {b.name for b in candidates(p, k)}
+            ok = {b.name for b in candidates(p, kernels[prev], k)}
             assert set(k.schedule.prefetched) <= ok and kernels[prev].schedule.hook
             r0, r1, a0, a1 = by_raw[prev], by_raw[nxt], by_adj[prev], by_adj[nxt]
             assert a1["modeled_seconds"] < r1["modeled_seconds"] and a0["modeled_seconds"] >= r0["modeled_seconds"]
@@ -76,9 +93,38 @@ def test_plan_moves_the_first_fetch_into_the_previous_kernel(model_file):
             assert a1["dma"]["get"] == {"ops": r1["dma"]["get"]["ops"] + tc.cores,
                                         "bytes": r1["dma"]["get"]["bytes"] + tc.cores * para}
             assert a1["dma"]["put"] == r1["dma"]["put"]
+            written = storage(p, kernels[prev].buffers[kernels[prev].out].tensor)
+            assert all(storage(p, k.buffers[b.buf].tensor) != written
+                       for b in k.schedule.boxes if b.name in k.schedule.prefetched)
             held = sum(n for _, n in prefetched_halves(k))
             assert a0["ldm_bytes"] == r0["ldm_bytes"] + held <= a0["ldm_budget"]
     assert seen
+
+
+def test_broadcast_box_of_an_older_activation_is_prefetched(tmp_path):
+    """The third branch's input comes from two kernels back by row broadcast: the branch
+    before it issues that broadcast (its column-0 CPEs), and the result still matches."""
+    f = tmp_path / "branches.onnx"
+    onnx.save(branches(32, 28), f)
+    plan = checked_plan(f, tmp_path / "out", "sunway-emu")
+    shared = [set(nxt["prefetched"]) & set(nxt["broadcast"]) for _, nxt in _targets(plan)]
+    assert any(shared), "the model was chosen so that a broadcast box is prefetched"
+
+
+def test_a_concat_the_previous_kernel_writes_into_is_not_prefetched(tmp_path):
+    """The last convolution reads the Concat whose third part the kernel before it writes in
+    place: that read cannot be issued before the part is written."""
+    f = tmp_path / "branches.onnx"
+    onnx.save(branches(64, 28), f)
+    tc = load("sunway-emu")
+    p = build_program(str(f), tc, "branches")
+    last = p.kernels[-1]
+    assert "cat" in {b.tensor for b in last.buffers.values()} and storage(p, "r") == storage(p, "cat")
+    prev = p.kernels[-2]
+    assert storage(p, prev.buffers[prev.out].tensor) == storage(p, "cat")
+    reads_cat = [b.name for b in last.schedule.boxes if last.buffers[b.buf].tensor == "cat"]
+    assert reads_cat and not set(reads_cat) & set(last.schedule.prefetched)
+    assert not set(reads_cat) & {b.name for b in candidates(p, prev, last)}
 
 
 def test_grouping_off_prefetches_nothing(model_file, tmp_path):

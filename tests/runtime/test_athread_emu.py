@@ -144,6 +144,21 @@ def test_write_conflicts(good):
     assert warns == [f"swemu: warning: kernel k_conflict: 2016 write conflicts, first at {base + 32:#x} by CPE 0 and 1"]
 
 
+def test_get_in_flight_across_a_barrier_orders_later_reads(prog, tmp_path):
+    """A get issued before an array barrier and waited after it (prefetch across kernels of a
+    grouped launch) may land inside the barrier, on the spin timer. Accesses after the barrier
+    are still ordered after the other CPEs' writes before it: no race. (The clock snapshot a
+    landing took inside the barrier, before the members' clocks merged, used to be reused
+    after it; every neighbour read then looked unordered.)"""
+    stats = tmp_path / "stats.json"
+    rounds = 300
+    p = run(prog, "inflight", rounds, stats=stats, SWEMU_SPIN_US="1")
+    assert p.returncode == 0, p.stderr
+    k = kernel(json.loads(stats.read_text()), "k_inflight")
+    assert (k["races"], k["write_conflicts"], k["dma"]["get"]["ops"]) == (0, 0, 64 * 2 * rounds), p.stderr
+
+
+
 def test_barriers_and_ldm_variables(good):
     ids = np.arange(64)
     row, col = ids // 8, ids % 8

@@ -13,7 +13,7 @@ from .schedule.passes import (SunwayState, block_constants, choose_buffering, ch
                               choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic,
                               schedule_special_kernels)
 from .schedule.split import split_reductions
-from .prefetch import prefetch_weights
+from .prefetch import prefetch_next_kernel
 from .stitch import group_launches
 
 STATE = SunwayState
@@ -36,5 +36,5 @@ PIPELINE = [
     lay_out_ldm,                # LDM halves and bytes: the kernel's Schedule
     choose_partition,           # grid order and cyclic/block deal over the CPEs
     group_launches,             # option grouping: a group's kernels in one athread_spawn
-    prefetch_weights,           # in a launch, a kernel issues the next one's first weight fetch
+    prefetch_next_kernel,       # in a launch, a kernel issues the next one's first fetches
 ]

@@ -1,22 +1,27 @@
-"""Cross-layer weight prefetch inside a grouped launch (issue 16, the paper's cross-layer
+"""Cross-layer prefetch inside a grouped launch (issue 16, the paper's cross-layer
 instruction scheduling): the previous kernel of the launch issues the first fetch of the next
-kernel's constant boxes (its weights and biases) once its own first fetches are under way, so
-that DMA overlaps the previous kernel's compute instead of stalling the next one's start.
+kernel's boxes once its own first fetches are under way, so that DMA overlaps the previous
+kernel's compute instead of stalling the next one's start.
 
-A kernel is a target when its previous kernel in the launch is double-buffered and not a
-target itself, the boxes are double-buffered, fetched by each CPE alone (not broadcast) and
-read constants (the data is final before the launch: no barrier orders it), and the previous
-kernel's LDM plus the prefetched halves fit the budget. The launch allocates those halves
-before the previous kernel runs and frees them after the target returns, so every LDM block
-is freed in the reverse order of its allocation. A target's predecessor is no target: chains
-would free out of order.
+A box qualifies when it is double-buffered, its buffer has no other box, and it reads a
+tensor the previous kernel does not write: weights and other constants, graph inputs, and
+activations of earlier kernels (complete at the barrier that opens the previous kernel; the
+static memory plan gives the previous kernel's output no byte of a tensor live after it).
+Broadcast boxes qualify too: the whole row (array) records the footprint and the CPE that
+would have issued the kernel's first broadcast issues it. A kernel is a target when its
+previous kernel is double-buffered and not a target itself, and the prefetched halves fit
+beside the previous kernel's LDM. The launch allocates those halves before the barrier that
+opens the previous kernel (every CPE holds them before any broadcast lands) and frees them
+after the target returns, so every LDM block is freed in the reverse order of its
+allocation; chains (a target's previous kernel a target too) would free out of order.
 
 The DMA is the same: the target's boxes move the same bytes, plus one fetch of its parameter
 struct per CPE (the prefetch reads the buffer addresses from it), so predicted DMA stays
-exact. The cost model moves the boxes' first-fetch seconds from the target's exposed time
-into the previous kernel's DMA stream (overlapped with its compute when double-buffered), and
-the parameter fetch into its exposed time; a pair is chosen only when the two together model
-faster.
+exact. The cost model takes the boxes' first-fetch wait off the target's exposed time, moves
+their DMA seconds into the previous kernel's DMA stream on the CPE that issues them
+(overlapped with its compute when double-buffered) and charges the previous kernel the
+parameter fetch; among non-adjacent targets the set with the largest modelled saving is
+chosen.
 """
 from __future__ import annotations
 
@@ -34,20 +39,28 @@ def prefetched_halves(k):
     return [(b.name, ldm_align(b.cap(s.tiles) * 4) * 2) for b in s.boxes if b.name in s.prefetched]
 
 
-def candidates(program, k):
-    """Boxes of `k` the previous kernel may fetch: double-buffered, per CPE, constant, one box per buffer."""
-    s, g = k.schedule, program.graph
+def storage(program, t):
+    """The allocation a tensor's bytes belong to: its alias root, or the Concat output it is
+    written into in place (optimizer/memory.py: inplace_concat), outermost."""
+    t = program.root(t)
+    while t in program.slices:
+        t = program.root(program.slices[t][0])
+    return t
+
+
+def candidates(program, prev, k):
+    """Boxes of `k` its previous kernel `prev` may fetch: double-buffered, one box per buffer,
+    reading an allocation `prev` does not write into (so it is complete at the barrier before
+    `prev`: constants, graph inputs, activations of earlier kernels; the static memory plan
+    gives `prev`'s output no byte of a tensor live after it). A Concat written in place is one
+    allocation: a part `prev` writes makes the whole Concat off limits."""
+    s = k.schedule
+    written = storage(program, prev.buffers[prev.out].tensor)
     per_buf = {}
     for b in s.boxes:
         per_buf[b.buf] = per_buf.get(b.buf, 0) + 1
-    out = []
-    for b in s.boxes:
-        if b.context == "out" or b.halves != 2 or b.shared or b.pad_dims or per_buf[b.buf] != 1:
-            continue
-        t = g.tensors.get(program.root(k.buffers[b.buf].tensor)) if g is not None else None
-        if t is not None and t.data is not None:
-            out.append(b)
-    return out
+    return [b for b in s.boxes if b.context != "out" and b.halves == 2 and per_buf[b.buf] == 1
+            and storage(program, k.buffers[b.buf].tensor) != written]
 
 
 def _at(v, cores):
@@ -59,16 +72,24 @@ def _exposed(r, cores):
         _at(r["last_put_seconds"], cores) + _at(r["para_seconds"], cores)
 
 
-def pair_seconds(hw, cores, prev, nxt, rp, rn, bufs):
+def pair_seconds(hw, cores, prev, nxt, rp, rn, boxes):
     """Per-CPE seconds of (previous kernel, target) when the previous one issues the target's
-    first fetch of `bufs` (simulate results rp, rn)."""
-    f = sum((_at(rn["first_fetch_seconds"].get(b, 0.0), cores) for b in bufs), np.zeros(cores))
-    cn = model.cpe_seconds(hw, rn["dma_seconds"] - f, rn["compute_seconds"], _exposed(rn, cores) - f,
+    first fetch of `boxes` (simulate results rp, rn). Every CPE stops waiting for them; the
+    DMA itself moves to the CPE that issues it (a broadcast's: the first CPE of each row or
+    of the array, as slave.py deals them)."""
+    cpe = np.arange(cores)
+    wait = np.zeros(cores)
+    moved = np.zeros(cores)
+    for b in boxes:
+        f = _at(rn["first_fetch_seconds"].get(b.buf, 0.0), cores)
+        wait = wait + f
+        moved = moved + (np.where(cpe % nxt.schedule.share_width == 0, f, 0.0) if b.shared else f)
+    cn = model.cpe_seconds(hw, rn["dma_seconds"] - moved, rn["compute_seconds"], _exposed(rn, cores) - wait,
                            nxt.schedule.double_buffer)
     cn = np.where(rn["tiles"] > 0, cn, rn["para_seconds"])
     para = 8 * len(nxt.buffers)
     pp = model.dma_seconds_per_cpe(hw, para, para)      # the prefetch reads the target's parameter struct
-    cp = model.cpe_seconds(hw, rp["dma_seconds"] + f + pp, rp["compute_seconds"], _exposed(rp, cores) + pp,
+    cp = model.cpe_seconds(hw, rp["dma_seconds"] + moved + pp, rp["compute_seconds"], _exposed(rp, cores) + pp,
                            prev.schedule.double_buffer)
     cp = np.where(rp["tiles"] > 0, cp, rp["para_seconds"] + pp)
     return cp, cn
@@ -88,8 +109,8 @@ class Simulations:
         return self.memo[key]
 
 
-def prefetch_weights(program, target, options):
-    """Option `grouping`: in a launch, a kernel issues the next one's first fetch of its weights.
+def prefetch_next_kernel(program, target, options):
+    """Option `grouping`: in a launch, a kernel issues the next one's first fetches it does not write.
     Each pair's gain is modelled alone (its previous kernel no target); no two consecutive
     kernels are both targets, and among such choices the one with the largest summed gain is
     taken (a path's heaviest independent set)."""
@@ -109,23 +130,25 @@ def prefetch_weights(program, target, options):
 
 
 def _gain(program, hw, cores, sim, prev, nxt):
-    """(modelled seconds saved, box names) of `prev` prefetching `nxt`'s constant boxes that
-    fit beside its own LDM; (0, ()) when nothing fits or it does not pay."""
+    """(modelled seconds saved, box names) of `prev` prefetching those of `nxt`'s candidate
+    boxes that fit beside its own LDM; (0, ()) when nothing fits or it does not pay."""
     if not prev.schedule.double_buffer:
         return 0.0, ()
     room = prev.schedule.ldm_budget - prev.schedule.ldm_bytes
+    rn = sim(nxt)
     chosen = []
-    for b in candidates(program, nxt):
+    # the longest first fetches first, while their halves fit beside `prev`'s LDM
+    for b in sorted(candidates(program, prev, nxt), key=lambda b: -float(np.max(rn["first_fetch_seconds"].get(b.buf, 0.0)))):
         need = ldm_align(b.cap(nxt.schedule.tiles) * 4) * 2
         if need <= room:
             chosen.append(b)
             room -= need
     if not chosen:
         return 0.0, ()
-    rp, rn = sim(prev), sim(nxt)
-    cp, cn = pair_seconds(hw, cores, prev, nxt, rp, rn, [b.buf for b in chosen])
+    rp = sim(prev)
+    cp, cn = pair_seconds(hw, cores, prev, nxt, rp, rn, chosen)
     saved = float(rp["cpe_seconds"].max()) + float(rn["cpe_seconds"].max()) - float(cp.max()) - float(cn.max())
-    return (saved, tuple(b.name for b in chosen)) if saved > 0 else (0.0, ())
+    return (saved, tuple(b.name for b in nxt.schedule.boxes if b in chosen)) if saved > 0 else (0.0, ())
 
 
 def _heaviest_independent(gains):
@@ -152,8 +175,9 @@ def adjust_entries(program, entries, tc):
             kp, kn = by[prev], by[nxt]
             if not getattr(kn.schedule, "prefetched", ()):
                 continue
-            bufs = [b.buf for b in kn.schedule.boxes if b.name in kn.schedule.prefetched]
-            cp, cn = pair_seconds(tc.hardware, tc.cores, kp, kn, sim(kp), sim(kn), bufs)
+            boxes = [b for b in kn.schedule.boxes if b.name in kn.schedule.prefetched]
+            bufs = [b.buf for b in boxes]
+            cp, cn = pair_seconds(tc.hardware, tc.cores, kp, kn, sim(kp), sim(kn), boxes)
             ep, en = dict(entries[idx[prev]]), dict(entries[idx[nxt]])
             ep["modeled_seconds"] = model.kernel_seconds(tc.hardware, cp)
             ep["ldm_bytes"] = int(ep["ldm_bytes"]) + sum(n for _, n in prefetched_halves(kn))

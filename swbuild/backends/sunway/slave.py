@@ -128,7 +128,8 @@ def kernel_c(k, cores, itemsize=4):
             w(f"int lo_{b.name}[2][{nd}], hi_{b.name}[2][{nd}];")
             w(f"int cur_{b.name} = {1 if b.halves == 2 else 0}, pend_{b.name} = 0;")
         if b.shared:
-            w(f"int nb_{b.name} = 0;   /* broadcasts of this box so far: the next issuer */")
+            first = f"pf ? pf->nb_{b.name} : 0" if b.name in pf else "0"
+            w(f"int nb_{b.name} = {first};   /* broadcasts of this box so far: the next issuer */")
         if b.pad_dims:
             w(f"static const int shape_{b.name}[{len(b.shape)}] = {{{', '.join(map(str, b.shape))}}};")
     w("SW_REPLY rp_out = 0;")
@@ -271,7 +272,9 @@ def _prefetch_c(K, itemsize):
     """The prefetch state of a target kernel and the function that fills it: the previous
     kernel of the launch calls it (through struct sw_next) once its own first fetches are
     under way. It reads the parameter struct, deals the grid as the kernel will, and issues
-    the first step's fetch of the prefetched boxes exactly as the kernel's prologue would."""
+    the first step's fetch of the prefetched boxes exactly as the kernel's prologue would (a
+    broadcast box: the whole row records it, the CPE in column 0 issues it, and the kernel
+    goes on counting broadcasts from the state)."""
     k = K.k
     pf = [b for b in K.boxes if b.name in K.s.prefetched]
     st = [f"struct {k.name}_pf {{", f"    struct {k.name}_para p;"]
@@ -280,6 +283,8 @@ def _prefetch_c(K, itemsize):
         n = b.name
         st += [f"    float *X_{n};", f"    SW_REPLY rp_{n}[2];",
                f"    int ng_{n}[2], val_{n}[2], fresh_{n}[2], lo_{n}[2][{nd}], hi_{n}[2][{nd}], pend_{n};"]
+        if b.shared:
+            st.append(f"    int nb_{n};   /* broadcasts issued so far */")
     st += ["};"]
     w = Writer()
     w(f"struct {k.name}_pf *f = (struct {k.name}_pf *)state;")
@@ -292,6 +297,8 @@ def _prefetch_c(K, itemsize):
         w(f"f->rp_{n}[0] = f->rp_{n}[1] = 0;")
         w(f"f->ng_{n}[0] = f->ng_{n}[1] = f->val_{n}[0] = f->val_{n}[1] = f->fresh_{n}[0] = f->fresh_{n}[1] = 0;")
         w(f"f->pend_{n} = 0;")
+        if b.shared:
+            w(f"f->nb_{n} = 0;")
     counts, gstep = _deal(w, K, K.cores, "return;")
     for b in pf:
         n, nd = b.name, max(len(b.shape), 1)
@@ -300,11 +307,15 @@ def _prefetch_c(K, itemsize):
         w(f"int *ng_{n} = f->ng_{n}, *val_{n} = f->val_{n}, *fresh_{n} = f->fresh_{n};")
         w(f"int (*lo_{n})[{nd}] = f->lo_{n}, (*hi_{n})[{nd}] = f->hi_{n};")
         w(f"int cur_{n} = 1, pend_{n} = 0;")
+        if b.shared:
+            w(f"int nb_{n} = 0;")
     _step_vars(w, K, ("NT",))
     _decode(w, K, "0", "NT", counts, gstep, None)
     for b in pf:
         _prefetch(w, K, b, "NT", itemsize)
         w(f"f->pend_{b.name} = pend_{b.name};")
+        if b.shared:
+            w(f"f->nb_{b.name} = nb_{b.name};")
     w("(void)p;")
     return st + ["", f"/* {k.name}'s first fetch of {', '.join(b.name for b in pf)}: issued by the previous kernel of its launch */",
                  f"static void {k.name}_prefetch(void *arg, void *state)", "{"] + w.lines + ["}", ""]

@@ -51,31 +51,36 @@ def para_structs(launches):
 
 def launch_c(ln, api, kernels=None):
     """The CPE function of a grouped launch. `kernels`: name -> Kernel, for the prefetch
-    links (prefetch.py): a target's prefetched halves are allocated before its previous
-    kernel runs (which issues their first fetch) and freed after the target returns."""
+    links (prefetch.py): a target's prefetched halves are allocated before the barrier that
+    opens its previous kernel (which issues their first fetch) and freed after the target
+    returns."""
     lines = [f"/* group {ln.group}: {c_comment(' '.join(ln.kernels))} in one launch */",
              f"void {ln.name}(void *arg)", "{", f"    struct {ln.name}_para p;", "    SW_REPLY rp = 0;",
              "    sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);", "    SW_WAIT(rp, 1);"]
     sched = {n: kernels[n].schedule for n in ln.kernels} if kernels else {}
     target = [bool(getattr(sched.get(n), "prefetched", ())) for n in ln.kernels]
+    if any(target):     # targets are never adjacent: one prefetch state is live at a time
+        members = " ".join(f"struct {n}_pf t{i};" for i, n in enumerate(ln.kernels) if target[i])
+        lines.append(f"    union {{ {members} }} pf;   /* the LDM stack holds one */")
     for i, name in enumerate(ln.kernels):
-        if target[i]:
-            lines.append(f"    struct {name}_pf pf{i};")
-    for i, name in enumerate(ln.kernels):
+        nxt = i + 1 < len(ln.kernels) and target[i + 1]
+        if nxt:     # before the barrier: a broadcast lands in every CPE's halves, allocated by then
+            k = kernels[ln.kernels[i + 1]]
+            for n, size in prefetched_halves(k):
+                lines.append(f"    pf.t{i + 1}.X_{n} = (float *)ldm_malloc({size});")
+            if not i and any(b.shared for b in k.schedule.boxes if b.name in k.schedule.prefetched):
+                lines.append(f"    {api.array_sync};   /* every CPE holds the halves a broadcast fills */")
         if i:
             lines.append(f"    {api.array_sync};   /* {name} reads what other CPEs wrote */")
-        nxt = i + 1 < len(ln.kernels) and target[i + 1]
         if nxt:
-            for n, size in prefetched_halves(kernels[ln.kernels[i + 1]]):
-                lines.append(f"    pf{i + 1}.X_{n} = (float *)ldm_malloc({size});")
-            lines.append(f"    const struct sw_next nx{i + 1} = {{{ln.kernels[i + 1]}_prefetch, p.k[{i + 1}], &pf{i + 1}}};")
+            lines.append(f"    const struct sw_next nx{i + 1} = {{{ln.kernels[i + 1]}_prefetch, p.k[{i + 1}], &pf.t{i + 1}}};")
         if target[i] or getattr(sched.get(name), "hook", False):
-            lines.append(f"    {name}_in(p.k[{i}], {f'&pf{i}' if target[i] else '0'}, {f'&nx{i + 1}' if nxt else '0'});")
+            lines.append(f"    {name}_in(p.k[{i}], {f'&pf.t{i}' if target[i] else '0'}, {f'&nx{i + 1}' if nxt else '0'});")
         else:
             lines.append(f"    {name}(p.k[{i}]);")
         if target[i]:
             for n, size in reversed(prefetched_halves(kernels[name])):
-                lines.append(f"    ldm_free(pf{i}.X_{n}, {size});")
+                lines.append(f"    ldm_free(pf.t{i}.X_{n}, {size});")
     return "\n".join(lines + ["}", ""])
 
 

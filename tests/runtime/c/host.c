@@ -11,7 +11,7 @@
 #define KERNELS(X) X(k_counts) X(k_stride) X(k_conflict) X(k_selfover) X(k_rewrite) X(k_barrier) \
     X(k_simd) X(k_leak) X(k_full) X(k_heap_over) X(k_stack_over) X(k_bad_main) \
     X(k_bad_ldm) X(k_bad_reply) X(k_bad_len) X(k_bad_free) X(k_deadlock) X(k_wait) X(k_misalign) X(k_sleep) \
-    X(k_bcast_row) X(k_bcast_all) X(k_bcast_bad) X(k_bcast_mask0) X(k_row_mode)
+    X(k_bcast_row) X(k_bcast_all) X(k_bcast_bad) X(k_bcast_mask0) X(k_row_mode) X(k_inflight)
 #define DECL(k) extern void SLAVE_FUN(k)(void *);
 KERNELS(DECL)
 
@@ -48,6 +48,12 @@ int main(int argc, char **argv)
             fwrite(tl, sizeof tl, 1, f);
             fclose(f);
         }
+        return 0;
+    }
+    if (!strcmp(mode, "inflight")) {        /* gets in flight across barriers (run with SWEMU_SPIN_US) */
+        p.heap1 = argc > 2 ? atol(argv[2]) : 100;   /* rounds */
+        athread_spawn(k_inflight, &p); athread_join();
+        athread_halt();
         return 0;
     }
     if (!strcmp(mode, "bcast")) {           /* v1 BCAST_MODE kernels (no-ops under CRTS) */

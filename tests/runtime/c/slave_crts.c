@@ -14,6 +14,7 @@ typedef crts_rply_t reply_t;
 #define GETS(l, m, len, bs, gap, rp) CRTS_dma_iget_stride((l), (m), (len), (bs), (gap), (rp))
 #define PUTS(m, l, len, bs, gap, rp) CRTS_dma_iput_stride((m), (l), (len), (bs), (gap), (rp))
 #define WAIT(rp, n) CRTS_dma_wait_value((rp), (n))
+#define SEEN_WAIT(rp, n) WAIT(rp, n)
 #define SYNC_ALL() CRTS_ssync_array()
 #define SYNC_ROW() CRTS_ssync_row()
 #define SYNC_COL() CRTS_ssync_col()

@@ -14,6 +14,7 @@ typedef volatile int reply_t;
 #define GETS(l, m, len, bs, gap, rp) athread_get(PE_MODE, (m), (l), (len), (void *)(rp), 0, (gap), (bs))
 #define PUTS(m, l, len, bs, gap, rp) athread_put(PE_MODE, (l), (m), (len), (void *)(rp), (gap), (bs))
 #define WAIT(rp, n) while (*(rp) != (n))
+#define SEEN_WAIT(rp, n) swemu_reply_wait((rp), (n))   /* the wait generated v1 code uses */
 #define SYNC_ALL() athread_syn(ARRAY_SCOPE, 0xffff)
 #define SYNC_ROW() athread_syn(ROW_SCOPE, 0xff)
 #define SYNC_COL() athread_syn(COL_SCOPE, 0xff)

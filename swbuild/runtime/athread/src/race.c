@@ -78,6 +78,15 @@ void swemu_clock_tick(swemu_cpe *c)     /* c arrives at a barrier: a new epoch *
     snap_room(c);
 }
 
+void swemu_clock_join(swemu_cpe *c, const unsigned *vc)   /* c leaves a barrier with the members' merge */
+{
+    memcpy(c->vc, vc, sizeof c->vc);
+    /* A transfer that landed while c waited (the spin timer) took a snapshot of the clock
+     * before the merge; accesses from now on are ordered after the barrier, so they need a
+     * new one (reusing it made them look unordered with the other members' earlier ones). */
+    c->snap_fresh = 0;
+}
+
 static unsigned snapshot(swemu_cpe *c)
 {
     if (!c->snap_fresh) {

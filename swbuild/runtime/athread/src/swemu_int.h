@@ -138,6 +138,7 @@ void swemu_reserve(swemu_cpe *c, size_t writes, size_t reads);
 void swemu_name_of(uintptr_t a, char *buf, size_t n);
 void swemu_clock_reset(swemu_cpe *c);
 void swemu_clock_tick(swemu_cpe *c);
+void swemu_clock_join(swemu_cpe *c, const unsigned *vc);
 /* async.c */
 void swemu_async_init(void);
 void swemu_async_thread(swemu_cpe *c);

@@ -39,7 +39,7 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
     if (__atomic_add_fetch(&b->waiting, 1, __ATOMIC_SEQ_CST) == b->n) {
         swemu_enter(c);
         merge(b);
-        memcpy(c->vc, b->vc, sizeof c->vc);
+        swemu_clock_join(c, b->vc);
         swemu_leave(c);
         __atomic_store_n(&b->waiting, 0, __ATOMIC_SEQ_CST);
         __atomic_store_n(&b->gen, g + 1, __ATOMIC_SEQ_CST);
@@ -55,7 +55,7 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
     c->state = 2;
     while (swemu_load(&b->gen) == g) swemu_futex(&b->gen, FUTEX_WAIT, g, NULL);
     swemu_enter(c);
-    memcpy(c->vc, b->vc, sizeof c->vc);
+    swemu_clock_join(c, b->vc);
     swemu_leave(c);
     c->state = 1;
 }
