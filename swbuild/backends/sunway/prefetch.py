@@ -7,8 +7,9 @@ A box qualifies when it is double-buffered, its buffer has no other box, and it 
 tensor the previous kernel does not write: weights and other constants, graph inputs, and
 activations of earlier kernels (complete at the barrier that opens the previous kernel; the
 static memory plan gives the previous kernel's output no byte of a tensor live after it).
-Broadcast boxes qualify too: the whole row (array) records the footprint and the CPE that
-would have issued the kernel's first broadcast issues it. A kernel is a target when its
+Broadcast boxes qualify too (unless the previous kernel opens the launch: no barrier would
+order the CPEs' allocations before the broadcast): the whole row (array) records the footprint
+and the CPE that would have issued the kernel's first broadcast issues it. A kernel is a target when its
 previous kernel is double-buffered and not a target itself, and the prefetched halves fit
 beside the previous kernel's LDM. The launch allocates those halves before the barrier that
 opens the previous kernel (every CPE holds them before any broadcast lands) and frees them
@@ -122,23 +123,27 @@ def prefetch_next_kernel(program, target, options):
     by = {k.name: k for k in program.kernels}
     for ln in launches:
         ks = [by[n] for n in ln.kernels] if ln.stitched else []
-        gains = [(0.0, ())] + [_gain(program, hw, cores, sim, prev, nxt) for prev, nxt in zip(ks, ks[1:])]
+        gains = [(0.0, ())] + [_gain(program, hw, cores, sim, prev, nxt, first=not i)
+                               for i, (prev, nxt) in enumerate(zip(ks, ks[1:]))]
         for j in _heaviest_independent(gains):
             ks[j].schedule.prefetched = gains[j][1]
             ks[j - 1].schedule.hook = True
     return program
 
 
-def _gain(program, hw, cores, sim, prev, nxt):
+def _gain(program, hw, cores, sim, prev, nxt, first=False):
     """(modelled seconds saved, box names) of `prev` prefetching those of `nxt`'s candidate
-    boxes that fit beside its own LDM; (0, ()) when nothing fits or it does not pay."""
+    boxes that fit beside its own LDM; (0, ()) when nothing fits or it does not pay. `first`:
+    `prev` opens the launch, so no barrier precedes it that would order every CPE's allocation
+    of the halves before a broadcast into them: broadcast boxes are left out."""
     if not prev.schedule.double_buffer:
         return 0.0, ()
     room = prev.schedule.ldm_budget - prev.schedule.ldm_bytes
     rn = sim(nxt)
     chosen = []
     # the longest first fetches first, while their halves fit beside `prev`'s LDM
-    for b in sorted(candidates(program, prev, nxt), key=lambda b: -float(np.max(rn["first_fetch_seconds"].get(b.buf, 0.0)))):
+    boxes = [b for b in candidates(program, prev, nxt) if not (first and b.shared)]
+    for b in sorted(boxes, key=lambda b: -float(np.max(rn["first_fetch_seconds"].get(b.buf, 0.0)))):
         need = ldm_align(b.cap(nxt.schedule.tiles) * 4) * 2
         if need <= room:
             chosen.append(b)

@@ -69,7 +69,7 @@ def launch_c(ln, api, kernels=None):
             for n, size in prefetched_halves(k):
                 lines.append(f"    pf.t{i + 1}.X_{n} = (float *)ldm_malloc({size});")
             if not i and any(b.shared for b in k.schedule.boxes if b.name in k.schedule.prefetched):
-                lines.append(f"    {api.array_sync};   /* every CPE holds the halves a broadcast fills */")
+                raise AssertionError(f"{ln.name}: broadcast prefetch for {k.name} with no barrier before it (prefetch.py)")
         if i:
             lines.append(f"    {api.array_sync};   /* {name} reads what other CPEs wrote */")
         if nxt:
