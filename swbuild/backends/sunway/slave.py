@@ -108,7 +108,7 @@ def kernel_c(k, cores, itemsize=4):
     w("SW_REPLY rp = 0;")
     w("sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);")
     w("SW_WAIT(rp, 1);")
-    counts, gstep = _deal(w, K, cores, (hook + " return;") if s.hook else "return;")
+    counts, gstep = _deal(w, K, cores, hook if s.hook else None)
     acc_n = math.prod(t[n] for n in K.sp)
     allocs = [("acc", ldm_align(acc_n * itemsize))]
     for b in K.boxes:
@@ -216,9 +216,9 @@ def kernel_c(k, cores, itemsize=4):
     return "\n".join(head + w.lines + tail)
 
 
-def _deal(w, K, cores, early):
-    """This CPE's share of the tile grid: g0, my_n (and row, col under sharing); `early`
-    ends the function of a CPE with no tiles. Returns (grid counts, grid step)."""
+def _deal(w, K, cores, hook=None):
+    """This CPE's share of the tile grid: g0, my_n (and row, col under sharing); a CPE with
+    no tiles returns (after the statement `hook`, if any). Returns (grid counts, grid step)."""
     s = K.s
     w("const int cpe = SW_CPE_ID();")
     counts = [math.ceil(K.ext[n] / K.t[n]) for n in s.grid_order]
@@ -242,7 +242,7 @@ def _deal(w, K, cores, early):
         w(f"const long g0 = {who};")
         w(f"const long my_n = {who} < {total} ? ({total}L - {who} + {units - 1}) / {units} : 0;")
         gstep = units
-    w(f"if (my_n <= 0) {{ {early} }}" if early != "return;" else "if (my_n <= 0) return;")
+    w(f"if (my_n <= 0) {{ {hook} return; }}" if hook else "if (my_n <= 0) return;")
     return counts, gstep
 
 
@@ -299,7 +299,7 @@ def _prefetch_c(K, itemsize):
         w(f"f->pend_{n} = 0;")
         if b.shared:
             w(f"f->nb_{n} = 0;")
-    counts, gstep = _deal(w, K, K.cores, "return;")
+    counts, gstep = _deal(w, K, K.cores)
     for b in pf:
         n, nd = b.name, max(len(b.shape), 1)
         w(f"float *X_{n} = f->X_{n};")
