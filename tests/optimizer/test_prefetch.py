@@ -111,6 +111,15 @@ def test_broadcast_box_of_an_older_activation_is_prefetched(tmp_path):
     assert any(shared), "the model was chosen so that a broadcast box is prefetched"
 
 
+def test_prefetch_under_crts_matches(tmp_path):
+    """SW26010-Pro (CRTS: its DMA calls, reply words and waits) with a prefetching launch."""
+    f = tmp_path / "branches.onnx"
+    onnx.save(branches(128, 56, gain=0.1), f)
+    plan = checked_plan(f, tmp_path / "out", "sunway-pro-emu")
+    assert _targets(plan), "the model was chosen so that a launch prefetches on the Pro"
+    assert "CRTS_dma_iget" in next((tmp_path / "out").glob("*_slave.c")).read_text()
+
+
 def test_a_concat_the_previous_kernel_writes_into_is_not_prefetched(tmp_path):
     """The last convolution reads the Concat whose third part the kernel before it writes in
     place: that read cannot be issued before the part is written."""
