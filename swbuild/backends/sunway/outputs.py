@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ... import __version__
 from ..common import CompileUnit, file_names, plan_head
-from .cost.predict import predict_program
+from .cost.predict import Simulations, predict_program
 from .prefetch import adjust_entries
 from .host import Storage, host_c, model_header, para_header, runner_c, weights_asm
 from .slave import kernel_c
@@ -40,7 +40,8 @@ def render(program, tc):
 
 def plan(program, tc):
     """What the compiler predicts for each kernel: read by check and report."""
-    entries = adjust_entries(program, predict_program(program, tc), tc)
+    sims = Simulations(tc.hardware, tc.cores)     # each kernel simulated once for both
+    entries = adjust_entries(program, predict_program(program, tc, sims), tc, sims)
     launches = program.target_state.launches
     if launches:
         entries = launch_entries(entries, launches, tc.hardware, tc.cores)

@@ -29,15 +29,19 @@ from __future__ import annotations
 import numpy as np
 
 from .cost import model
-from .cost.predict import replay_key, simulate
+from .cost.predict import Simulations
 from .schedule.kernel_schedule import ldm_align
 
 
+def halves_bytes(b, tiles):
+    """LDM both halves of a prefetched box take: what its launch allocates."""
+    return ldm_align(b.cap(tiles) * 4) * 2
+
+
 def prefetched_halves(k):
-    """(box name, LDM bytes of both halves) of a target's prefetched boxes, in box order:
-    what its launch allocates for them."""
+    """(box name, LDM bytes of both halves) of a target's prefetched boxes, in box order."""
     s = k.schedule
-    return [(b.name, ldm_align(b.cap(s.tiles) * 4) * 2) for b in s.boxes if b.name in s.prefetched]
+    return [(b.name, halves_bytes(b, s.tiles)) for b in s.boxes if b.name in s.prefetched]
 
 
 def storage(program, t):
@@ -68,11 +72,6 @@ def _at(v, cores):
     return np.broadcast_to(np.asarray(v, float), (cores,))
 
 
-def _exposed(r, cores):
-    return sum((_at(v, cores) for v in r["first_fetch_seconds"].values()), np.zeros(cores)) + \
-        _at(r["last_put_seconds"], cores) + _at(r["para_seconds"], cores)
-
-
 def pair_seconds(hw, cores, prev, nxt, rp, rn, boxes):
     """Per-CPE seconds of (previous kernel, target) when the previous one issues the target's
     first fetch of `boxes` (simulate results rp, rn). Every CPE stops waiting for them; the
@@ -85,29 +84,15 @@ def pair_seconds(hw, cores, prev, nxt, rp, rn, boxes):
         f = _at(rn["first_fetch_seconds"].get(b.buf, 0.0), cores)
         wait = wait + f
         moved = moved + (np.where(cpe % nxt.schedule.share_width == 0, f, 0.0) if b.shared else f)
-    cn = model.cpe_seconds(hw, rn["dma_seconds"] - moved, rn["compute_seconds"], _exposed(rn, cores) - wait,
+    cn = model.cpe_seconds(hw, rn["dma_seconds"] - moved, rn["compute_seconds"], _at(rn["exposed_seconds"], cores) - wait,
                            nxt.schedule.double_buffer)
     cn = np.where(rn["tiles"] > 0, cn, rn["para_seconds"])
     para = 8 * len(nxt.buffers)
     pp = model.dma_seconds_per_cpe(hw, para, para)      # the prefetch reads the target's parameter struct
-    cp = model.cpe_seconds(hw, rp["dma_seconds"] + moved + pp, rp["compute_seconds"], _exposed(rp, cores) + pp,
+    cp = model.cpe_seconds(hw, rp["dma_seconds"] + moved + pp, rp["compute_seconds"], _at(rp["exposed_seconds"], cores) + pp,
                            prev.schedule.double_buffer)
     cp = np.where(rp["tiles"] > 0, cp, rp["para_seconds"] + pp)
     return cp, cn
-
-
-class Simulations:
-    """simulate() per kernel, repeated layers once."""
-
-    def __init__(self, hw, cores):
-        self.hw, self.cores, self.memo = hw, cores, {}
-
-    def __call__(self, k):
-        para = 8 * len(k.buffers)
-        key = replay_key(k, self.cores, para)
-        if key not in self.memo:
-            self.memo[key] = simulate(k, self.cores, para, self.hw)
-        return self.memo[key]
 
 
 def prefetch_next_kernel(program, target, options):
@@ -144,7 +129,7 @@ def _gain(program, hw, cores, sim, prev, nxt, first=False):
     # the longest first fetches first, while their halves fit beside `prev`'s LDM
     boxes = [b for b in candidates(program, prev, nxt) if not (first and b.shared)]
     for b in sorted(boxes, key=lambda b: -float(np.max(rn["first_fetch_seconds"].get(b.buf, 0.0)))):
-        need = ldm_align(b.cap(nxt.schedule.tiles) * 4) * 2
+        need = halves_bytes(b, nxt.schedule.tiles)
         if need <= room:
             chosen.append(b)
             room -= need
@@ -167,14 +152,15 @@ def _heaviest_independent(gains):
     return best[-1][1]
 
 
-def adjust_entries(program, entries, tc):
+def adjust_entries(program, entries, tc, sims=None):
     """The plan's per-kernel entries (cost/predict.py) with the prefetch links applied: a
     target's DMA gains the prefetch's fetch of its parameter struct on every CPE, its
     modelled time loses the prefetched first fetches; its previous kernel's modelled time
-    carries them (pair_seconds) and its LDM holds the prefetched halves."""
+    carries them (pair_seconds) and its LDM holds the prefetched halves. `sims`: the
+    Simulations predict_program used (else the kernels are simulated again)."""
     by = {k.name: k for k in program.kernels}
     idx = {e["name"]: i for i, e in enumerate(entries)}
-    sim = Simulations(tc.hardware, tc.cores)
+    sim = sims or Simulations(tc.hardware, tc.cores)
     for ln in program.target_state.launches or ():
         for prev, nxt in zip(ln.kernels, ln.kernels[1:]):
             kp, kn = by[prev], by[nxt]

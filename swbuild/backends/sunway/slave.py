@@ -261,11 +261,16 @@ def _state_of_prefetched(w, n, nd):
     w(f"SW_REPLY own_rp_{n}[2] = {{0, 0}};")
     w(f"int own_ng_{n}[2] = {{0, 0}}, own_val_{n}[2] = {{0, 0}}, own_fresh_{n}[2] = {{0, 0}};")
     w(f"int own_lo_{n}[2][{nd}], own_hi_{n}[2][{nd}];")
-    w(f"SW_REPLY *rp_{n} = pf ? pf->rp_{n} : own_rp_{n};")
-    w(f"int *ng_{n} = pf ? pf->ng_{n} : own_ng_{n}, *val_{n} = pf ? pf->val_{n} : own_val_{n};")
-    w(f"int *fresh_{n} = pf ? pf->fresh_{n} : own_fresh_{n};")
-    w(f"int (*lo_{n})[{nd}] = pf ? pf->lo_{n} : own_lo_{n}, (*hi_{n})[{nd}] = pf ? pf->hi_{n} : own_hi_{n};")
+    _state_pointers(w, n, nd, lambda x: f"pf ? pf->{x} : own_{x}")
     w(f"int cur_{n} = 1, pend_{n} = pf ? pf->pend_{n} : 0;")
+
+
+def _state_pointers(w, n, nd, src):
+    """Box n's state names (rp_, ng_, val_, fresh_, lo_, hi_) pointing at `src(field)`."""
+    w(f"SW_REPLY *rp_{n} = {src(f'rp_{n}')};")
+    w(f"int *ng_{n} = {src(f'ng_{n}')}, *val_{n} = {src(f'val_{n}')};")
+    w(f"int *fresh_{n} = {src(f'fresh_{n}')};")
+    w(f"int (*lo_{n})[{nd}] = {src(f'lo_{n}')}, (*hi_{n})[{nd}] = {src(f'hi_{n}')};")
 
 
 def _prefetch_c(K, itemsize):
@@ -303,9 +308,7 @@ def _prefetch_c(K, itemsize):
     for b in pf:
         n, nd = b.name, max(len(b.shape), 1)
         w(f"float *X_{n} = f->X_{n};")
-        w(f"SW_REPLY *rp_{n} = f->rp_{n};")
-        w(f"int *ng_{n} = f->ng_{n}, *val_{n} = f->val_{n}, *fresh_{n} = f->fresh_{n};")
-        w(f"int (*lo_{n})[{nd}] = f->lo_{n}, (*hi_{n})[{nd}] = f->hi_{n};")
+        _state_pointers(w, n, nd, lambda x: f"f->{x}")
         w(f"int cur_{n} = 1, pend_{n} = 0;")
         if b.shared:
             w(f"int nb_{n} = 0;")

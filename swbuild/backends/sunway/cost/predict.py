@@ -169,7 +169,8 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     busy = out["tiles"] > 0
     out.update(dma_seconds=dma_total, compute_seconds=comp_s, cpe_seconds=np.where(busy, cpe_s, para),
                # what no double buffering hides (benchmarks/exposed_time.py): per CPE
-               first_fetch_seconds=first_by, last_put_seconds=last_put, para_seconds=para)
+               first_fetch_seconds=first_by, last_put_seconds=last_put, para_seconds=para,
+               exposed_seconds=exposed)
     return out
 
 
@@ -209,7 +210,7 @@ def boxes_key(sched):
                   tuple(b.pad_dims)) for b in sched.boxes)
 
 
-def replay_key(k, cores, para):
+def _replay_key(k, cores, para):
     """What simulate(k, cores, para, hw) depends on: the kernel's axes and expressions, its
     buffers' shapes and its schedule (tiles, orders, deal, sharing, buffering, vector plan and
     boxes_key). Repeated layers have the same key."""
@@ -220,10 +221,25 @@ def replay_key(k, cores, para):
             bool(s.double_buffer), str(s.vector), getattr(s.vector, "acc_aligned", None), boxes_key(s))
 
 
-def predict_program(program, tc):
+class Simulations:
+    """simulate(k, cores, para, hw) per kernel, repeated layers (the same _replay_key) once."""
+
+    def __init__(self, hw, cores):
+        self.hw, self.cores, self.memo = hw, cores, {}
+
+    def __call__(self, k):
+        para = 8 * len(k.buffers)
+        key = _replay_key(k, self.cores, para)
+        if key not in self.memo:
+            self.memo[key] = simulate(k, self.cores, para, self.hw)
+        return self.memo[key]
+
+
+def predict_program(program, tc, sims=None):
+    """Per kernel, the plan's entry. `sims`: a Simulations to share with later callers."""
     out = []
     hw = tc.hardware
-    replays = {}            # replay_key -> simulate's result: repeated layers are replayed once
+    sims = sims or Simulations(hw, tc.cores)
     for k in program.kernels:
         para = 8 * len(k.buffers)
         if k.kind != "compute":
@@ -235,10 +251,7 @@ def predict_program(program, tc):
                         "modeled_seconds": float(sch.modeled_seconds), "roofline_seconds": float(sch.roofline_seconds),
                         "compulsory_bytes": int(sch.compulsory_bytes), **getattr(sch, "report", {})})
             continue
-        key = replay_key(k, tc.cores, para)
-        r = replays.get(key)
-        if r is None:
-            r = replays[key] = simulate(k, tc.cores, para, hw)
+        r = sims(k)
         dma = {"get": {"ops": int(r["get_ops"].sum()) + tc.cores, "bytes": int(r["get_bytes"].sum()) + tc.cores * para},
                "put": {"ops": int(r["put_ops"].sum()), "bytes": int(r["put_bytes"].sum())}}
         s = k.schedule
@@ -269,5 +282,5 @@ def _flops(k):
         return 0
 
 
-__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "boxes_key", "replay_key",
+__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "boxes_key", "Simulations",
            "SPECIAL_PREDICTORS"]
