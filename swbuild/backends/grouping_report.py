@@ -16,6 +16,8 @@ def grouping_summary(plan, note):
     for k in plan["kernels"]:
         for n in (k["fused"] if k.get("op") == "Group" else [k["name"]]):
             launch_of[n] = k["name"]
+    for st in g.get("stitched", []):      # a stitched producer ran inside its consumer
+        launch_of[st["producer"]] = launch_of.get(st["consumer"], st["consumer"])
     groups = [dict(grp, launches=sorted({launch_of.get(n, n) for n in grp["kernels"]})) for grp in g["groups"]]
     return dict(g, groups=groups, realised="launches", note=note)
 

@@ -118,6 +118,28 @@ class Buffer:
     dtype: str = "float32"
 
 
+@dataclass(frozen=True, eq=False)
+class Stage:
+    """Buffer stitching: the consumer's loads of `buf` read its producer recomputed in LDM
+    from boxes of the producer's inputs, not a tensor in main memory
+    (backends/sunway/stitch_producers.py)."""
+    buf: str              # the buffer name the consumer's loads use (no tensor behind it)
+    shape: tuple          # their view shape: the producer's output
+    producer: "Kernel"
+    inputs: tuple         # (producer's buffer, consumer's buffer of the same view): the activation first, then constants
+
+    @property
+    def window(self) -> int:
+        return self.producer.reduce_points
+
+    def __str__(self):
+        p = self.producer
+        how = f"{p.combine}(init {p.init}) over {', '.join(f'{a.name}<{a.extent}' for a in p.reduce_axes)} of " \
+            if p.combine else ""
+        ins = ", ".join(f"{a} is {b}" for a, b in self.inputs)
+        return f"stage {self.buf}{list(self.shape)} = {p.op} {p.name}: {how}{p.body} -> {p.epilogue} ({ins})"
+
+
 @dataclass
 class Kernel:
     name: str
@@ -137,6 +159,7 @@ class Kernel:
     kind: str = "compute"      # "compute", or a special kernel the backend prints by itself ("gather")
     extra: dict = field(default_factory=dict)   # what a special kernel needs (buffer roles)
     loop: int | None = None    # the static loop (program.loops) whose body this kernel is part of
+    stages: tuple = ()         # Stage: producers recomputed in LDM, read through their `buf`
 
     def __post_init__(self):
         if not self.out_offset:
@@ -152,8 +175,9 @@ class Kernel:
 
     def flops(self) -> int:
         """Arithmetic operations executed (a multiply-add counts 2), as swTVM reports."""
-        return self.points * (self.reduce_points * (count_ops(self.body) + (1 if self.combine else 0))
-                              + count_ops(self.epilogue))
+        return (self.points * (self.reduce_points * (count_ops(self.body) + (1 if self.combine else 0))
+                               + count_ops(self.epilogue))
+                + sum(st.producer.flops() for st in self.stages))
 
     def loads(self, where="body"):
         return list(iter_loads(self.body if where == "body" else self.epilogue))
@@ -171,6 +195,7 @@ class Kernel:
             lines.append(f"  {out.name}[{idx}] = {substitute_acc(self.epilogue, self.body)}")
         for b in self.buffers.values():
             lines.append(f"  buffer {b.name}: {b.dtype}{list(b.shape)} view of %{b.tensor}")
+        lines += [f"  {st}" for st in self.stages]
         if self.schedule is not None:
             lines.append("  " + str(self.schedule).replace("\n", "\n  "))
         return "\n".join(lines)

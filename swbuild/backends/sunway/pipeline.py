@@ -15,6 +15,7 @@ from .schedule.passes import (SunwayState, block_constants, choose_buffering, ch
 from .schedule.split import split_reductions
 from .prefetch import prefetch_next_kernel
 from .stitch import group_launches
+from .stitch_producers import stitch_producers
 
 STATE = SunwayState
 
@@ -23,6 +24,7 @@ PIPELINE = [
     inplace_concat,             # Concat inputs written in place: their copy kernels vanish
     split_reductions,           # long reductions with small outputs split over the CPEs
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
+    stitch_producers,           # option stitch: cheap producers recomputed in their consumer's LDM
     plan_memory,                # the static arena
     channel_blocks,             # option channel_blocks: activations in 8-channel blocks
     schedule_special_kernels,   # run-time Gather: fixed LDM buffers

@@ -42,6 +42,7 @@ from .schedule.dma import block_grid
 from .schedule.grid import ROW, group_counts
 from .schedule.kernel_schedule import ldm_align
 from .slave_compute import epilogue, scalar_reduce, vector_compute
+from .slave_stage import stage_c, stage_setup, stage_state
 
 SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c, "recurrence": recurrence_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
@@ -69,8 +70,12 @@ class _K:
         self.boxes = [b for b in self.s.boxes if b.context != "out"]
         self.out = next(b for b in self.s.boxes if b.context == "out")
         self.key = {}
+        self.box = {b.name: b for b in self.boxes}
         for b in self.boxes:
-            self.key[(b.buf, b.context, b.pad)] = b
+            if b.stage is not None:     # the consumer's loads read the stage's intermediate
+                self.key[(b.stage.stage.buf, b.context, b.stage.pad)] = b.stage.box
+            elif b.feeds is None:       # a constant a stage reads is no load's box
+                self.key[(b.buf, b.context, b.pad)] = b
         self.rcounts = [math.ceil(self.ext[n] / self.t[n]) for n in self.s.red_order]
         self.nsteps = math.prod(self.rcounts)
         # the barrier of the CPEs a broadcast feeds: a mesh row, or the whole array
@@ -81,7 +86,7 @@ class _K:
         if b is None:
             b = self.key.get((ld.buf, ctx, None))
         if b is None:   # a pad load that never falls outside shares the plain box
-            b = next(x for x in self.boxes if x.buf == ld.buf and x.context == ctx)
+            b = next(x for x in self.key.values() if x.buf == ld.buf and x.context == ctx)
         return b
 
 
@@ -113,6 +118,8 @@ def kernel_c(k, cores, itemsize=4):
     allocs = [("acc", ldm_align(acc_n * itemsize))]
     for b in K.boxes:
         allocs.append((f"X_{b.name}", ldm_align(b.cap(t) * itemsize) * b.halves))
+        if b.stage is not None:
+            allocs.append((f"Y_{b.name}", ldm_align(b.stage.box.cap(t) * itemsize)))
     for name, n in allocs:
         if name[2:] in pf and name.startswith("X_"):
             w(f"float *{name} = pf ? pf->{name} : (float *)ldm_malloc({n});")
@@ -132,6 +139,8 @@ def kernel_c(k, cores, itemsize=4):
             w(f"int nb_{b.name} = {first};   /* broadcasts of this box so far: the next issuer */")
         if b.pad_dims:
             w(f"static const int shape_{b.name}[{len(b.shape)}] = {{{', '.join(map(str, b.shape))}}};")
+        if b.stage is not None:
+            stage_state(w, b)
     w("SW_REPLY rp_out = 0;")
     w("int ng_out = 0;")
     _step_vars(w, K)
@@ -188,6 +197,9 @@ def kernel_c(k, cores, itemsize=4):
         if b.pad_dims:
             w(f"if (fresh_{b.name}[{c}]) {{ sw_expand(X_{b.name} + {c} * {b.cap(t)}, {len(b.shape)}, lo_{b.name}[{c}], "
               f"hi_{b.name}[{c}], shape_{b.name}, {float_literal(b.pad)}); fresh_{b.name}[{c}] = 0; }}")
+    for b in K.boxes:
+        if b.stage is not None:
+            stage_c(w, K, b, *_fp(K, b.stage.box, "T"))
     _step_setup(w, K)
     w.open("if (rstep == 0)")
     w("SW_WAIT(rp_out, ng_out);")
@@ -520,6 +532,11 @@ def _step_setup(w, K):
     t = K.t
     for b in K.boxes:
         n, nd = b.name, len(b.shape)
+        if b.stage is not None:        # only its stage reads the fetched box
+            stage_setup(w, K, b)
+            continue
+        if b.feeds is not None:
+            continue
         w(f"const float *B_{n} = X_{n} + cur_{n} * {b.cap(t)};")
         if b.blocked is not None:
             ext = [str(x) for x in b.blocked]

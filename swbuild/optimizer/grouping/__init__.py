@@ -58,6 +58,7 @@ class Grouping:
     scopes: tuple         # (root, "local" | "global"), sorted
     moves: tuple          # Move
     planned_bytes: int = 0   # main-memory traffic of the plan if realised (planned_traffic)
+    stitched: tuple = ()     # (producer, consumer, tensor): producers recomputed in their consumer's local memory
 
     def group_of(self, kernel):
         return next((g for g in self.groups if kernel in g.kernels), None)
@@ -72,6 +73,7 @@ class Grouping:
         local = [r for r, s in self.scopes if s == "local"]
         lines.append(f"  local tensors: {len(local)} of {len(self.scopes)}")
         lines += [f"  move {m}" for m in self.moves]
+        lines += [f"  stitched {p} into {c} (%{t} stays in local memory)" for p, c, t in self.stitched]
         return "\n".join(lines)
 
     def to_json(self):
@@ -84,7 +86,8 @@ class Grouping:
                 "instances": len(self.order), "instance_edges": self.edges, "dropped_edges": self.dropped_edges,
                 "local_tensors": sum(1 for _, s in self.scopes if s == "local"),
                 "moves": [{"kind": m.kind, "tensor": m.tensor, "count": m.count} for m in self.moves],
-                "planned_main_memory_bytes": self.planned_bytes}
+                "planned_main_memory_bytes": self.planned_bytes,
+                "stitched": [{"producer": p, "consumer": c, "tensor": t} for p, c, t in self.stitched]}
 
 
 def target_budget(target, options):

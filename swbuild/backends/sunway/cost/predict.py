@@ -120,6 +120,13 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
             f = np.bincount(owner[firsts], weights=secs[firsts], minlength=cores)
             first_s += f
             first_by[b.buf] = first_by.get(b.buf, 0.0) + f
+            if b.stage is not None:     # every CPE computes its own stage when the box lands
+                plo, phi = footprints(b.stage.box, ranges)
+                E = np.ones(nrow, np.int64)
+                for d in range(len(plo)):
+                    E = E * np.broadcast_to(phi[d] - plo[d] + 1, (nrow,))
+                expand += np.bincount(owner[change], weights=simd.stage_cycles(hw, E[change], b.stage.stage.producer),
+                                      minlength=cores)
             if b.pad_dims:
                 E = np.ones(nrow, np.int64)
                 clamped = np.zeros(nrow, bool)
@@ -207,7 +214,7 @@ def boxes_key(sched):
     """What simulate reads of a schedule's boxes: each one's place in the loops, sharing,
     footprint and transfer shape (names aside, so repeated layers have the same key)."""
     return tuple((b.context, b.level, b.shared, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
-                  tuple(b.pad_dims)) for b in sched.boxes)
+                  tuple(b.pad_dims), repr(b.stage)) for b in sched.boxes)
 
 
 def _replay_key(k, cores, para):

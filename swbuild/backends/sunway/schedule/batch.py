@@ -63,11 +63,8 @@ def merge_dims(b, T, ext, n):
     return m
 
 
-def box_static(s, b, T, n):
-    """Search.box_static per row: (LDM elements per half, DMA calls, bytes, chunk bytes)."""
-    ext = s.ext
-    shape = b.shape
-    m = merge_dims(b, T, ext, n)
+def spans(b, T, ext, n):
+    """dma.BoxPlan.span per row."""
     span = []
     for d, affs in enumerate(b.index):
         best = np.zeros(n, np.int64)
@@ -79,8 +76,22 @@ def box_static(s, b, T, n):
                 hi = c if hi is None else np.maximum(hi, c)
             best = np.maximum(best, hi - lo + 1)
         if d not in b.pad_dims:
-            best = np.minimum(best, shape[d])
+            best = np.minimum(best, b.shape[d])
         span.append(best * np.ones(n, np.int64))
+    return span
+
+
+def stage_cap(b, T, ext, n):
+    """The elements of the intermediate box b's stage computes (buffer stitching), per row."""
+    return _prod(spans(b.stage.box, T, ext, n), n)
+
+
+def box_static(s, b, T, n):
+    """Search.box_static per row: (LDM elements per half, DMA calls, bytes, chunk bytes)."""
+    ext = s.ext
+    shape = b.shape
+    m = merge_dims(b, T, ext, n)
+    span = spans(b, T, ext, n)
     cap = _prod(span, n)
     e = [np.minimum(sp, sz) for sp, sz in zip(span, shape)]
     calls, by, chunk = np.ones(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -145,6 +156,8 @@ def ldm(s, T, n, st, db):
             for v in s._bvars[id(b)]:
                 two |= T[v] < s.ext[v]
         tot = tot + _align(cap * 4) * np.where(two, 2, 1)
+        if b.stage is not None:
+            tot = tot + _align(stage_cap(b, T, s.ext, n) * 4)
     return tot
 
 
@@ -275,7 +288,6 @@ def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
     for tiled, cnt in red.values():
         nsteps = np.where(tiled, cnt, nsteps)
     fix["nsteps"] = nsteps
-    ldm_rate = float(model.hwget(hw, "ldm_loads_per_cycle"))
     boxes = []          # per box: (vars, secs, bytes, place (0 per step, 1 per tile, 2 once), count, expand)
     for b in s.boxes:
         if b.context == "out":
@@ -295,7 +307,7 @@ def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
             if name in split:
                 in2 |= split[name]
         in2 &= ~in1
-        ex = cap * 2.0 / ldm_rate if b.pad_dims else None
+        ex = simd.fetch_cycles(hw, b, cap, stage_cap(b, T, s.ext, n) if b.stage is not None else 0)
         boxes.append((vs, secs, by.astype(float), in1, in2, ~(in1 | in2), cnt, ex))
     lanes = [None]          # as Search.lanes, before the tile count's divisibility (below)
     lanes += [(a.name, w) for a in k.axes

@@ -58,6 +58,8 @@ class BoxPlan:
     shared: bool = False      # broadcast to the CPE's mesh row (row sharing, grid.py)
     level: int = -1           # innermost reduce-tile loop (position in the order) it depends on
     notes: list = field(default_factory=list)
+    stage: "StageBox" = None  # buffer stitching: what the box computes in LDM when it lands
+    feeds: str = None         # buffer stitching: the box whose stage reads this one (not the compute)
 
     # the index never changes after construction: its variables are computed once (the tile
     # search asks for them hundreds of thousands of times)
@@ -161,6 +163,20 @@ class BoxPlan:
         return int(r[0][0]), int(r[1][0]), int(r[2][0])
 
 
+@dataclass
+class StageBox:
+    """A box that feeds a stage (buffer stitching, stitch_producers.py): when it lands, the
+    CPE computes `stage` (ir.loopnest.Stage) over the footprint of `box`, the intermediate
+    the consumer reads, in the consumer's coordinates (one LDM buffer, never fetched)."""
+    stage: object
+    box: BoxPlan
+    pad: float | None = None  # the pad value of the consumer's loads of it (their box key)
+    inputs: dict = None       # producer's buffer -> the box holding it (this one, then constants')
+
+    def __repr__(self):
+        return f"StageBox({self.stage}, {self.box.index!r}, {self.pad!r}, {self.inputs!r})"
+
+
 def aff_lohi(aff, ranges):
     """(lo, hi) of one affine expression {var: coef, None: const} over {var: (start, count)};
     starts and counts may be numpy arrays (cost/predict.py replays all steps at once)."""
@@ -255,7 +271,11 @@ def box_plans(kernel):
     for ctx, expr in contexts:
         for ld in iter_loads(expr):
             by_key.setdefault((ld.buf, ctx, ld.pad), []).append(ld)
+    stages = {st.buf: st for st in kernel.stages}
     for i, ((buf, ctx, pad), loads) in enumerate(by_key.items()):
+        if buf in stages:
+            plans += _staged_plans(kernel, stages[buf], ctx, pad, loads, extents, f"x{i}")
+            continue
         shape = kernel.buffers[buf].shape
         index = []
         for d in range(len(shape)):
@@ -279,6 +299,60 @@ def box_plans(kernel):
     return plans
 
 
+def _affs(loads, d):
+    out = []
+    for ld in loads:
+        aff = affine(ld.index[d])
+        if aff is None:
+            raise ValueError(f"non-affine index {ld.index[d]} of {ld.buf}")
+        if aff not in out:
+            out.append(aff)
+    return out
+
+
+def _staged_plans(kernel, st, ctx, load_pad, loads, extents, name):
+    """The boxes of the producer's inputs that the consumer's loads of a stage need: each
+    consumer index composed into the producer's, a window's two ends giving the halo. The
+    activation's box (first) computes the stage when it lands; the others (per-element
+    constants) are read by it."""
+    computed = BoxPlan(st.buf, ctx, None, [_affs(loads, d) for d in range(len(st.shape))], st.shape, extents,
+                       name=name + "p")
+    prod = st.producer
+    axes = [a.name for a in prod.axes]
+    window = {a.name: a.extent for a in prod.reduce_axes}
+    plans, names = [], {}
+    for j, (src_in, src) in enumerate(st.inputs):
+        shape = kernel.buffers[src].shape
+        index = [[] for _ in shape]
+        pad = None
+        for pld in list(iter_loads(prod.body)) + list(iter_loads(prod.epilogue)):
+            if pld.buf != src_in:
+                continue
+            pad = pld.pad
+            for d, x in enumerate(pld.index):
+                aff = affine(x)
+                for ld in loads:
+                    base = {None: aff.get(None, 0)}
+                    for i, v in enumerate(axes):
+                        for u, c in affine(ld.index[i]).items():
+                            base[u] = base.get(u, 0) + aff.get(v, 0) * c
+                    r = next((v for v in aff if v in window), None)
+                    for end in ((0,) if r is None else (0, aff[r] * (window[r] - 1))):
+                        a = {u: c for u, c in base.items() if u is None or c}
+                        a[None] = a.get(None, 0) + end
+                        if a not in index[d]:
+                            index[d].append(a)
+        pad_dims = ()
+        if pad is not None:
+            pad_dims = tuple(d for d in range(len(shape)) if (lambda r: r[0] < 0 or r[1] > shape[d] - 1)(
+                _full_range(index[d], extents)))
+        names[src_in] = f"{name}{'abcdefghijklmnopqrstuvwxyz'[j - 1]}" if j else name
+        plans.append(BoxPlan(src, ctx, pad if pad_dims else None, index, shape, extents, name=names[src_in],
+                             pad_dims=pad_dims, feeds=name if j else None))
+    plans[0].stage = StageBox(st, computed, load_pad, names)
+    return plans
+
+
 def _oob(e, full, size):
     lo, hi = index_range(e, full)
     return lo < 0 or hi > size - 1
@@ -288,7 +362,7 @@ def _oob(e, full, size):
 
 def blockable(b, kernel, graph):
     """Block extents per dim if the box is a tile-aligned block of a constant, else None."""
-    if b.context == "out" or b.pad_dims:
+    if b.context == "out" or b.pad_dims or b.feeds:   # a stage reads it in the plain layout
         return None
     t = graph.tensors.get(kernel.buffers[b.buf].tensor)
     if t is None or t.data is None or not isinstance(t.data, np.ndarray):

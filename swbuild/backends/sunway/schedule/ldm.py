@@ -149,7 +149,13 @@ class Search:
             cap = self.box_static(b, tiles)[0]
             two = db and any(tiles[v] < ext[v] for v in self._bvars[id(b)])
             tot += ldm_align(cap * 4) * (2 if two else 1)
+            if b.stage is not None:       # the intermediate its stage computes: one buffer
+                tot += ldm_align(b.stage.box.cap(tiles) * 4)
         return tot
+
+    def fetch_cycles(self, b, tiles, cap):
+        """simd.fetch_cycles of one fetch of box b at these tiles."""
+        return simd.fetch_cycles(self.hw, b, cap, b.stage.box.cap(tiles) if b.stage is not None else 0)
 
     def moves(self, b, tiles):
         """The box's footprint changes during a CPE's run (so a second half helps)."""
@@ -237,8 +243,9 @@ class Search:
                     dma_tile += n * secs
                 bytes_tile += n * by
                 syncs_tile += n * shared
-                if b.pad_dims:
-                    expand += n * simd.expand_cycles(hw, cap)
+                ex = self.fetch_cycles(b, tiles, cap)
+                if ex is not None:
+                    expand += n * ex
             elif self._vset[id(b)] & split:
                 if shared:
                     dma_shared += model.ceil_div(waves, width) * secs
@@ -246,8 +253,9 @@ class Search:
                     dma_tile += secs
                 bytes_tile += by
                 syncs_tile += shared
-                if b.pad_dims:
-                    expand += simd.expand_cycles(hw, cap)
+                ex = self.fetch_cycles(b, tiles, cap)
+                if ex is not None:
+                    expand += ex
             else:
                 if shared:
                     dma_shared += secs
@@ -404,6 +412,7 @@ def signature(s):
     bufs = tuple(sorted(buf(n, b) for n, b in k.buffers.items()))
     return (tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
             str(k.body), str(k.epilogue), k.combine, k.init, tuple(k.out_offset), k.out, bufs,
+            tuple(str(st) for st in k.stages),
             repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.share_ok, s.traffic_weight, s.quick)
 
 

@@ -302,4 +302,30 @@ def expand_cycles(hw, elems):
     return elems * 2.0 / float(hwget(hw, "ldm_loads_per_cycle"))
 
 
-__all__ = ["VectorPlan", "plan", "step_cycles", "epilogue_cycles", "expand_cycles", "factors"]
+def fetch_cycles(hw, b, cap, stage_cap=0):
+    """LDM work per fetch of box b, when it lands: its pads materialised (expand_cycles) and
+    its stage computed over `stage_cap` elements (buffer stitching: each element reads its
+    window and combines it, point_cycles); None when there is neither.
+    Scalars or numpy arrays, the same operations in the same order (batch.py's twin)."""
+    ex = expand_cycles(hw, cap) if b.pad_dims else None
+    if b.stage is not None:
+        st = stage_cycles(hw, stage_cap, b.stage.stage.producer)
+        ex = st if ex is None else ex + st
+    return ex
+
+
+def stage_cycles(hw, elems, producer):
+    """Computing `elems` elements of a stage's intermediate in LDM: each costs what one output
+    point of the producer kernel costs in its own scalar loops (init, reduction, epilogue)."""
+    return elems * point_cycles(producer, hw)
+
+
+def point_cycles(kernel, hw):
+    """The scalar cycles of one output point of `kernel`, all of its reduction included."""
+    c = epilogue_cycles(kernel, hw, 1)
+    if kernel.combine:
+        c = init_cycles(kernel, hw, 1) + scalar_step_cycles(kernel, hw, 1, kernel.reduce_points) + c
+    return c
+
+
+__all__ = ["VectorPlan", "plan", "step_cycles", "epilogue_cycles", "expand_cycles", "fetch_cycles", "stage_cycles", "factors"]
