@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from ...ir.loopnest import Stage, affine, index_range, iter_loads
 from ...recipe import option_on
-from .channel_blocks import Variants
+from .schedule.ldm import Search, ldm_budget, search_tiles
 
 MAX_WINDOW = 49
 
@@ -39,8 +39,7 @@ def stitch_producers(program, target, options):
     if grouping is None or not option_on(options or {}, "stitch"):
         return program
     pairs, refused = [], set()
-    before = set(program.graph.tensors)
-    variants = Variants(program, target, options)
+    seconds = _Seconds(program, target, options)
     while True:
         found = _next_pair(program, grouping, refused)
         if found is None:
@@ -50,21 +49,32 @@ def stitch_producers(program, target, options):
         # the cost model decides: a consumer that fetches the input box many times (one
         # per tile of its output channels) recomputes the window as often, and its halo
         # makes every fetch bigger; that can cost more than the producer's own pass
-        if variants.seconds(stitched) >= variants.seconds(prod) + variants.seconds(cons):
+        if seconds(stitched) >= seconds(prod) + seconds(cons):
             refused.add((prod.name, cons.name))
             continue
         i = next(i for i, k in enumerate(program.kernels) if k is cons)
         program.kernels[i] = stitched
         program.kernels.remove(prod)
         pairs.append((prod.name, cons.name, root))
-    used = {b.tensor for k in program.kernels for b in k.buffers.values()}
-    for name in set(program.graph.tensors) - before - used:      # constants the trials re-laid out
-        del program.graph.tensors[name]
     if pairs:
         program.grouping = replace(grouping, stitched=grouping.stitched + tuple(pairs))
         program.notes.append(f"stitch: {len(pairs)} producers recomputed in their consumers' LDM "
                              f"({', '.join(f'{p} -> {c}' for p, c, _ in pairs)})")
     return program
+
+
+class _Seconds:
+    """A kernel's modelled seconds at the tiles the search picks for it (the search's own cost
+    model); the searches of the producer and the consumer are the ones the build reuses
+    (ldm.py memoises tiles by signature)."""
+
+    def __init__(self, program, target, options):
+        self.graph, self.hw, self.sha = program.graph, target.hardware, target.sha256
+        self.budget, self.options = ldm_budget(target, options), options
+
+    def __call__(self, k):
+        s = Search(k, self.hw, self.budget, self.options, self.graph, self.sha)
+        return s.evaluate(search_tiles(s))[0]
 
 
 def _next_pair(program, grouping, refused):
