@@ -6,15 +6,19 @@ import random
 import pytest
 
 from opt_models import conv_model, program, sunway
+from stitch_models import pool_branch, stitched_consumer
 from swbuild.backends.sunway.schedule import batch, enumerate_tiles as et, ldm
 
 CASES = [dict(c=32, hw=28, co=64), dict(c=16, hw=15, co=24, stride=2), dict(c=64, hw=7, co=128, k=1, pads=(0, 0, 0, 0)),
          dict(c=8, hw=9, co=8, k=5, pads=(2, 1, 2, 1), relu=False), dict(c=16, hw=12, co=16, group=16),
-         dict(c=24, hw=10, co=40, k=1, stride=2, pads=(0, 0, 0, 0))]
+         dict(c=24, hw=10, co=40, k=1, stride=2, pads=(0, 0, 0, 0)), dict(stitched=dict(c=32, hw=14, co=48))]
 
 
 def _search(case, target, options=None):
     tc = sunway(target)
+    if "stitched" in case:      # a consumer with a stage (buffer stitching): its box computes in LDM
+        k, g = stitched_consumer(pool_branch(**case["stitched"]))
+        return ldm.Search(k, tc.hardware, tc.ldm_budget, options or {}, g)
     p = program(conv_model(**case))
     return ldm.Search(p.kernels[0], tc.hardware, tc.ldm_budget, options or {}, p.graph)
 

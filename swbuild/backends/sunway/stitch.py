@@ -10,9 +10,10 @@ reuses bytes across the kernels of a launch as across launches: the array barrie
 kernel's writes before the next one's (the emulator's write-conflict and race checks follow
 barriers).
 
-What this does not do yet: keep the intermediates in LDM across the kernels (buffer
-stitching) and recompute halos; intermediates still go through main memory, so grouping
-saves launches, not traffic. Special kernels (their own printers) run alone.
+Intermediates still go through main memory between the kernels of a launch, except what
+stitch_producers.py recomputes in its consumer's LDM (cheap producers, halos recomputed);
+keeping a convolution's output in the 64 LDMs for the next one is not built. Special
+kernels (their own printers) run alone.
 """
 from __future__ import annotations
 

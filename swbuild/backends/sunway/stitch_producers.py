@@ -17,10 +17,16 @@ When (each rule keeps the recomputation cheap and the composition exact):
 - the intermediate is a plain tensor (no graph input or output, no alias, no Concat part
   or container) that the producer writes whole and only the consumer reads, through one
   buffer with the producer's shape and loads that never fall outside it;
-- the producer reads one activation buffer (no weights), with affine indices where every
-  output axis moves one input dimension with stride 1 (no down-sampling: a box's halo is
-  at most the window) and each input dimension moves with at most one output axis and one
-  window axis; its window has at most MAX_WINDOW points.
+- the producer reads one activation buffer, with affine indices where every output axis
+  moves one input dimension with stride 1 (no down-sampling: a box's halo is at most the
+  window) and each input dimension moves with at most one output axis and one window axis;
+  its window has at most MAX_WINDOW points; anything else it reads is a constant indexed by
+  its output axes alone (BatchNormalization's scale and shift), fetched in a box of its own.
+
+Whether: the tile search's model of the stitched consumer against the producer's and the
+consumer's (`_Seconds`). On the light models it rarely pays (docs/grouping.md): a consumer
+that shares its boxes along a mesh row recomputes the stage on each of the row's CPEs, and
+small images make the halo as large as a CPE's pixel block.
 """
 from __future__ import annotations
 

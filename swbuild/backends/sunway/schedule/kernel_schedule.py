@@ -49,6 +49,9 @@ class Schedule:
         blk = [b.buf for b in self.boxes if b.blocked is not None]
         if blk:
             extra.append(f"blocked {blk}")
+        staged = [f"{b.stage.stage.producer.op} from {b.buf}" for b in self.boxes if b.stage is not None]
+        if staged:
+            extra.append(f"recomputes {staged} in LDM")
         if self.prefetched:
             extra.append(f"first fetch of {list(self.prefetched)} issued by the previous kernel")
         if self.lane:
