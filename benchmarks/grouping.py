@@ -59,7 +59,9 @@ def one(name, target, work, mode, timeout):
                            "planned_main_memory_bytes": g["planned_main_memory_bytes"],
                            "planned_model_traffic_ratio": g["planned_main_memory_bytes"] / rep["model_compulsory_bytes"],
                            "layers_per_group": [len(x["kernels"]) for x in g["groups"]],
-                           "splits": [f"{x['split']['axis']}/{x['split']['factor']}" for x in g["groups"]]}
+                           "splits": [f"{x['split']['axis']}/{x['split']['factor']}" for x in g["groups"]],
+                           # producers recomputed in their consumer's LDM (stitch_producers.py)
+                           "stitched": len(g.get("stitched", []))}
         inner = [e for k in rep["kernels"] for e in k.get("kernels") or ()]
         if rep.get("family") != "diannao":      # cross-layer weight prefetch (backends/sunway/prefetch.py)
             doc["grouping"]["prefetch"] = {"targets": sum(1 for e in inner if e.get("prefetched")),

@@ -53,6 +53,11 @@ def grouping_lines(rep):
              f"realised as {g['realised']}; the plan's own traffic if stitched {mb(plan)} MB"
              + (f" = {plan / comp:.2f}x" if comp else ""), f"  ({g['note']})"]
     pre = rep["model"] + "_"
+    st = g.get("stitched") or []
+    if st:
+        pairs = [f"{x['producer'].removeprefix(pre)} -> {x['consumer'].removeprefix(pre)}" for x in st]
+        lines.append(f"  {len(st)} producer{'s' if len(st) != 1 else ''} recomputed in the consumer's local memory: "
+                     + ", ".join(pairs[:6]) + (f", ... ({len(pairs) - 6} more)" if len(pairs) > 6 else ""))
     for grp in g["groups"]:
         names = [n.removeprefix(pre) for n in grp["kernels"]]
         layers = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} ({len(names)} kernels)"

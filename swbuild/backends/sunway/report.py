@@ -13,8 +13,8 @@ from ..grouping_report import grouping_summary, shade_groups
 from .cost import model
 
 dma_bandwidth = model.dma_bandwidth     # kept for callers of the first version
-GROUPING_NOTE = ("a group's kernels share one athread_spawn; intermediates still go through main memory "
-                 "(buffer stitching in LDM is not done), so traffic is the per-kernel traffic")
+GROUPING_NOTE = ("a group's kernels share one athread_spawn; intermediates go through main memory, except the "
+                 "outputs of stitched producers (recomputed in their consumer's LDM, option stitch)")
 
 
 def _zero():
