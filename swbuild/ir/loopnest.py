@@ -132,6 +132,14 @@ class Stage:
     def window(self) -> int:
         return self.producer.reduce_points
 
+    @property
+    def key(self) -> str:
+        """What the stage computes, names of kernels aside (repeated layers share tile searches)."""
+        p = self.producer
+        return (f"{self.buf}{list(self.shape)} {[(a.name, a.extent) for a in p.axes]} "
+                f"{[(a.name, a.extent) for a in p.reduce_axes]} {p.combine} {p.init} {p.body} {p.epilogue} "
+                f"{list(self.inputs)} {sorted((n, tuple(b.shape)) for n, b in p.buffers.items())}")
+
     def __str__(self):
         p = self.producer
         how = f"{p.combine}(init {p.init}) over {', '.join(f'{a.name}<{a.extent}' for a in p.reduce_axes)} of " \

@@ -174,7 +174,7 @@ class StageBox:
     inputs: dict = None       # producer's buffer -> the box holding it (this one, then constants')
 
     def __repr__(self):
-        return f"StageBox({self.stage}, {self.box.index!r}, {self.pad!r}, {self.inputs!r})"
+        return f"StageBox({self.stage.key}, {self.box.index!r}, {self.pad!r}, {self.inputs!r})"
 
 
 def aff_lohi(aff, ranges):

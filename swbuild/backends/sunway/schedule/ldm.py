@@ -412,7 +412,7 @@ def signature(s):
     bufs = tuple(sorted(buf(n, b) for n, b in k.buffers.items()))
     return (tuple((a.name, a.extent) for a in k.axes), tuple((a.name, a.extent) for a in k.reduce_axes),
             str(k.body), str(k.epilogue), k.combine, k.init, tuple(k.out_offset), k.out, bufs,
-            tuple(str(st) for st in k.stages),
+            tuple(st.key for st in k.stages),
             repr(sorted(s.hw.items())), s.budget, s.db_ok, s.simd_ok, s.share_ok, s.traffic_weight, s.quick)
 
 
