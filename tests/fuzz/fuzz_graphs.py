@@ -296,7 +296,11 @@ def run(seed, n, targets, work, options=None):
                 continue
             plan = json.loads((out / f"{prog.prefix}.plan.json").read_text())
             feeds = {k: v for c, _ in accepted for k, v in c.feeds().items()}
-            got, _, err, code, _ = check.run_runner(exe, plan, feeds, out)
+            got, stats, err, code, _ = check.run_runner(exe, plan, feeds, out)
+            if tc.family == "sunway":
+                from swbuild.backends.sunway.report import emulator_findings
+                res["emulator"] = emulator_findings(plan, stats)
+                res["stitched"] = len((plan.get("grouping") or {}).get("stitched", []))
             if code != 0:
                 res["wrong"].append({"case": "*", "reason": f"runner exit {code}: {err.strip()[-300:]}"})
             else:
