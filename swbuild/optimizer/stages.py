@@ -5,19 +5,31 @@ from __future__ import annotations
 import numpy as np
 
 
+def storage(program, t):
+    """The root whose bytes hold tensor t: a Concat input placed inside the Concat output
+    (optimizer/memory.py: inplace_concat) is that output's, transitively."""
+    r = program.root(t)
+    while r in program.slices:
+        r = program.root(program.slices[r][0])
+    return r
+
+
 def live_across(program, boundary):
-    """Roots (sorted) live across the boundary before kernel `boundary`."""
+    """Storage roots (sorted) live across the boundary before kernel `boundary`. A Concat
+    written in place is one storage: its parts written before the boundary and the Concat
+    read after it make it live (before, only the parts' own roots were looked at, and a
+    pipeline cut between a part's writer and the Concat's reader lost that part)."""
     n = len(program.kernels)
     first_write, last_read = {}, {}
     for i, k in enumerate(program.kernels):
-        out = program.root(k.buffers[k.out].tensor)
+        out = storage(program, k.buffers[k.out].tensor)
         first_write.setdefault(out, i)
         for b in k.buffers.values():
-            r = program.root(b.tensor)
+            r = storage(program, b.tensor)
             if b.name != k.out:
                 last_read[r] = i
-    ins = {program.root(t) for t in program.inputs}
-    outs = {program.root(t) for t in program.outputs}
+    ins = {storage(program, t) for t in program.inputs}
+    outs = {storage(program, t) for t in program.outputs}
     g = program.graph
     live = []
     for r in sorted(set(first_write) | ins):

@@ -181,6 +181,36 @@ def test_pipeline_streams_items_through_stages(tmp_path, capsys, ranks):
     assert "int deep_run_range(int sw_first, int sw_last," in (out / "deep.h").read_text()
 
 
+def concat_model(path):
+    """Two branches written in place into a Concat that a later convolution reads."""
+    rng = np.random.default_rng(3)
+    ws = [nh.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+          for n, s in (("w0", (6, 3, 3, 3)), ("w1", (6, 6, 1, 1)), ("w2", (6, 6, 3, 3)), ("w3", (4, 12, 1, 1)))]
+    nodes = [h.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]), h.make_node("Conv", ["a", "w1"], ["p"]),
+             h.make_node("Conv", ["a", "w2"], ["q"], pads=[1, 1, 1, 1]), h.make_node("Concat", ["p", "q"], ["cat"], axis=1),
+             h.make_node("Conv", ["cat", "w3"], ["y"])]
+    graph = h.make_graph(nodes, "cat", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 8, 8])], ws)
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_pipeline_cut_inside_an_in_place_concat(tmp_path, capsys, ranks):
+    """Cuts fall between the writers of a Concat's parts and its reader: the Concat's storage
+    crosses them whole. (The liveness once looked at the parts alone; the cut lost them and
+    the last stage read garbage.)"""
+    model = concat_model(tmp_path / "cat.onnx")
+    out = tmp_path / "build"
+    code = cli.main(["check", str(model), "--target", "sunway-emu", "--set", "batch=2", "--set", f"core_groups={ranks}",
+                     "--set", "parallel=pipeline", "-o", str(out)])
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert _passed(code, doc)
+    plan = json.loads((out / "cat.plan.json").read_text())
+    assert len(plan["kernels"]) == 4 and plan["mpi"]["stages"][-1][0] >= 2       # a part's writer before a cut
+    assert "/* cat */" in (out / "cat_mpi.c").read_text()       # the Concat's storage crosses it
+
+
 def test_report_has_ranks_and_plot(tmp_path, capsys):
     model = tiny_model(tmp_path / "tiny.onnx")
     png = tmp_path / "ranks.png"
