@@ -124,6 +124,8 @@ def _stitchable(program, prod, cons, bn):
         return None
     if tuple(cons.buffers[bn].shape) != shape:
         return None
+    if any(b.dtype != "float32" for b in prod.buffers.values()) or cons.buffers[bn].dtype != "float32":
+        return None               # the stage computes in float, into a float LDM buffer
     full = {a.name: (0, a.extent - 1) for a in list(cons.axes) + list(cons.reduce_axes)}
     for e in (cons.body, cons.epilogue):
         for ld in iter_loads(e):
