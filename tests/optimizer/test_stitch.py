@@ -100,3 +100,18 @@ def test_the_cost_models_refusal_agrees_with_the_predictor(monkeypatch):
     before = {e["name"]: e["modeled_seconds"] for e in predict_program(p, tc)}
     after = {e["name"]: e["modeled_seconds"] for e in predict_program(q, tc)}
     assert after[cons] > before[prod] + before[cons]
+
+
+def test_a_stitched_consumer_that_fits_no_tiling_is_not_stitched(monkeypatch):
+    """The stage's buffer counts against LDM: where no tiling of the stitched consumer fits,
+    the pair stays as it was (and the build does not fail)."""
+    from swbuild.errors import LdmError
+    real = stitch_producers.search_tiles
+
+    def tiles(s):
+        if s.k.stages:
+            raise LdmError(s.k.name, 1 << 20, s.budget)
+        return real(s)
+    monkeypatch.setattr(stitch_producers, "search_tiles", tiles)
+    p, st = _stitched(pool_branch(c=8, hw=8))
+    assert st == () and any(k.op == "MaxPool" for k in p.kernels)

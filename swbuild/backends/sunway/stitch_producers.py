@@ -30,8 +30,10 @@ small images make the halo as large as a CPE's pixel block.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
+from ...errors import LdmError
 from ...ir.loopnest import Stage, affine, index_range, iter_loads
 from ...recipe import option_on
 from .schedule.ldm import Search, ldm_budget, search_tiles
@@ -80,7 +82,11 @@ class _Seconds:
 
     def __call__(self, k):
         s = Search(k, self.hw, self.budget, self.options, self.graph, self.sha)
-        return s.evaluate(search_tiles(s))[0]
+        try:
+            r = s.evaluate(search_tiles(s))
+        except LdmError:          # the stitched consumer fits no tiling: not stitched
+            return math.inf
+        return math.inf if r is None else r[0]
 
 
 def _next_pair(program, grouping, refused):
