@@ -237,7 +237,7 @@ class Variants:
         key = (k.name, frozenset(blocked & self.touched[k.name]))
         if key not in self.memo:
             kb = self.kernel(k, key[1])
-            self.memo[key] = None if kb is None else (self.seconds(kb), kb)
+            self.memo[key] = None if kb is None else (self._seconds(kb), kb)
         return self.memo[key]
 
     def kernel(self, k, blocked):
@@ -251,8 +251,7 @@ class Variants:
             self.memo[key] = None if plan is None else _rewrite(self.p, k, *plan, blocked)
         return self.memo[key]
 
-    def seconds(self, k):
-        """The modelled seconds of kernel k alone, scheduled as the build would."""
+    def _seconds(self, k):
         trial = replace(k, buffers=dict(k.buffers), schedule=None)     # the passes re-point its buffers
         mini = replace(self.p, kernels=[trial], notes=[], target_state=SunwayState())
         s = Search(trial, self.target.hardware, ldm_budget(self.target, self.options), self.options, mini.graph,
