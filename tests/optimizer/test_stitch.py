@@ -12,6 +12,7 @@ from onnx import helper
 
 from opt_models import checked_plan
 from stitch_models import dense_layer, pool_branch
+from swbuild.backends.grouping_report import grouping_summary
 from swbuild.backends.sunway import stitch_producers
 from swbuild.backends.sunway.cost.predict import predict_program
 from swbuild.compiler import build_program
@@ -37,8 +38,10 @@ def test_stitched_producer_matches_and_predicts_exactly(case, target, tmp_path):
     slave = next((tmp_path / "out").glob("*_slave.c")).read_text()
     assert "recomputed in LDM from box" in slave and st["producer"] in slave
     # the report maps the producer to the launch that ran it: its consumer's
-    group = next(g for g in plan["grouping"]["groups"] if st["producer"] in g["kernels"])
-    assert st["consumer"] in group["kernels"]
+    summary = grouping_summary(plan, "")
+    group = next(g for g in summary["groups"] if st["producer"] in g["kernels"])
+    launch = next(k["name"] for k in plan["kernels"] if st["consumer"] in _ran({"kernels": [k]}))
+    assert launch in group["launches"] and st["producer"] not in group["launches"]
 
 
 def test_stitch_off_and_grouping_off_keep_the_producer(tmp_path):
