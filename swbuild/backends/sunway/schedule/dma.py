@@ -277,16 +277,7 @@ def box_plans(kernel):
             plans += _staged_plans(kernel, stages[buf], ctx, pad, loads, extents, f"x{i}")
             continue
         shape = kernel.buffers[buf].shape
-        index = []
-        for d in range(len(shape)):
-            affs = []
-            for ld in loads:
-                aff = affine(ld.index[d])
-                if aff is None:
-                    raise ValueError(f"kernel {kernel.name}: non-affine index {ld.index[d]} of {buf}")
-                if aff not in affs:
-                    affs.append(aff)
-            index.append(affs)
+        index = [_affs(kernel, loads, d) for d in range(len(shape))]
         pad_dims = ()
         if pad is not None:
             pad_dims = tuple(d for d in range(len(shape))
@@ -299,12 +290,13 @@ def box_plans(kernel):
     return plans
 
 
-def _affs(loads, d):
+def _affs(kernel, loads, d):
+    """The distinct affine forms of dim d of the loads' indices."""
     out = []
     for ld in loads:
         aff = affine(ld.index[d])
         if aff is None:
-            raise ValueError(f"non-affine index {ld.index[d]} of {ld.buf}")
+            raise ValueError(f"kernel {kernel.name}: non-affine index {ld.index[d]} of {ld.buf}")
         if aff not in out:
             out.append(aff)
     return out
@@ -315,7 +307,7 @@ def _staged_plans(kernel, st, ctx, load_pad, loads, extents, name):
     consumer index composed into the producer's, a window's two ends giving the halo. The
     activation's box (first) computes the stage when it lands; the others (per-element
     constants) are read by it."""
-    computed = BoxPlan(st.buf, ctx, None, [_affs(loads, d) for d in range(len(st.shape))], st.shape, extents,
+    computed = BoxPlan(st.buf, ctx, None, [_affs(kernel, loads, d) for d in range(len(st.shape))], st.shape, extents,
                        name=name + "p")
     prod = st.producer
     axes = [a.name for a in prod.axes]
