@@ -158,15 +158,20 @@ def test_missing_batch_and_too_many_stages_are_refused(tmp_path, capsys):
     assert "needs as many kernels; it has 2" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
-def test_pipeline_streams_items_through_stages(tmp_path, capsys, ranks):
-    model = deep_model(tmp_path / "deep.onnx")
-    out = tmp_path / "build"
-    code = cli.main(["check", str(model), "--target", "sunway-emu", "--set", "batch=5", "--set", f"core_groups={ranks}",
-                     "--set", "parallel=pipeline", "-o", str(out)])
+def _check_pipelined(model, out, batch, ranks, capsys):
+    """`swbuild check` of `model` pipelined over `ranks` ranks on sunway-emu, asserted to pass:
+    its JSON document and its plan."""
+    code = cli.main(["check", str(model), "--target", "sunway-emu", "--set", f"batch={batch}", "--set",
+                     f"core_groups={ranks}", "--set", "parallel=pipeline", "-o", str(out)])
     doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert _passed(code, doc)
-    plan = json.loads((out / "deep.plan.json").read_text())
+    return doc, json.loads((out / f"{model.stem}.plan.json").read_text())
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_pipeline_streams_items_through_stages(tmp_path, capsys, ranks):
+    out = tmp_path / "build"
+    doc, plan = _check_pipelined(deep_model(tmp_path / "deep.onnx"), out, 5, ranks, capsys)
     stages = plan["mpi"]["stages"]
     assert len(stages) == ranks and stages[0][0] == 0 and stages[-1][1] == len(plan["kernels"])
     assert all(a < b for a, b in stages) and all(stages[i][1] == stages[i + 1][0] for i in range(ranks - 1))
@@ -200,13 +205,8 @@ def test_pipeline_cut_inside_an_in_place_concat(tmp_path, capsys, ranks):
     """Cuts fall between the writers of a Concat's parts and its reader: the Concat's storage
     crosses them whole. (The liveness once looked at the parts alone; the cut lost them and
     the last stage read garbage.)"""
-    model = concat_model(tmp_path / "cat.onnx")
     out = tmp_path / "build"
-    code = cli.main(["check", str(model), "--target", "sunway-emu", "--set", "batch=2", "--set", f"core_groups={ranks}",
-                     "--set", "parallel=pipeline", "-o", str(out)])
-    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert _passed(code, doc)
-    plan = json.loads((out / "cat.plan.json").read_text())
+    _, plan = _check_pipelined(concat_model(tmp_path / "cat.onnx"), out, 2, ranks, capsys)
     assert len(plan["kernels"]) == 4 and plan["mpi"]["stages"][-1][0] >= 2       # a part's writer before a cut
     assert "/* cat */" in (out / "cat_mpi.c").read_text()       # the Concat's storage crosses it
 

@@ -16,9 +16,9 @@ from onnx import helper
 
 from opt_models import checked_plan, make, rand
 from swbuild.backends.sunway.cost.predict import predict_program
-from swbuild.backends.sunway.prefetch import (_heaviest_independent, adjust_entries, candidates, prefetched_halves,
-                                              storage)
+from swbuild.backends.sunway.prefetch import _heaviest_independent, adjust_entries, candidates, prefetched_halves
 from swbuild.compiler import build_program
+from swbuild.optimizer.stages import storage
 from swbuild.toolchain import load
 from test_grouping_emulated import grouped_model
 

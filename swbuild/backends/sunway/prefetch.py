@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...optimizer.stages import storage
 from .cost import model
 from .cost.predict import Simulations
 from .schedule.kernel_schedule import ldm_align
@@ -42,15 +43,6 @@ def prefetched_halves(k):
     """(box name, LDM bytes of both halves) of a target's prefetched boxes, in box order."""
     s = k.schedule
     return [(b.name, halves_bytes(b, s.tiles)) for b in s.boxes if b.name in s.prefetched]
-
-
-def storage(program, t):
-    """The allocation a tensor's bytes belong to: its alias root, or the Concat output it is
-    written into in place (optimizer/memory.py: inplace_concat), outermost."""
-    t = program.root(t)
-    while t in program.slices:
-        t = program.root(program.slices[t][0])
-    return t
 
 
 def candidates(program, prev, k):
