@@ -1,3 +1,3 @@
 """swbuild: ahead-of-time compilation of ONNX models and C SCoPs for Sunway and DianNao."""
 
-__version__ = "0.1.0"
+from .support.version import __version__  # noqa: F401
