@@ -106,3 +106,57 @@ def members(tc) -> dict:
 def write(tc, out_path):
     """The archive at out_path (.tar, .tar.gz or .tgz), its top directory `calibrate-<target>`."""
     return write_archive(out_path, f"calibrate-{tc.name}", members(tc))
+
+
+def cmd_calibrate(args):
+    """Write the archive (-o calib.tar), or with --ingest fit its results into a site toolchain file."""
+    import sys
+
+    from . import toolchain
+    tc = toolchain.load(args.target, Path.cwd())
+    if args.ingest:
+        from .calibrate_fit import fit, write_site_file
+        f = fit(tc, args.ingest)
+        path = write_site_file(tc, f, args.out or "toolchains", Path(args.ingest).name)
+        for k, v in f.values.items():
+            shown = f"{len(v)} points" if k == "dma_curve" else f"{v:.4g}"
+            print(f"  {k:<28} {shown:<12} (was {_was(tc, k)})")
+        for k, why in f.not_fitted.items():
+            print(f"  {k:<28} not fitted: {why}")
+        for n in f.notes:
+            print(f"  measured: {n}")
+        print(f"swbuild: {len(f.values)} numbers of {tc.name} fitted -> {path}", file=sys.stderr)
+        return 0
+    out = args.out or f"calibrate-{tc.name}.tar"
+    if Path(out).is_dir() or not str(out).endswith((".tar", ".tar.gz", ".tgz")):
+        raise SwbuildError(f"-o {out}: the archive's name must end in .tar, .tar.gz or .tgz "
+                           "(with --ingest, -o names the directory of the site toolchain file)")
+    path = write(tc, out)
+    print(f"swbuild: calibration programs for {tc.name} -> {path} (make run writes results.json; then "
+          f"swbuild calibrate --target {tc.name} --ingest results.json)", file=sys.stderr)
+    return 0
+
+
+def _was(tc, key):
+    v = tc.hardware.get(key)
+    if v is None:
+        return "unset"
+    return f"{len(v)} points" if key == "dma_curve" else f"{v:.4g}"
+
+
+def add_parser(sub):
+    """The `calibrate` subcommand of cli.py."""
+    from . import toolchain
+    p = sub.add_parser("calibrate", help="measure the cost model's numbers on the machine: benchmark archive, then fit",
+                       description="Without --ingest: write an archive of micro-benchmarks for the target (DMA by "
+                       "size and mode, broadcasts, barriers, register messages, spawn, SIMD/scalar loops on Sunway; "
+                       "__memcpy by direction, __bang_conv, barriers, launches on DianNao) with a Makefile for the "
+                       "target's compilers; `make run` on the machine writes results.json. With --ingest "
+                       "results.json: fit the toolchain numbers and write a site toolchain file (TOML, each fitted "
+                       "number marked measured with the date) into -o DIR (default toolchains/), which overrides "
+                       "the shipped one in that project. Emulated targets build and run the archive here.")
+    p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
+    p.add_argument("--ingest", metavar="RESULTS.json", help="results.json of `make run` to fit")
+    p.add_argument("-o", "--out", help="the archive (.tar, .tar.gz, .tgz; default calibrate-<target>.tar), or with "
+                   "--ingest the directory of the site toolchain file (default toolchains/)")
+    p.set_defaults(fn=cmd_calibrate)
