@@ -32,7 +32,7 @@ DEFAULT_REPS = 32
 
 
 def _family(tc):
-    if tc.family not in PROGRAMS:
+    if PROGRAMS.get(tc.family) is None:
         raise SwbuildError(f"target {tc.name}: no calibration programs for family '{tc.family}'")
     return tc.family
 

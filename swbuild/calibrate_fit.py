@@ -67,7 +67,7 @@ def load_results(path, tc):
     progs = doc.get("programs")
     if not isinstance(progs, list) or not progs:
         raise SwbuildError(f"{path}: programs: expected a non-empty list")
-    kinds = SUNWAY_KEYS if tc.family == "sunway" else DIANNAO_KEYS
+    kinds = {"sunway": SUNWAY_KEYS, "diannao": DIANNAO_KEYS}[tc.family]
     out = {}
     for i, p in enumerate(progs):
         where = f"programs[{i}]"
@@ -233,7 +233,7 @@ def fit_diannao(tc, meas) -> Fit:
 
 def fit(tc, results_path) -> Fit:
     meas = load_results(results_path, tc)
-    return (fit_sunway if tc.family == "sunway" else fit_diannao)(tc, meas)
+    return {"sunway": fit_sunway, "diannao": fit_diannao}[tc.family](tc, meas)
 
 
 # ---- the site toolchain file ---------------------------------------------------------

@@ -55,13 +55,16 @@ static inline void calib_dma(int put, void *mem, void *ldm, int len, int bsize, 
 #define calib_sync_row() athread_syn(ROW_SCOPE, 0xff)
 #define calib_sync_array() athread_syn(ARRAY_SCOPE, 0xffff)
 #else
+/* the non-blocking forms and a wait, as generated code uses them */
 static inline void calib_dma(int put, void *mem, void *ldm, int len, int bsize, int stride)
 {
+    crts_rply_t reply = 0;
     if (bsize > 0 && stride > 0) {
-        if (put) CRTS_dma_put_stride(mem, ldm, len, bsize, stride);
-        else CRTS_dma_get_stride(ldm, mem, len, bsize, stride);
-    } else if (put) CRTS_dma_put(mem, ldm, len);
-    else CRTS_dma_get(ldm, mem, len);
+        if (put) CRTS_dma_iput_stride(mem, ldm, len, bsize, stride, &reply);
+        else CRTS_dma_iget_stride(ldm, mem, len, bsize, stride, &reply);
+    } else if (put) CRTS_dma_iput(mem, ldm, len, &reply);
+    else CRTS_dma_iget(ldm, mem, len, &reply);
+    CRTS_dma_wait_value(&reply, 1);
 }
 #define calib_sync_row() CRTS_ssync_row()
 #define calib_sync_array() CRTS_ssync_array()
