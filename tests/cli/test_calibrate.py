@@ -176,3 +176,18 @@ def test_ingest_is_deterministic(tmp_path, monkeypatch):
     text = outs[0].decode()
     assert f"\nrow_sync_cycles = 100   {MARK}\n" in text            # 400 cycles / 4 barriers
     assert "array_sync_cycles" not in text.split("[hardware]")[1]     # not measured: inherited
+
+
+def test_the_docs_example_runs_as_written(tmp_path):
+    """docs/calibrate.md's "Try it here" commands, in a shell, in an empty directory."""
+    import os
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "calibrate.md").read_text()
+    block = doc.split("## Try it here")[1].split("```sh\n")[1].split("```")[0]
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+               SOURCE_DATE_EPOCH=EPOCH)
+    r = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (tmp_path / "toolchains" / "sunway-emu.toml").read_text()
+    row = toolchain.load("sunway-emu").hardware["row_sync_cycles"]
+    assert f"row_sync_cycles = {row}   {MARK}" in text and "spawn_seconds" in r.stdout
