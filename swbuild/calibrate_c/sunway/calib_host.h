@@ -17,7 +17,7 @@ static const char *calib_sep = "";
 static void calib_begin(const char *program)
 {
     athread_init();
-    calib_mem = aligned_alloc(64, (size_t)CALIB_CPES * CALIB_REGION);
+    if (posix_memalign((void **)&calib_mem, 64, (size_t)CALIB_CPES * CALIB_REGION)) { perror("posix_memalign"); exit(1); }
     for (size_t i = 0; i < (size_t)CALIB_CPES * CALIB_REGION; i++) calib_mem[i] = (char)i;
     printf("{\"program\": \"%s\", \"api\": \"%s\", \"emulated\": %s, \"cpes\": %d, \"measurements\": [",
            program, CALIB_API,
