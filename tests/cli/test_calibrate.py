@@ -108,23 +108,43 @@ def test_archive_is_deterministic_and_names_the_real_compilers(tmp_path, monkeyp
         assert want in mk.splitlines() and "results.json:" in mk
 
 
-def test_real_sunway_archive_builds_with_a_stand_in_compiler(tmp_path, monkeypatch):
-    """The sw5cc Makefile, with gcc and the emulator's runtime standing in (as test_export does)."""
+STAND_INS = {   # the real target's Makefile with this machine's compilers and its twin's emulation (as test_export)
+    "sunway": lambda sys_cc, emu, lib: ["CC=gcc", "LINK=gcc", "AR=ar", f"SLAVE_CC={sys_cc}", f"CFLAGS=-O2 {emu} -I.",
+                                        f"SLAVE_CFLAGS=-O2 {emu} -I.", "LDFLAGS=", f"LDLIBS={lib} -lpthread -lm"],
+    "diannao": lambda sys_cc, emu, lib: ["CC=g++", "DEVICE_CC=g++ -x c++", "LINK=g++", f"CFLAGS=-O2 -std=c++17 {emu} -I.",
+                                         f"DEVICE_CFLAGS=-O2 -std=c++17 {emu} -I.", "LDFLAGS=-pthread", "LDLIBS=-lm"],
+}
+
+
+@pytest.mark.parametrize("target, key", [("sunway", "array_sync_cycles"), ("diannao", "launch_cycles")])
+def test_real_archive_builds_with_a_stand_in_compiler_and_its_results_fit(tmp_path, monkeypatch, capsys, target, key):
+    """The sw5cc / cncc Makefile builds and runs with stand-ins; ingesting for the real target
+    rewrites its whole file in place: the fitted lines marked, every other line kept."""
     from swbuild import build
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["calibrate", "-t", "sunway", "-o", "c.tar"]) == 0
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    assert cli.main(["calibrate", "-t", target, "-o", "c.tar"]) == 0
     with tarfile.open(tmp_path / "c.tar") as t:
         t.extractall(tmp_path / "x", filter="data")
-    tc = toolchain.load("sunway-emu")
+    tc = toolchain.load(f"{target}-emu")
     emu = " ".join([f"-I{d}" for d in tc.runtime_include_dirs()] + [f"-D{d}" for d in tc.runtime_defines()])
     steps, lib = build.runtime_steps(tc, tmp_path / "rt")
     build.run_steps(steps, log=lambda s: None)
-    r = subprocess.run(["make", "-s", "-C", str(tmp_path / "x" / "calibrate-sunway"), "all", "CC=gcc", "LINK=gcc",
-                        "AR=ar", f"SLAVE_CC={sys.executable} -m swbuild.runtime.slavecc gcc", f"CFLAGS=-O2 {emu} -I.",
-                        f"SLAVE_CFLAGS=-O2 {emu} -I.", "LDFLAGS=", f"LDLIBS={lib} -lpthread -lm"],
+    d = tmp_path / "x" / f"calibrate-{target}"
+    r = subprocess.run(["make", "-s", "-C", str(d), "run", "REPS=2"]
+                       + STAND_INS[target](f"{sys.executable} -m swbuild.runtime.slavecc gcc", emu, lib),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert (tmp_path / "x" / "calibrate-sunway" / "dma").is_file()
+    assert cli.main(["calibrate", "-t", target, "--ingest", str(d / "results.json")]) == 0
+    shipped = toolchain.find_file(target).read_text().splitlines()
+    text = (tmp_path / "toolchains" / f"{target}.toml").read_text().splitlines()
+    marked = [ln for ln in text if ln.endswith(MARK)]
+    assert len(text) == len(shipped) + 3 and text[3:] != shipped       # a 3-line header, lines replaced in place
+    assert [ln.split("=")[0] for ln in marked] == [ln.split("=")[0] for ln in shipped if ln.split("=")[0] in
+                                                   {m.split("=")[0] for m in marked}]
+    assert all(a == b for a, b in zip(text[3:], shipped) if not a.endswith(MARK))
+    got = toolchain.load(target, tmp_path).hardware[key]
+    assert close(got, toolchain.load(target).hardware[key]) and f"{key} = " in "\n".join(marked)
 
 
 def results(path, programs, target="sunway-emu"):
