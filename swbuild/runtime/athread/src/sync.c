@@ -27,8 +27,9 @@ static void merge(bar_t *b)
     memset(b->vc, 0, sizeof b->vc);
     b->cycles = 0;
     for (int m = 0; m < b->n; m++) {
-        const unsigned *v = swemu_cpes[b->first + m * b->step].vc;
-        if (swemu_cpes[b->first + m * b->step].cycles > b->cycles) b->cycles = swemu_cpes[b->first + m * b->step].cycles;
+        const swemu_cpe *member = &swemu_cpes[b->first + m * b->step];
+        const unsigned *v = member->vc;
+        if (member->cycles > b->cycles) b->cycles = member->cycles;   /* the members wait for the latest */
         for (int i = 0; i < SWEMU_CPES; i++)
             if (v[i] > b->vc[i]) b->vc[i] = v[i];
     }
