@@ -11,7 +11,8 @@ import tarfile
 
 import pytest
 
-from swbuild import cli, toolchain
+from swbuild import cli
+from swbuild.config import toolchain
 from swbuild.backends.sunway.cost.model import dma_bandwidth
 
 REPS = "4"
@@ -120,7 +121,7 @@ STAND_INS = {   # the real target's Makefile with this machine's compilers and i
 def test_real_archive_builds_with_a_stand_in_compiler_and_its_results_fit(tmp_path, monkeypatch, capsys, target, key):
     """The sw5cc / cncc Makefile builds and runs with stand-ins; ingesting for the real target
     rewrites its whole file in place: the fitted lines marked, every other line kept."""
-    from swbuild import build
+    from swbuild.driver import build
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
     assert cli.main(["calibrate", "-t", target, "-o", "c.tar"]) == 0
