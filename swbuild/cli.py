@@ -499,6 +499,8 @@ def parser():
                        description="Print the passes of the target family's pipeline, in the order they run.")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
     p.set_defaults(fn=cmd_pipeline)
+    from .driver import calibrate
+    calibrate.add_parser(sub)
     try:
         from .driver import scop as scop_cli
         scop_cli.add_parser(sub)

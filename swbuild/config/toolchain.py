@@ -74,7 +74,7 @@ SWEMU_MODEL_KEYS = {
     "spawn_seconds", "fma_per_cycle_simd", "fma_per_cycle_scalar", "ldm_loads_per_cycle",
     "dual_issue", "simd_unaligned_load_cost", "loop_overhead_cycles", "div_cycles",
     "transcendental_cycles", "vector_registers", "dma_overlap", "roofline_bytes_per_s",
-    "row_broadcast", "row_sync_cycles", "array_broadcast", "array_sync_cycles",
+    "row_broadcast", "row_sync_cycles", "array_broadcast", "array_sync_cycles", "regcomm_latency_cycles",
     # MPI cost model (swbuild/driver/mpi.py): network between core groups and between nodes
     "net_bandwidth_bytes_per_s", "net_latency_s", "noc_bandwidth_bytes_per_s", "noc_latency_s",
 }
@@ -133,6 +133,28 @@ def swemu_instrument_flags(level=None):
 def swemu_defines(hw):
     """The toolchain -> Athread emulator contract: one define per rule of SWEMU_RULES."""
     return [f"{d}={int(hw[k])}" for k, d in SWEMU_RULES.items() if k in hw]
+
+
+# The cost numbers the Athread emulator's modelled clock runs on (runtime/athread/src/timing.c):
+# toolchain key -> define. Cost-model numbers still (SWEMU_MODEL_KEYS); `swbuild calibrate`
+# measured under emulation recovers them.
+SWEMU_TIMING = {
+    "clock_hz": "SWEMU_CLOCK_HZ", "dma_fit_peak_bytes_per_s": "SWEMU_DMA_FIT_PEAK",
+    "dma_fit_half_bytes": "SWEMU_DMA_FIT_HALF", "spawn_seconds": "SWEMU_SPAWN_SECONDS",
+    "row_sync_cycles": "SWEMU_ROW_SYNC_CYCLES", "array_sync_cycles": "SWEMU_ARRAY_SYNC_CYCLES",
+    "regcomm_latency_cycles": "SWEMU_REGCOMM_LATENCY_CYCLES",
+}
+
+
+def swemu_timing_defines(hw):
+    """The modelled clock's numbers as defines; `dma_curve` as two comma lists (no braces:
+    a Makefile's shell would expand them)."""
+    out = [f"{d}={float(hw[k])!r}" for k, d in SWEMU_TIMING.items() if k in hw]
+    if hw.get("dma_curve"):
+        curve = sorted(hw["dma_curve"])
+        out += ["SWEMU_DMA_CURVE_BYTES=" + ",".join(repr(float(s)) for s, _ in curve),
+                "SWEMU_DMA_CURVE_BPS=" + ",".join(repr(float(b)) for _, b in curve)]
+    return out
 
 
 def find_file(name, project_dir=None):
@@ -246,7 +268,7 @@ class Toolchain:
 
 # The hardware numbers each emulation runtime is compiled with, by runtime name.
 RUNTIME_DEFINES = {
-    "athread": lambda tc: swemu_defines(tc.hardware),
+    "athread": lambda tc: swemu_defines(tc.hardware) + swemu_timing_defines(tc.hardware),
     "bang": lambda tc: bangemu_defines(tc.hardware),
 }
 

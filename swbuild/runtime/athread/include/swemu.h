@@ -66,6 +66,10 @@ void swemu_reply_wait(volatile int *reply, int value);
 void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op);
 void swemu_rc_get(int dir, void *v, size_t size, const char *op);
 
+/* The caller's modelled cycle counter (a CPE's on a CPE, the host's on the host): what the
+ * chip's `rtc` would read, from the toolchain's cost numbers (src/timing.c). */
+unsigned long swemu_rtc(void);
+
 /* Host side: names a main-memory array for the emulator's reports ("name+offset"). */
 void swemu_register(const void *p, size_t bytes, const char *name);
 

@@ -293,6 +293,7 @@ int swemu_spawn(void *fn, void *arg, const char *name)
         c->heap_peak = 0;
         c->nw = c->nr = 0;
         swemu_clock_reset(c);
+        c->cycles = swemu_host_cycles + swemu_spawn_cycles();
         c->state = 0;
     }
     swemu_bar_reset();
@@ -350,6 +351,7 @@ int athread_join(void)
         k->rc_puts += c->rc_puts; k->rc_gets += c->rc_gets;
         if (c->heap_peak > k->peak) k->peak = c->heap_peak;
         if (c->t_done > t_end) t_end = c->t_done;
+        if (c->cycles > swemu_host_cycles) swemu_host_cycles = c->cycles;
     }
     if (swemu_conflicts_on) {
         uintptr_t first = 0;
