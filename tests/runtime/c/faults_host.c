@@ -12,10 +12,12 @@ static const struct { const char *name; void *fn; } table[] = {FAULT_KERNELS(ROW
 
 static float in[4096], out[4096];
 static void *ptrs[64];
+/* never passed to swemu_register: its bounds come from the symbol table (objects.c) */
+static float unreg[64];
 
 int main(int argc, char **argv)
 {
-    fpara_t p = {in, out, ptrs};
+    fpara_t p = {in, out, ptrs, unreg};
     for (int i = 0; i < 4096; i++) in[i] = (float)i;
     athread_init();
     swemu_register(in, sizeof in, "in");

@@ -151,6 +151,10 @@ void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n);
 void swemu_wait_reply(const char *op, volatile int *reply, int value, int exact);
 void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
 void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write);
+/* objects.c: bounds of the program's static and global arrays, from its symbol table */
+extern size_t swemu_objects;
+void swemu_objects_init(void);
+void swemu_check_object(swemu_cpe *c, const char *op, uintptr_t lo, uintptr_t hi);
 /* regcomm.c */
 void swemu_rc_reset(void);
 void swemu_rc_kernel_end(swemu_cpe *c);
