@@ -157,6 +157,12 @@ def test_dma_past_an_unregistered_global_array(fp):
         report(fp, "k_global_past"))
 
 
+def test_dma_past_an_unregistered_malloc_block(fp):
+    assert re.fullmatch(
+        rf"swemu: error: kernel k_heap_past CPE 0: {fp.get}: main memory {HEX}\.\.{HEX} runs 128 bytes past "
+        rf"the end of the malloc block of 256 bytes at {HEX}( into the next block)?", report(fp, "k_heap_past"))
+
+
 # ---- LDM ------------------------------------------------------------------------------------
 
 def test_heap_plus_stack_overflow(fp):

@@ -6,17 +6,23 @@
  * /proc/self/exe (the load bias of a PIE from dl_iterate_phdr's first object, the program);
  * every DMA's main-memory side that starts inside one object must end inside it: a transfer
  * running into the next object is an error naming both. A stripped program has no .symtab:
- * nothing is checked then (the stats file says how many objects were read). Heap blocks and
- * shared libraries' objects are not in this table.
+ * nothing is checked then (the stats file says how many objects were read).
+ *
+ * Heap blocks: the program's malloc, calloc, realloc, free and aligned allocations are
+ * these wrappers (an executable's definition interposes glibc's, which they call through
+ * its __libc_* entry points), so every live block's bounds are known too: a DMA that starts
+ * in a block must end in it. Shared libraries' own arrays are not covered.
  */
 #include "swemu_int.h"
 
 #include <elf.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -110,10 +116,117 @@ static const swemu_obj *object_of(uintptr_t a)
     return lo && a < objs[lo - 1].hi ? &objs[lo - 1] : NULL;
 }
 
+/* ---- heap blocks: a sorted array of live blocks in mmap'd memory (malloc must not recurse),
+ * under a spinlock (malloc can run before and beside the CPE threads) ---- */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+
+typedef struct { uintptr_t lo, hi; } swemu_blk_range;
+static swemu_blk_range *heap;
+static size_t nheap, heap_cap;
+static int heap_lock;
+
+static void lock(void) { while (__atomic_exchange_n(&heap_lock, 1, __ATOMIC_ACQUIRE)) sched_yield(); }
+static void unlock(void) { __atomic_store_n(&heap_lock, 0, __ATOMIC_RELEASE); }
+
+static size_t heap_index(uintptr_t a)     /* first block with lo > a */
+{
+    size_t lo = 0, hi = nheap;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (heap[mid].lo <= a) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+static void *track(void *p, size_t n)
+{
+    size_t i;
+    if (!p) return p;
+    lock();
+    if (nheap == heap_cap) {
+        size_t cap = heap_cap ? 2 * heap_cap : 4096;
+        void *q = mmap(NULL, cap * sizeof *heap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED) { unlock(); return p; }    /* untracked: never a false report */
+        if (heap) {
+            memcpy(q, heap, nheap * sizeof *heap);
+            munmap(heap, heap_cap * sizeof *heap);
+        }
+        heap = q;
+        heap_cap = cap;
+    }
+    {
+        /* live blocks never overlap: entries that do are stale (freed where no wrapper saw it) */
+        uintptr_t lo = (uintptr_t)p, hi = lo + (n ? n : 1);
+        size_t j;
+        i = heap_index(lo);
+        if (i && heap[i - 1].hi > lo) i--;
+        for (j = i; j < nheap && heap[j].lo < hi; j++) {}
+        memmove(&heap[i + 1], &heap[j], (nheap - j) * sizeof *heap);
+        nheap = nheap - (j - i) + 1;
+        heap[i] = (swemu_blk_range){lo, hi};
+    }
+    unlock();
+    return p;
+}
+
+static void untrack(void *p)
+{
+    size_t i;
+    if (!p) return;
+    lock();
+    i = heap_index((uintptr_t)p);
+    if (i && heap[i - 1].lo == (uintptr_t)p) {
+        memmove(&heap[i - 1], &heap[i], (nheap - i) * sizeof *heap);
+        nheap--;
+    }
+    unlock();
+}
+
+void *malloc(size_t n) { return track(__libc_malloc(n), n); }
+void *calloc(size_t k, size_t n) { return track(__libc_calloc(k, n), k * n); }
+void free(void *p) { untrack(p); __libc_free(p); }
+void *realloc(void *p, size_t n)
+{
+    void *q = __libc_realloc(p, n);
+    if (q || !n) untrack(p);        /* on failure the old block stays */
+    return n ? track(q, n) : q;
+}
+void *memalign(size_t a, size_t n) { return track(__libc_memalign(a, n), n); }
+void *aligned_alloc(size_t a, size_t n) { return track(__libc_memalign(a, n), n); }
+int posix_memalign(void **out, size_t a, size_t n)
+{
+    void *p;
+    if (a % sizeof(void *) || (a & (a - 1))) return EINVAL;
+    if (!(p = track(__libc_memalign(a, n), n))) return ENOMEM;
+    *out = p;
+    return 0;
+}
+
 void swemu_check_object(swemu_cpe *c, const char *op, uintptr_t lo, uintptr_t hi)
 {
     const swemu_obj *o = object_of(lo), *next;
-    if (!o || hi <= o->hi) return;
+    if (!o) {
+        uintptr_t blo = 0, bhi = 0, nlo = 0;
+        size_t i;
+        lock();
+        i = heap_index(lo);
+        if (i && lo < heap[i - 1].hi) {
+            blo = heap[i - 1].lo;
+            bhi = heap[i - 1].hi;
+            nlo = i < nheap && heap[i].lo < hi ? heap[i].lo : 0;
+        }
+        unlock();
+        if (bhi && hi > bhi)
+            swemu_die(c, "%s: main memory %#lx..%#lx runs %lu bytes past the end of the malloc block of %lu bytes "
+                      "at %#lx%s", op, (unsigned long)lo, (unsigned long)hi, (unsigned long)(hi - bhi),
+                      (unsigned long)(bhi - blo), (unsigned long)blo, nlo ? " into the next block" : "");
+        return;
+    }
+    if (hi <= o->hi) return;
     next = o + 1 < objs + nobjs && o[1].lo < hi ? o + 1 : NULL;
     swemu_die(c, "%s: main memory %#lx..%#lx runs %lu bytes past the end of `%s` (%lu bytes at %#lx, "
               "the program's symbol table)%s%s%s", op, (unsigned long)lo, (unsigned long)hi,
