@@ -7,7 +7,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_builders import make
-from swbuild.lowering import nearest_ops
+from swbuild.driver.lowering import nearest_ops
 
 
 def test_nearest_supported_ops_are_related_ones():

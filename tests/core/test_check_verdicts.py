@@ -8,7 +8,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from core_models import build_runner, make, rand
-from swbuild import check
+from swbuild.driver import check
 
 
 def _last_json(p):

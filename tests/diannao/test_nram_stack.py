@@ -6,7 +6,8 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from dn_build import build_model, run_check
-from swbuild import check, toolchain
+from swbuild.driver import check
+from swbuild.config import toolchain
 
 
 def vit_patch_and_fc1():
