@@ -59,7 +59,7 @@ def test_compiler_rules_are_read_where_the_table_says():
     assert toolchain.unenforced_keys("sunway", hw, runtime_text("athread")) == []
     saved = dict(toolchain.COMPILER_RULES)
     try:   # pointing a rule at a module that never reads it is caught
-        toolchain.COMPILER_RULES["mem_bytes_per_cg"] = "names.py"
+        toolchain.COMPILER_RULES["mem_bytes_per_cg"] = "support/names.py"
         assert toolchain.unenforced_keys("sunway", hw, runtime_text("athread")) == ["mem_bytes_per_cg"]
     finally:
         toolchain.COMPILER_RULES.update(saved)
