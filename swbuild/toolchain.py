@@ -130,6 +130,11 @@ def swemu_instrument_flags(level=None):
     return list(SWEMU_INSTRUMENT_LEVELS[level])
 
 
+def swemu_clock(hw):
+    """The rate of the emulated `rtc()` cycle counter (athread.h): the chip's clock_hz."""
+    return [f"SWEMU_CLOCK_HZ={float(hw['clock_hz'])!r}"] if "clock_hz" in hw else []
+
+
 def swemu_defines(hw):
     """The toolchain -> Athread emulator contract: one define per rule of SWEMU_RULES."""
     return [f"{d}={int(hw[k])}" for k, d in SWEMU_RULES.items() if k in hw]
@@ -246,7 +251,7 @@ class Toolchain:
 
 # The hardware numbers each emulation runtime is compiled with, by runtime name.
 RUNTIME_DEFINES = {
-    "athread": lambda tc: swemu_defines(tc.hardware),
+    "athread": lambda tc: swemu_defines(tc.hardware) + swemu_clock(tc.hardware),
     "bang": lambda tc: bangemu_defines(tc.hardware),
 }
 

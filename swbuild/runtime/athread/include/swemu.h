@@ -31,6 +31,11 @@
 #endif
 #endif
 
+/* The rate of the emulated cycle counter swemu_rtc() (athread.h's rtc()). */
+#ifndef SWEMU_CLOCK_HZ
+#define SWEMU_CLOCK_HZ 1.45e9
+#endif
+
 /* LDM variables (__thread_local, __ldm): one copy per CPE thread. */
 #if defined(__cplusplus)
 #define SWEMU_LDM_VAR thread_local
@@ -48,6 +53,7 @@ extern "C" {
 extern __thread int swemu_tid;
 
 int swemu_spawn(void *fn, void *arg, const char *name);
+unsigned long swemu_rtc(void);
 void swemu_simd_misaligned(const void *p, unsigned long align, const char *op)
     __attribute__((noreturn));
 

@@ -54,6 +54,15 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* athread.h's rtc(): monotonic time in cycles of SWEMU_CLOCK_HZ (the emulator models no
+ * instruction timing; see athread.h). */
+unsigned long swemu_rtc(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long)(((long double)ts.tv_sec * 1e9L + ts.tv_nsec) * (long double)SWEMU_CLOCK_HZ / 1e9L);
+}
+
 const char *swemu_kernel(void) { return cur_k ? cur_k->name : "(none)"; }
 
 /* One line on stderr, written with a single write() so 64 failing CPEs cannot interleave;
