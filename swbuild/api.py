@@ -174,7 +174,8 @@ def check(model: PathLike = None, *, target: str, recipe: PathLike = None, out: 
     """Build for an emulated target (through SCons; an up-to-date build is reused), run, and
     compare with the reference: `expected`, the outputs shipped beside an onnx light model, or
     onnxruntime on the same inputs (`inputs`, else the light model's, else seeded ones).
-    `save_outputs`: write the runner's outputs to this .npz (keyed by output name)."""
+    `save_outputs`: write the runner's outputs to this .npz (keyed by output name), when the
+    runner ran to the end (`.saved` says whether it did)."""
     from . import jobs
     from . import check as chk
     from .outlock import locked
@@ -200,7 +201,7 @@ def check(model: PathLike = None, *, target: str, recipe: PathLike = None, out: 
     kept = {}
     doc = chk.check_build(plan, exe, ref, ins, float(job.check["rtol"]), float(job.check["atol"]),
                           timeout=float(job.check["timeout"]), keep=kept)
-    saved = _save(save_outputs, kept, "check") if save_outputs else None
+    saved = _save(save_outputs, kept, "check") if save_outputs and kept else None   # a failed run has none
     return _check_result(doc, kept, exe, saved)
 
 

@@ -68,8 +68,9 @@ def cmd_compile(args):
 def cmd_check(args):
     from . import api
     try:
-        doc = api.check(**_api_args(args), inputs=args.inputs, expected=args.expected, runner=args.runner,
-                        timeout=args.timeout, save_outputs=args.save_outputs).document
+        r = api.check(**_api_args(args), inputs=args.inputs, expected=args.expected, runner=args.runner,
+                      timeout=args.timeout, save_outputs=args.save_outputs)
+        doc = r.document
     except UnsupportedError as e:
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
@@ -87,8 +88,10 @@ def cmd_check(args):
     else:
         print(f"swbuild: check passed for {doc['model']} on {doc['target']}: max abs err {doc['max_abs_err']:.3g}, "
               f"max rel err {doc['max_rel_err']:.3g}", file=sys.stderr)
-    if args.save_outputs and doc["status"] in ("pass", "fail") and doc.get("max_abs_err") is not None:
-        print(f"swbuild: outputs written to {args.save_outputs}", file=sys.stderr)
+    if r.saved:
+        print(f"swbuild: outputs written to {r.saved}", file=sys.stderr)
+    elif args.save_outputs:
+        print(f"swbuild: no outputs to write to {args.save_outputs}: the runner did not finish", file=sys.stderr)
     print(json.dumps(doc, sort_keys=True))
     write_result(args, doc)
     return 0 if doc["status"] == "pass" else 1

@@ -224,10 +224,12 @@ static double span(int a, int b)
 '''
 
 
-def runner_main(program, version, ins, outs, clock, clock_hz, run_args, setup, cxx=False):
+def runner_main(program, version, ins, outs, clock, clock_hz, run_args, setup):
     """The runner's source. ins/outs: Tensor lists; clock: "rtc" or "notifier"; run_args: the
     run() call's trailing arguments after the tensors (["ws"], ["NULL"]); setup: lines before
-    init (the workspace)."""
+    init (the workspace). The text is C that C++ compiles too (the DianNao runner is .cpp).
+    A kernel's time runs from the hook before its launch to the next hook (the next launch, or
+    the run's end), so it includes filling the next launch's parameters: a few stores."""
     P = program.prefix
     nin, nout = len(ins), len(outs)
     usage = " ".join([f"IN{i}" for i in range(nin)] + [f"OUT{i}" for i in range(nout)])

@@ -481,4 +481,4 @@ def runner_file(program, version, clock_hz):
     U = program.prefix.upper()
     ins = tensors(program, "INPUT", U, CTYPE)
     outs = tensors(program, "OUTPUT", U, CTYPE)
-    return runner_main(program, version, ins, outs, "notifier", clock_hz, ["NULL"], [], cxx=True)
+    return runner_main(program, version, ins, outs, "notifier", clock_hz, ["NULL"], [])
