@@ -87,3 +87,28 @@ def test_run_refuses_what_it_cannot_time(model, tmp_path, capsys):
     assert "real chip" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["run", str(model), "-t", "sunway-emu", "--repeat", "0"])
+
+
+def test_the_emulated_clocks_run_at_the_toolchains_rate():
+    from swbuild import toolchain
+    for name, hz in [("sunway-emu", "1450000000.0"), ("sunway-pro-emu", "2250000000.0")]:
+        assert f"SWEMU_CLOCK_HZ={hz}" in toolchain.load(name).runtime_defines()
+    assert "BANGEMU_CLOCK_HZ=1000000000.0" in toolchain.load("diannao-emu").runtime_defines()
+    assert toolchain.load("sunway").runtime_defines() == []       # the chip reads its own rtc
+
+
+def test_times_are_parsed_strictly_and_mpi_builds_are_refused():
+    from swbuild.errors import SwbuildError
+    from swbuild.run_times import parse_times, run_model
+    text = ("runner: run 1/2 (warm-up): 2.000000 ms, 2000 cycles\nrunner: run 2/2: 1.500000 ms, 1500 cycles\n"
+            "runner: kernel m_g0: 1.250000 ms per run, 2 launches per run, 1250 cycles per run\n"
+            "runner: 1 runs after 1 warm-up: mean 1.500000 ms, min 1.500000 ms (clock 1e+06 Hz)\n")
+    t = parse_times(text, 1, 1)
+    assert t.warmup_ms == [2.0] and t.runs_ms == [1.5] and t.run_cycles == [1500] and t.clock_hz == 1e6
+    assert [(k.name, k.ms_per_run, k.launches_per_run, k.cycles_per_run) for k in t.kernels] == [("m_g0", 1.25, 2, 1250)]
+    with pytest.raises(SwbuildError, match="printed 1 timed and 1 warm-up runs \\(asked for 2 and 1\\)"):
+        parse_times(text, 2, 1)
+    with pytest.raises(SwbuildError, match="or no summary line"):
+        parse_times(text.rsplit("runner: 1 runs", 1)[0], 1, 1)
+    with pytest.raises(SwbuildError, match="spans MPI ranks"):
+        run_model({"model": "m", "mpi": {"ranks": 2}}, "m_runner", {})
