@@ -16,9 +16,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union
 
 from .errors import SwbuildError
+
+if TYPE_CHECKING:       # the annotations only: importing them here would make `import swbuild.api` heavy
+    from .recipe import Recipe
+    from .run_times import Timings
 
 PathLike = Union[str, Path]
 Shapes = Union[Mapping[str, Sequence[int]], Sequence[str], None]     # {"data": (1, 3, 224, 224)} or ["data=1x3x224x224"]
@@ -79,7 +83,7 @@ class RunResult:
     model: str
     target: str
     outputs: dict                   # name -> numpy array
-    timings: object                 # swbuild.run_times.Timings: runs_ms, warmup_ms, kernels, mean_ms, min_ms, clock_hz
+    timings: "Timings"              # runs_ms, warmup_ms, run_cycles, kernels, mean_ms, min_ms, clock_hz
     runner: Path
     saved: Optional[Path] = None
 
@@ -89,7 +93,7 @@ class RunResult:
         return format_times(self.timings, self.model, self.target)
 
 
-def load_recipe(path: PathLike, overrides: Options = None):
+def load_recipe(path: PathLike, overrides: Options = None) -> "Recipe":
     """The recipe (swbuild.recipe.Recipe) with `overrides` applied, validated; RecipeError lists
     every problem with its file and line."""
     from . import recipe as rc
