@@ -11,17 +11,13 @@ result types (CompileResult, CheckResult, ReportResult, RunResult) live in swbui
 """
 import importlib
 
-__version__ = "0.1.0"
+from .support.version import __version__  # noqa: F401
 
 __all__ = ["compile", "check", "report", "run", "load_recipe", "CompileResult", "CheckResult", "ReportResult",
            "RunResult", "__version__"]
 
 
 def __getattr__(name):
-    # `swbuild.check` is also a module (check.py): import that one, which is callable as the API's
-    # check, so `from swbuild import check` inside the package keeps getting the module.
-    if name == "check":
-        return importlib.import_module("swbuild.check")
     if name in __all__:
         return getattr(importlib.import_module("swbuild.api"), name)
     raise AttributeError(f"module 'swbuild' has no attribute {name!r}")

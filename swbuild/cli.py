@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from . import __version__, toolchain
-from .errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
+from .support.version import __version__
+from .config import toolchain
+from .support.errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
 
 EPILOG = """examples:
   swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
@@ -131,8 +132,8 @@ def cmd_run(args):
 
 def cmd_ops(args):
     """Without MODEL: the operators (of a target); with MODEL: per node, supported or why not."""
-    from . import ops_report
-    from .jobs import _toolchain, blame_inputs, make_job
+    from .driver import ops_report
+    from .api.jobs import _toolchain, blame_inputs, make_job
     from .ops import supported_ops
     if not args.model and not args.recipe:
         if args.target:
@@ -155,11 +156,11 @@ def cmd_ops(args):
 
 def cmd_export(args):
     """Generate the model's sources in a scratch directory and archive them with a Makefile
-    and metadata (swbuild/export.py)."""
+    and metadata (swbuild/driver/export.py)."""
     import tempfile
 
-    from .export import export
-    from .jobs import _scop_recipe, _toolchain, do_compile, make_job
+    from .driver.export import export
+    from .api.jobs import _scop_recipe, _toolchain, do_compile, make_job
     tc = _toolchain(args)
     if _scop_recipe(args) is not None:
         raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
@@ -179,10 +180,11 @@ def cmd_pipeline(args):
     tc = toolchain.load(args.target, Path.cwd())
     fam = family_of(tc)
     print(f"{tc.name}: family {fam.name}, {len(fam.pipeline)} passes (Program, Target, Options) -> Program")
+    width = max(len(run.__module__.removeprefix("swbuild.")) for run in fam.pipeline)
     for i, run in enumerate(fam.pipeline, 1):
         doc = (run.__doc__ or "").strip().splitlines()
         where = run.__module__.removeprefix("swbuild.")
-        print(f"{i:3}. {run.__name__:<26} {where:<32} {doc[0] if doc else ''}")
+        print(f"{i:3}. {run.__name__:<26} {where:<{width}} {doc[0] if doc else ''}")
     return 0
 
 
@@ -273,8 +275,10 @@ def parser():
                        description="Print the passes of the target family's pipeline, in the order they run.")
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
     p.set_defaults(fn=cmd_pipeline)
+    from .driver import calibrate
+    calibrate.add_parser(sub)
     try:
-        from .frontends import scop_cli
+        from .driver import scop as scop_cli
         scop_cli.add_parser(sub)
     except ImportError:
         pass
@@ -285,8 +289,8 @@ RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
 
 
 def main(argv=None):
-    from .allocator import keep_freed_memory
-    from .blas import load_numpy_single_threaded
+    from .support.allocator import keep_freed_memory
+    from .support.blas import load_numpy_single_threaded
     keep_freed_memory()
     load_numpy_single_threaded()
     args = parser().parse_args(argv)
@@ -297,7 +301,7 @@ def main(argv=None):
             return 2
         args.recipe, args.model = model, None
     if getattr(args, "quiet", False):
-        from .progress import quiet
+        from .support.progress import quiet
         quiet()
     try:
         return args.fn(args)

@@ -11,7 +11,7 @@ read from the chip's own clock:
 
 The per-kernel times come from the host's launch hook (watchdog.host_definition): called
 before each launch and after the last, it stamps the clock. The printed lines are what
-`swbuild run` parses (swbuild/run_times.py: RUN_LINE, KERNEL_LINE).
+`swbuild run` parses (swbuild/driver/run_times.py: RUN_LINE, KERNEL_LINE).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..names import c_string
+from ..support.names import c_string
 from . import watchdog
 
 

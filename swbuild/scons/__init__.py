@@ -9,7 +9,11 @@ See docs/scons.md.
 """
 from __future__ import annotations
 
-import swbuild as _PKG  # noqa: F401  (swbuild/scons/swbuild.py puts it back in sys.modules)
+import sys
+
+# The package itself (already imported: a parent loads before its subpackage), kept here for
+# swbuild/scons/swbuild.py, which puts it back in sys.modules. No import: it is a higher layer.
+_PKG = sys.modules[__name__.rpartition(".")[0]]
 
 from .setup import setup  # noqa: F401
 from .tool import DEFAULT_TARGET, SwModel, abort, exists, generate  # noqa: F401

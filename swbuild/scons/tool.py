@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import SCons.Script
 from SCons.Action import Action
 
-import swbuild
-from swbuild import build, toolchain
-from swbuild.errors import SwbuildError
-from swbuild.names import c_prefix
-from swbuild.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
+from swbuild.driver import build
+from swbuild.config import toolchain
+from swbuild.support.version import __version__
+from swbuild.support.errors import SwbuildError
+from swbuild.support.names import c_prefix
+from swbuild.config.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
 
 from . import compile, question
 from .actions import fail_action
@@ -181,7 +182,7 @@ def _onnx_model(env, onnx, inputs, name, sets, out_dir):
     meta = dict(SWBUILD_MODEL=name, SWBUILD_PREFIX=prefix, SWBUILD_FAMILY=tc.family, SWBUILD_MPI="1" if mpi else "0",
                 SWBUILD_RECIPE=src.path, SWBUILD_OUT=out.path, SWGENSRC="$SOURCE", SWRUNSRC="$SWBUILD_RECIPE",
                 SWGENFLAGS=" ".join(f for f in flags if f))
-    deps = [env.Value(json.dumps({"swbuild_version": swbuild.__version__, "target": env["SWBUILD_TARGET"]}))]
+    deps = [env.Value(json.dumps({"swbuild_version": __version__, "target": env["SWBUILD_TARGET"]}))]
     deps += _compiler_files(env, tc)
     sources = env.SwGen(out, src, **meta)
     env.Depends(sources, deps)
@@ -189,7 +190,7 @@ def _onnx_model(env, onnx, inputs, name, sets, out_dir):
 
 
 def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
-    """SCons' C builders over the generated sources (swbuild.build.model_build), then the
+    """SCons' C builders over the generated sources (swbuild.driver.build.model_build), then the
     `check` and `report` targets: JSON files that are up to date while the runner, the
     plan, the recipe and swbuild are."""
     tc = env["SWBUILD_TOOLCHAIN"]

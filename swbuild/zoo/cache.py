@@ -29,8 +29,8 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 
-from .. import __version__
-from ..cachedir import user_cache_dir
+from ..support.version import __version__
+from ..support.cachedir import user_cache_dir
 from .array_model import ArrayModel
 
 ENV = "SWBUILD_ZOO_CACHE"

@@ -10,7 +10,7 @@ import pytest
 import swbuild
 from cli_models import conv_softmax_pad
 from swbuild import cli
-from swbuild.run_times import RUN_LINE, KERNEL_LINE
+from swbuild.driver.run_times import RUN_LINE, KERNEL_LINE
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_run_repeats_prints_times_and_writes_the_outputs_check_writes(model, tar
         assert cyc == pytest.approx(ms * 1e-3 * t.clock_hz, rel=1e-3, abs=2)
     assert sum(k.ms_per_run for k in t.kernels) <= t.mean_ms * 1.0001
     assert np.array_equal(r.outputs["y"], np.load(tmp_path / "run.npz")["y"])
-    from swbuild import toolchain
+    from swbuild.config import toolchain
     assert t.clock_hz == float(toolchain.load(target).hardware["clock_hz"])
     if target == "diannao-emu":
         # notifiers read the emulator's modelled device clock: every run the same, equal to its counters
@@ -90,7 +90,7 @@ def test_run_refuses_what_it_cannot_time(model, tmp_path, capsys):
 
 
 def test_the_emulated_clocks_run_at_the_toolchains_rate():
-    from swbuild import toolchain
+    from swbuild.config import toolchain
     for name, hz in [("sunway-emu", "1450000000.0"), ("sunway-pro-emu", "2250000000.0")]:
         assert f"SWEMU_CLOCK_HZ={hz}" in toolchain.load(name).runtime_defines()
     assert "BANGEMU_CLOCK_HZ=1000000000.0" in toolchain.load("diannao-emu").runtime_defines()
@@ -98,8 +98,8 @@ def test_the_emulated_clocks_run_at_the_toolchains_rate():
 
 
 def test_times_are_parsed_strictly_and_mpi_builds_are_refused():
-    from swbuild.errors import SwbuildError
-    from swbuild.run_times import parse_times, run_model
+    from swbuild.support.errors import SwbuildError
+    from swbuild.driver.run_times import parse_times, run_model
     text = ("runner: run 1/2 (warm-up): 2.000000 ms, 2000 cycles\nrunner: run 2/2: 1.500000 ms, 1500 cycles\n"
             "runner: kernel m_g0: 1.250000 ms per run, 2 launches per run, 1250 cycles per run\n"
             "runner: 1 runs after 1 warm-up: mean 1.500000 ms, min 1.500000 ms (clock 1e+06 Hz)\n")

@@ -12,7 +12,9 @@ import tarfile
 import pytest
 
 from cli_models import conv_softmax_pad
-from swbuild import build, cli, toolchain
+from swbuild.driver import build
+from swbuild import cli
+from swbuild.config import toolchain
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def timed_runs(model, emu, runner, tmp_path, capsys):
     """The archive's runner on the machine, without Python: .npy in and out, --repeat with
     --warmup, per-run and per-kernel times; its outputs are `swbuild check`'s on the same inputs."""
     import numpy as np
-    from swbuild.run_times import parse_times
+    from swbuild.driver.run_times import parse_times
     x = np.random.default_rng(5).standard_normal((1, 4, 8, 8)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     p = subprocess.run([str(runner), "--repeat", "2", "--warmup", "1", "--times", str(tmp_path / "x.npy"),

@@ -14,35 +14,35 @@ MAX_LINES = 600
 # Low to high. A module may import modules of its own layer or of lower ones. An entry is a
 # module name or `package.*` (its modules below); the most specific entry names a module.
 LAYERS = [
-    ("base", ["swbuild", "swbuild.errors", "swbuild.names", "swbuild.progress", "swbuild.cachedir", "swbuild.allocator",
-              "swbuild.blas", "swbuild.runtime", "swbuild.runtime.*"]),
-    ("configuration", ["swbuild.toolchain", "swbuild.zoo", "swbuild.zoo.*", "swbuild.recipe_text", "swbuild.recipe_checks",
-                       "swbuild.recipe", "swbuild.lockfile"]),
+    ("support", ["swbuild.support", "swbuild.support.*", "swbuild.runtime", "swbuild.runtime.*"]),
     ("ir", ["swbuild.ir", "swbuild.ir.*"]),
-    ("frontends and ops", ["swbuild.frontends", "swbuild.frontends.onnx", "swbuild.frontends.scop",
-                           "swbuild.frontends.scop.*", "swbuild.frontends.validate", "swbuild.frontends.outer_scope",
-                           "swbuild.frontends.layout_fold", "swbuild.ops", "swbuild.ops.*"]),
-    ("target-neutral passes", ["swbuild.optimizer", "swbuild.optimizer.*"]),
-    ("lowering", ["swbuild.lowering"]),
+    ("config and zoo", ["swbuild.config", "swbuild.config.*", "swbuild.zoo", "swbuild.zoo.*"]),
+    ("optimizer", ["swbuild.optimizer", "swbuild.optimizer.*"]),
     ("backends: shared", ["swbuild.backends.common", "swbuild.backends.cexpr", "swbuild.backends.watchdog",
                           "swbuild.backends.blob", "swbuild.backends.table", "swbuild.backends.cell_c",
                           "swbuild.backends.grouping_report", "swbuild.backends.launches",
                           "swbuild.backends.runner_main"]),
+    # inside the Sunway family: cost/ and schedule/ import nothing from kinds/, passes/, emit/
     ("sunway: hardware model", ["swbuild.backends.sunway", "swbuild.backends.sunway.cost",
                                 "swbuild.backends.sunway.schedule", "swbuild.backends.sunway.cost.model"]),
     ("sunway: schedule geometry", ["swbuild.backends.sunway.schedule.grid", "swbuild.backends.sunway.schedule.dma",
                                    "swbuild.backends.sunway.schedule.simd", "swbuild.backends.sunway.schedule.reorder",
-                                   "swbuild.backends.sunway.schedule.kernel_schedule", "swbuild.backends.sunway.gather",
-                                   "swbuild.backends.sunway.convert", "swbuild.backends.sunway.recurrence"]),
+                                   "swbuild.backends.sunway.schedule.kernel_schedule"]),
     ("sunway: exact predictor", ["swbuild.backends.sunway.cost.predict"]),
     ("sunway: schedule decisions", ["swbuild.backends.sunway.schedule.*"]),
-    ("sunway: printers, outputs, report", ["swbuild.backends.sunway.*"]),
+    ("sunway: special kernel kinds", ["swbuild.backends.sunway.kinds", "swbuild.backends.sunway.kinds.*"]),
+    ("sunway: graph-level passes", ["swbuild.backends.sunway.passes", "swbuild.backends.sunway.passes.*"]),
+    ("sunway: printers", ["swbuild.backends.sunway.emit", "swbuild.backends.sunway.emit.*"]),
+    ("sunway: MPI entry", ["swbuild.backends.sunway.mpi", "swbuild.backends.sunway.mpi.*"]),
+    ("sunway: pipeline, outputs, report", ["swbuild.backends.sunway.*"]),
     ("diannao", ["swbuild.backends.diannao", "swbuild.backends.diannao.*"]),
     ("target registry", ["swbuild.backends"]),
-    ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.weights_file", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
-                 "swbuild.scop_recipe", "swbuild.outlock", "swbuild.ops_report", "swbuild.report_text",
-                 "swbuild.export", "swbuild.run_times"]),
-    ("interfaces", ["swbuild.cli", "swbuild.__main__", "swbuild.scons", "swbuild.scons.*", "swbuild.jobs", "swbuild.api"]),
+    ("frontends", ["swbuild.frontends", "swbuild.frontends.*"]),
+    ("ops", ["swbuild.ops", "swbuild.ops.*"]),
+    ("driver", ["swbuild.driver", "swbuild.driver.*"]),
+    ("scons", ["swbuild.scons", "swbuild.scons.*"]),
+    # the Python API and what the commands share (jobs.py builds through scons/)
+    ("interfaces", ["swbuild", "swbuild.cli", "swbuild.__main__", "swbuild.api", "swbuild.api.*"]),
 ]
 
 # Over the limit and owned by another issue: each entry must still be over (remove it when not).
@@ -255,6 +255,17 @@ def test_pipeline_command_prints_the_passes_in_order(capsys, target, family):
 
 def test_a_family_without_a_backend_is_a_clear_error():
     from swbuild.backends import family
-    from swbuild.errors import ToolchainError
+    from swbuild.support.errors import ToolchainError
     with pytest.raises(ToolchainError, match="target gpu-x: no backend for target family 'cuda' \\(known: diannao, sunway\\)"):
         family("cuda", "gpu-x")
+
+
+def test_the_package_root_holds_its_interfaces_and_packages_only():
+    assert sorted(p.name for p in PKG.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py"]
+
+
+def test_the_sunway_family_shows_its_stages():
+    family = PKG / "backends" / "sunway"
+    assert len(list(family.glob("*.py"))) <= 6, sorted(p.name for p in family.glob("*.py"))
+    packages = {p.name for p in family.iterdir() if (p / "__init__.py").is_file()}
+    assert {"passes", "schedule", "cost", "kinds", "emit", "mpi"} <= packages

@@ -8,12 +8,14 @@ from onnx import helper
 
 from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
 
-from swbuild import backends, toolchain
+from swbuild import backends
+from swbuild.config import toolchain
 from swbuild.backends.sunway.pipeline import PIPELINE
+from swbuild.backends.sunway.kinds import schedule_special_kernels
 from swbuild.backends.sunway.schedule import passes
-from swbuild.errors import LdmError
+from swbuild.support.errors import LdmError
 from swbuild.frontends.onnx import import_model
-from swbuild.lowering import lower
+from swbuild.driver.lowering import lower
 from swbuild.optimizer.fuse import fuse_epilogues
 
 
@@ -44,7 +46,7 @@ KEEP = object()       # a pin left alone
 
 def scheduling_passes():
     """The Sunway passes from the first scheduling decision on (tests run them on a fused program)."""
-    return PIPELINE[PIPELINE.index(passes.schedule_special_kernels):]
+    return PIPELINE[PIPELINE.index(schedule_special_kernels):]
 
 
 def schedule(p, tc, options=None, budget=None, **pins):

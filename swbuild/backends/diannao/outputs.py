@@ -1,8 +1,8 @@
 """What a DianNao build writes: the generated files, how they compile, the plan document."""
 from __future__ import annotations
 
-from ... import __version__
-from ...names import UniqueNames
+from ...support.version import __version__
+from ...support.names import UniqueNames
 from ..common import CompileUnit, file_names, plan_head
 from .devir import stmts
 from .printer import Image, device_file, host_file, model_header, runner_file, weights_asm

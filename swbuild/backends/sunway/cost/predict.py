@@ -15,14 +15,9 @@ import math
 import numpy as np
 
 from ..schedule import simd
-from ..convert import convert_predict
-from ..gather import gather_predict
-from ..recurrence import recurrence_predict
 from ..schedule.dma import box_plans, transfers
 from ..schedule.grid import all_cpe_sequences, mixed_radix
 from . import model
-
-SPECIAL_PREDICTORS = {"gather": gather_predict, "convert": convert_predict, "recurrence": recurrence_predict}     # kernel kind -> fn(k, cores, para_bytes) -> {"get": {...}, "put": {...}}
 
 
 def footprints(b, ranges):
@@ -183,7 +178,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
 
 def predict_kernel(k, cores, para_bytes, hw=None):
     if k.kind != "compute":
-        return SPECIAL_PREDICTORS[k.kind](k, cores, para_bytes)
+        return k.schedule.predict(k, cores, para_bytes)     # a special kind's schedule knows its DMA (kinds/)
     r = simulate(k, cores, para_bytes)
     return {"get": {"ops": int(r["get_ops"].sum()) + cores, "bytes": int(r["get_bytes"].sum()) + cores * para_bytes},
             "put": {"ops": int(r["put_ops"].sum()), "bytes": int(r["put_bytes"].sum())}}
@@ -289,5 +284,4 @@ def _flops(k):
         return 0
 
 
-__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "boxes_key", "Simulations",
-           "SPECIAL_PREDICTORS"]
+__all__ = ["simulate", "predict_kernel", "predict_program", "compulsory_bytes", "boxes_key", "Simulations"]

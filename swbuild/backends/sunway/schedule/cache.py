@@ -25,8 +25,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from .... import __version__
-from ....cachedir import user_cache_dir
+from ....support.version import __version__
+from ....support.cachedir import user_cache_dir
 
 ENV = "SWBUILD_SCHEDULE_CACHE"
 FORMAT = 1

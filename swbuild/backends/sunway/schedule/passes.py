@@ -3,27 +3,22 @@
 Each pass is `(Program, Target, Options) -> Program`. Between passes a compute kernel's
 decisions so far live in `program.target_state.drafts[kernel.name]` (a `Draft`); the pass
 `lay_out_ldm` turns them into the kernel's `Schedule`, which the printers and the predictor
-read. Kernels the backend prints by itself (`kind != "compute"`) have their own scheduler.
+read. Kernels the backend prints by itself (`kind != "compute"`) are scheduled in kinds/.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
 
-from ....errors import LdmError
-from ....progress import Steps
+from ....support.errors import LdmError
+from ....support.progress import Steps
 from ....ir.loopnest import Acc, Const, substitute_acc
 from ..cost.predict import boxes_key, compulsory_bytes, simulate
-from ..convert import convert_schedule
-from ..gather import gather_schedule
-from ..recurrence import recurrence_schedule
 from . import parallel, reorder
 from .dma import apply_blocking
 from .grid import ROW, spatial_tiles
 from .kernel_schedule import Schedule, classify_iterators, ldm_align
 from .ldm import Search, known_tiles, ldm_budget, search_seconds, search_tiles, signature
-
-SPECIAL_SCHEDULERS = {"gather": gather_schedule, "convert": convert_schedule, "recurrence": recurrence_schedule}   # kernel kind -> fn(kernel, hw, budget, options)
 
 TRAFFIC_WEIGHTS = (0.0, 1e-11, 2e-11, 5e-11, 1e-10, 2e-10, 5e-10, 1e-9, 2e-9, 5e-9)
 
@@ -52,16 +47,6 @@ class SunwayState:
 
 def _compute(program):
     return [k for k in program.kernels if k.kind == "compute"]
-
-
-def schedule_special_kernels(program, target, options):
-    """Kernels printed by their own module (run-time Gather): check their fixed LDM buffers."""
-    budget = ldm_budget(target, options)
-    for k in program.kernels:
-        fn = SPECIAL_SCHEDULERS.get(k.kind)
-        if fn is not None:
-            fn(k, target.hardware, budget, options)
-    return program
 
 
 def traffic_weight_for(program, hw, budget, options, target, toolchain_hash=""):

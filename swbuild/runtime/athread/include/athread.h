@@ -12,9 +12,7 @@ extern "C" {
 #define SLAVE_FUN(x) slave_##x
 
 /* rtc(): the MPE's cycle counter (the `rtc` instruction on the chip, read by the generated
- * runner's timings).  The emulator models no instruction timing: its counter is the
- * process's monotonic time at the chip's clock rate SWEMU_CLOCK_HZ (the toolchain's
- * [hardware] clock_hz), so cycles / clock_hz are the emulated run's seconds. */
+ * runner's timings); here the host's modelled clock (swemu.h's swemu_rtc, src/timing.c). */
 #define rtc() swemu_rtc()
 
 int athread_init(void);

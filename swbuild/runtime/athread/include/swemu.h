@@ -31,11 +31,6 @@
 #endif
 #endif
 
-/* The rate of the emulated cycle counter swemu_rtc() (athread.h's rtc()). */
-#ifndef SWEMU_CLOCK_HZ
-#define SWEMU_CLOCK_HZ 1.45e9
-#endif
-
 /* LDM variables (__thread_local, __ldm): one copy per CPE thread. */
 #if defined(__cplusplus)
 #define SWEMU_LDM_VAR thread_local
@@ -53,7 +48,6 @@ extern "C" {
 extern __thread int swemu_tid;
 
 int swemu_spawn(void *fn, void *arg, const char *name);
-unsigned long swemu_rtc(void);
 void swemu_simd_misaligned(const void *p, unsigned long align, const char *op)
     __attribute__((noreturn));
 
@@ -71,6 +65,10 @@ void swemu_reply_wait(volatile int *reply, int value);
  * the CPE's mesh row, 1 its column; dst the receiver's position, or 8 for all the others. */
 void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op);
 void swemu_rc_get(int dir, void *v, size_t size, const char *op);
+
+/* The caller's modelled cycle counter (a CPE's on a CPE, the host's on the host): what the
+ * chip's `rtc` would read, from the toolchain's cost numbers (src/timing.c). */
+unsigned long swemu_rtc(void);
 
 /* Host side: names a main-memory array for the emulator's reports ("name+offset"). */
 void swemu_register(const void *p, size_t bytes, const char *name);

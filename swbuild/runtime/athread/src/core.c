@@ -54,15 +54,6 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* athread.h's rtc(): monotonic time in cycles of SWEMU_CLOCK_HZ (the emulator models no
- * instruction timing; see athread.h). */
-unsigned long swemu_rtc(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long)(((long double)ts.tv_sec * 1e9L + ts.tv_nsec) * (long double)SWEMU_CLOCK_HZ / 1e9L);
-}
-
 const char *swemu_kernel(void) { return cur_k ? cur_k->name : "(none)"; }
 
 /* One line on stderr, written with a single write() so 64 failing CPEs cannot interleave;
@@ -302,6 +293,7 @@ int swemu_spawn(void *fn, void *arg, const char *name)
         c->heap_peak = 0;
         c->nw = c->nr = 0;
         swemu_clock_reset(c);
+        c->cycles = swemu_host_cycles + swemu_spawn_cycles();
         c->state = 0;
     }
     swemu_bar_reset();
@@ -359,6 +351,7 @@ int athread_join(void)
         k->rc_puts += c->rc_puts; k->rc_gets += c->rc_gets;
         if (c->heap_peak > k->peak) k->peak = c->heap_peak;
         if (c->t_done > t_end) t_end = c->t_done;
+        if (c->cycles > swemu_host_cycles) swemu_host_cycles = c->cycles;
     }
     if (swemu_conflicts_on) {
         uintptr_t first = 0;

@@ -103,6 +103,7 @@ int swemu_dma(const char *op, int put, void *mem, void *ldm, long len, long bsiz
     swemu_redzones(c, op, 8);   /* the first word: where an off-by-one store lands */
     n = dma_check(c, op, mem, ldm, len, bsize, stride, reply, &chunk, &gap);
     dma_count(c, put, len);
+    swemu_time_dma(c, len, chunk, 1);
     if (swemu_dma_mode) {
         swemu_xfer x = {op, put, 0, mem, ldm, len, chunk, gap, n, reply, -1};
         swemu_issue(c, &x);
@@ -194,6 +195,7 @@ static int bcast_get(swemu_cpe *c, void *src, void *dest, long len, void *reply,
     for (long i = 1; i < nt; i++) memcpy(swemu_em(to[i]), swemu_em(to[0]), len);
     c->copying = NULL;
     dma_count(c, 0, len);
+    swemu_time_dma(c, len, chunk, (int)nt);
     if (reply) __atomic_fetch_add((int *)swemu_em(reply), 1, __ATOMIC_SEQ_CST);
     swemu_leave(c);
     return 0;

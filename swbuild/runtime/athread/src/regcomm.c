@@ -44,6 +44,7 @@ typedef struct {
     unsigned char data[RC_BYTES];
     int from;
     unsigned vc[SWEMU_CPES];           /* the sender's clock after its put's new epoch */
+    double cycles;                     /* the sender's modelled clock at the put (timing.c) */
 } rc_msg;
 
 typedef struct {
@@ -195,6 +196,7 @@ void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
         memset(m->data, 0, RC_BYTES);
         memcpy(m->data, v, size);
         m->from = c->id;
+        m->cycles = c->cycles;
         memcpy(m->vc, c->vc, sizeof m->vc);
         f->n++;
         f->last_from = c->id;
@@ -231,6 +233,7 @@ void swemu_rc_get(int dir, void *v, size_t size, const char *op)
     for (int i = 0; i < SWEMU_CPES; i++)
         if (m.vc[i] > c->vc[i]) c->vc[i] = m.vc[i];
     swemu_clock_tick(c);               /* later accesses: a new epoch, after the sender's put */
+    if (m.cycles + swemu_regcomm_latency() > c->cycles) c->cycles = m.cycles + swemu_regcomm_latency();
     memcpy(v, m.data, size);
     swemu_leave(c);
 }

@@ -82,6 +82,7 @@ typedef struct swemu_cpe {
     volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned (regcomm.c
                                      keeps who waits in a get or put itself) */
     double t_done;                /* when it returned from the current kernel */
+    double cycles;                /* modelled clock (timing.c) */
     /* asynchronous DMA (async.c): transfers in flight, in issue order */
     swemu_xfer q[SWEMU_QMAX]; int nq;
     unsigned seq, rng;
@@ -151,6 +152,12 @@ void swemu_describe_ldm(swemu_cpe *c, uintptr_t a, char *buf, size_t n);
 void swemu_wait_reply(const char *op, volatile int *reply, int value, int exact);
 void swemu_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
 void swemu_check_access(swemu_cpe *c, uintptr_t a, size_t n, int write);
+/* timing.c: the modelled clock */
+extern double swemu_host_cycles;
+void swemu_time_dma(swemu_cpe *c, long len, long chunk, int width);
+double swemu_sync_cycles(int scope);
+double swemu_regcomm_latency(void);
+double swemu_spawn_cycles(void);
 /* regcomm.c */
 void swemu_rc_reset(void);
 void swemu_rc_kernel_end(swemu_cpe *c);

@@ -13,6 +13,8 @@ typedef struct {
     int n, waiting, finished, gen;
     int first, step;              /* members: first, first + step, ... (n of them) */
     unsigned vc[SWEMU_CPES];      /* the members' merged vector clock (race.c) */
+    double cycles;                /* modelled clock the members leave with (timing.c) */
+    int scope;                    /* 0 row, 1 column, 2 array */
 } bar_t;
 static bar_t bar_all, bar_row[SWEMU_CPES / 8], bar_col[8];
 
@@ -23,11 +25,15 @@ static bar_t bar_all, bar_row[SWEMU_CPES / 8], bar_col[8];
 static void merge(bar_t *b)
 {
     memset(b->vc, 0, sizeof b->vc);
+    b->cycles = 0;
     for (int m = 0; m < b->n; m++) {
-        const unsigned *v = swemu_cpes[b->first + m * b->step].vc;
+        const swemu_cpe *member = &swemu_cpes[b->first + m * b->step];
+        const unsigned *v = member->vc;
+        if (member->cycles > b->cycles) b->cycles = member->cycles;   /* the members wait for the latest */
         for (int i = 0; i < SWEMU_CPES; i++)
             if (v[i] > b->vc[i]) b->vc[i] = v[i];
     }
+    b->cycles += swemu_sync_cycles(b->scope);
 }
 
 static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
@@ -40,6 +46,7 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
         swemu_enter(c);
         merge(b);
         swemu_clock_join(c, b->vc);
+        c->cycles = b->cycles;
         swemu_leave(c);
         __atomic_store_n(&b->waiting, 0, __ATOMIC_SEQ_CST);
         __atomic_store_n(&b->gen, g + 1, __ATOMIC_SEQ_CST);
@@ -56,6 +63,7 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
     while (swemu_load(&b->gen) == g) swemu_futex(&b->gen, FUTEX_WAIT, g, NULL);
     swemu_enter(c);
     swemu_clock_join(c, b->vc);
+    c->cycles = b->cycles;
     swemu_leave(c);
     c->state = 1;
 }
@@ -101,9 +109,9 @@ int athread_get_core(int id) { return id < 0 ? swemu_tid : id; }
 
 void swemu_bar_reset(void)      /* at spawn, all CPEs idle: plain stores are safe */
 {
-    bar_all = (bar_t){SWEMU_CPES, 0, 0, bar_all.gen, 0, 1, {0}};
-    for (int i = 0; i < SWEMU_CPES / 8; i++) bar_row[i] = (bar_t){8, 0, 0, bar_row[i].gen, 8 * i, 1, {0}};
-    for (int i = 0; i < 8; i++) bar_col[i] = (bar_t){SWEMU_CPES / 8, 0, 0, bar_col[i].gen, i, 8, {0}};
+    bar_all = (bar_t){SWEMU_CPES, 0, 0, bar_all.gen, 0, 1, {0}, 0, 2};
+    for (int i = 0; i < SWEMU_CPES / 8; i++) bar_row[i] = (bar_t){8, 0, 0, bar_row[i].gen, 8 * i, 1, {0}, 0, 0};
+    for (int i = 0; i < 8; i++) bar_col[i] = (bar_t){SWEMU_CPES / 8, 0, 0, bar_col[i].gen, i, 8, {0}, 0, 1};
 }
 
 void swemu_bar_leave(swemu_cpe *c)   /* c returned from the kernel */
