@@ -40,6 +40,8 @@ def test_run_repeats_prints_times_and_writes_the_outputs_check_writes(model, tar
     plan = json.loads((out / "small.plan.json").read_text())
     launches = [k["name"] for k in plan["kernels"]]
     assert [k.name for k in t.kernels] == launches and all(k.launches_per_run == 1 for k in t.kernels)
+    # both emulators' clocks are modelled: every run of the same program takes the same cycles
+    assert max(t.run_cycles) - min(t.run_cycles) <= 2 and abs(t.warmup_ms[0] - t.runs_ms[0]) < 1e-5
     for ms, cyc in zip(t.runs_ms, t.run_cycles):    # cycles and ms agree through the toolchain's clock
         assert cyc == pytest.approx(ms * 1e-3 * t.clock_hz, rel=1e-3, abs=2)
     assert sum(k.ms_per_run for k in t.kernels) <= t.mean_ms * 1.0001
