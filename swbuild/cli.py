@@ -84,11 +84,14 @@ def cmd_check(args):
         print(f"swbuild: error: {type(e).__name__}: {e}", file=sys.stderr)
         print(json.dumps({"status": "error", "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}))
         return 2
-    if doc["status"] != "pass":
+    if doc["status"] == "vacuous":
+        print(f"swbuild: check VACUOUS for {doc['model']} on {doc['target']}: {doc.get('reason')}", file=sys.stderr)
+    elif doc["status"] != "pass":
         print(f"swbuild: check FAILED for {doc['model']} on {doc['target']}: {doc.get('reason')}", file=sys.stderr)
     else:
         print(f"swbuild: check passed for {doc['model']} on {doc['target']}: max abs err {doc['max_abs_err']:.3g}, "
-              f"max rel err {doc['max_rel_err']:.3g}", file=sys.stderr)
+              f"max rel err {doc['max_rel_err']:.3g}" + (f", {doc['compared']} of {doc['elements']} elements above atol"
+              if "compared" in doc else "") + (f"; {doc['note']}" if doc.get("note") else ""), file=sys.stderr)
     if r.saved:
         print(f"swbuild: outputs written to {r.saved}", file=sys.stderr)
     elif args.save_outputs:
@@ -214,7 +217,8 @@ def parser():
     p.set_defaults(fn=cmd_compile)
     p = sub.add_parser("check", help="build, run under emulation and compare with a reference",
                        description="Build for an emulated target, run, compare. The last output line is one JSON "
-                       "object with status (pass/fail/unsupported/error), max_abs_err and max_rel_err; exit 0 only on pass.")
+                       "object with status (pass/fail/vacuous/unsupported/error), max_abs_err, max_rel_err and compared (elements "
+                       "above atol: none is `vacuous`, not a pass); exit 0 only on pass.")
     _model_args(p)
     p.add_argument("--inputs", help="npz of inputs keyed by graph input names (default: seeded normal)")
     p.add_argument("--expected", help="npz of expected outputs keyed by graph output names (default: onnxruntime)")

@@ -39,6 +39,7 @@ class Option:
     help: str
     field: str            # where it lives in a recipe: "batch", "check.seed", "options.simd"
     minimum: float | None = None
+    families: tuple = ()  # the target families whose compiler reads it; () = every family
 
     @property
     def allowed(self):
@@ -116,33 +117,46 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("timeout", "int", 3600, "seconds `check` lets the runner run before it stops it and names the kernel "
            "that was running", "check.timeout", 1),
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
-    Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer"),
-    Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd"),
+    Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer", families=("sunway",)),
+    Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd", families=("sunway",)),
     Option("row_share", "onoff", "on", "Sunway: the 8 CPEs of a mesh row share input tiles through one broadcast DMA "
-           "(where the cost model says it wins)", "options.row_share"),
+           "(where the cost model says it wins)", "options.row_share", families=("sunway",)),
     Option("traffic_target", "float_or_off", "off", "trade modelled time for main-memory traffic until traffic "
-           "<= this many times the compulsory bytes (Sunway; e.g. 1.5)", "options.traffic_target", 1),
-    Option("core_groups", "int", 1, "MPI ranks per node, one per core group (Sunway; docs/mpi.md)", "options.core_groups", 1),
-    Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1),
+           "<= this many times the compulsory bytes (Sunway; e.g. 1.5)", "options.traffic_target", 1, families=("sunway",)),
+    Option("core_groups", "int", 1, "MPI ranks per node, one per core group (Sunway; docs/mpi.md)", "options.core_groups", 1, families=("sunway",)),
+    Option("nodes", "int", 1, "nodes; the run has core_groups x nodes MPI ranks (Sunway)", "options.nodes", 1, families=("sunway",)),
     Option("parallel", "parallel", "data", "how ranks share the work: data (split the batch) or pipeline (consecutive kernel stages)",
-           "options.parallel"),
+           "options.parallel", families=("sunway",)),
     Option("channel_blocks", "blocks", "off", "Sunway: model-internal activations stored [N][C/8][H][W][8] (weights "
            "re-laid out to match) where the cost model says the kernels get faster (on), or wherever the kernels "
-           "can take it (all); docs/optimizer.md", "options.channel_blocks"),
+           "can take it (all); docs/optimizer.md", "options.channel_blocks", families=("sunway",)),
     Option("grouping", "onoff", "on", "GraphTurbo grouping of kernels across layers; each group runs in one "
            "launch (docs/grouping.md)", "options.grouping"),
     Option("stitch", "onoff", "on", "Sunway, with grouping: a pooling or element-wise producer read by one kernel of "
            "its group is recomputed in that kernel's LDM, so its output never reaches main memory (docs/grouping.md)",
-           "options.stitch"),
+           "options.stitch", families=("sunway",)),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
            "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
-    Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0),
+    Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0, families=("sunway",)),
 )}
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file
 # and SCons signature (swbuild/driver/mpi.py reads them with their defaults).
 WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch")
+
+
+def inapplicable_options(options, family) -> list:
+    """Options set to something other than their default that the compiler of `family`
+    never reads (they would change nothing): one line each, naming the option."""
+    out = []
+    for key, value in sorted((options or {}).items()):
+        o = OPTIONS.get(key)
+        if o is None or not o.families or family in o.families or value in (None, o.default):
+            continue
+        out.append(f"option {key}={value} does not apply to the {family} family (it is read by "
+                   f"{', '.join(o.families)} targets only: {o.help}); remove it or build for such a target")
+    return out
 
 
 def option_on(options, key):

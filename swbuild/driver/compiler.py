@@ -21,6 +21,10 @@ from . import weights_file
 
 def build_program(model, tc, name, input_shapes=None, batch=None, options=None):
     """`model`: a path, a ModelProto, or a Handover of one (the import then holds it alone, and frees it)."""
+    from ..config.recipe import inapplicable_options
+    bad = inapplicable_options(options, family_of(tc).name)
+    if bad:     # before the import: an option that changes nothing is refused, not ignored
+        raise SwbuildError(f"target {tc.name}: " + "; ".join(bad))
     try:
         graph = import_model(load_model(model), input_shapes=input_shapes, batch=batch, name=name)
         program = lower(graph, name)

@@ -85,15 +85,27 @@ def finish(ctx, model_name):
                    loops=ctx.loops, loop_slices=ctx.loop_slices)
 
 
+def _words(name):
+    """CamelCase words, lower case: QLinearConv -> [q, linear, conv]."""
+    import re
+    return [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name)]
+
+
 def nearest_ops(op, n=3):
-    """The supported operators whose names are closest to `op` (for an unsupported one)."""
+    """The supported operators closest to `op` (for an unsupported one): near spellings
+    (Celu -> Selu, Relu, Gelu) and operators that are its first or last CamelCase words
+    (QLinearConv -> Conv, GatherND -> Gather); never a name that merely shares letters
+    (QLinearConv is not IsNaN)."""
     import difflib
     ops = supported_ops()
-    close = difflib.get_close_matches(op, ops, n=n, cutoff=0.5)
-    if len(close) < n:      # Celu → Elu: case-insensitive and substring matches too
-        low = {o.lower(): o for o in ops}
-        close += [low[o] for o in difflib.get_close_matches(op.lower(), list(low), n=n, cutoff=0.5) if low[o] not in close]
-        close += [o for o in ops if (o.lower() in op.lower() or op.lower() in o.lower()) and o not in close]
+    close = difflib.get_close_matches(op, ops, n=n, cutoff=0.75)
+    low = {o.lower(): o for o in ops}
+    close += [low[o] for o in difflib.get_close_matches(op.lower(), list(low), n=n, cutoff=0.75) if low[o] not in close]
+    words = _words(op)
+    parts = [o for o in ops if o not in close and len(_words(o)) < len(words)
+             and _words(o) in (words[:len(_words(o))], words[-len(_words(o)):])]
+    # QLinearMatMul: MatMul, not also its part Mul
+    close += [o for o in parts if not any(o != c and o.lower() in c.lower() for c in close + parts)]
     return close[:n]
 
 

@@ -44,6 +44,7 @@ def build(spec, targets=(), quiet=False, log=None):
     env = dict(os.environ, **{FAIL_FILE: fail_path})
     argv = [sys.executable, "-m", "SCons", "-Q", "-f", str(SCONSTRUCT), f"swjob={json.dumps(spec)}", *targets]
     tail = deque(maxlen=40)
+    held = []       # SCons' "scons: *** [file] Error 2": said only when the generator did not say why
     try:
         Path(spec["root"]).mkdir(parents=True, exist_ok=True)
         with locked(Path(spec["root"]) / ".sconsign"):
@@ -56,12 +57,18 @@ def build(spec, targets=(), quiet=False, log=None):
                 tail.append(line)
                 if line.startswith("swbuild: error:"):
                     continue        # a step's own report of what FAIL_FILE tells us: said once, by the CLI
+                if line.startswith("scons: ***"):
+                    held.append(line)
+                    continue
                 if not quiet or line.startswith(("swbuild:", "scons: ***")):
                     log(line)
             code = p.wait()
         failed = Path(fail_path).read_text() if Path(fail_path).stat().st_size else ""
     finally:
         os.unlink(fail_path)
+    if not failed:
+        for line in held:
+            log(line)
     if code == 0:
         return
     if failed:

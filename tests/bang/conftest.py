@@ -15,6 +15,7 @@ def builds(tmp_path_factory):
         "rules270": (HERE / "rules.mlu", hardware(**MTP_270), ()),
         "rules_big": (HERE / "rules.mlu", hardware(), ("-DBIG_NRAM",)),
         "faults": (HERE / "faults.mlu", hardware(), ()),
+        "stack": (HERE / "stack.mlu", hardware(), ()),
         # a toolchain file that states GDRAM rules (diannao.toml states none)
         "faults_gdram": (HERE / "faults.mlu", hardware(gdram_align_bytes=64, gdram_size_multiple_bytes=64), ()),
     }

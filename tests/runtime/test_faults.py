@@ -149,6 +149,20 @@ def test_dma_from_outside_every_array(fp):
         f": {fp.get}: main memory 0x10000 is not mapped: the DMA's main-memory side lies outside every array")
 
 
+def test_dma_past_an_unregistered_global_array(fp):
+    # the host never registered `unreg` (64 floats): its bounds come from the symbol table
+    assert re.fullmatch(
+        rf"swemu: error: kernel k_global_past CPE 0: {fp.get}: main memory {HEX}\.\.{HEX} runs 128 bytes past "
+        rf"the end of `unreg` \(256 bytes at {HEX}, the program's symbol table\)( into `\w+`)?",
+        report(fp, "k_global_past"))
+
+
+def test_dma_past_an_unregistered_malloc_block(fp):
+    assert re.fullmatch(
+        rf"swemu: error: kernel k_heap_past CPE 0: {fp.get}: main memory {HEX}\.\.{HEX} runs 128 bytes past "
+        rf"the end of the malloc block of 256 bytes at {HEX}( into the next block)?", report(fp, "k_heap_past"))
+
+
 # ---- LDM ------------------------------------------------------------------------------------
 
 def test_heap_plus_stack_overflow(fp):

@@ -7,9 +7,11 @@
     X(k_put_then_get) X(k_race) X(k_race_ok) X(k_plain_other) X(k_plain_other_stack) \
     X(k_plain_past) X(k_direct_same_word) X(k_direct_race) X(k_wild_mem) X(k_rz_free) X(k_rz_dma) \
     X(k_rz_sync) X(k_rz_exact) X(k_direct_ok) X(k_load_past) \
-    X(k_race_chain) X(k_race_row)
+    X(k_race_chain) X(k_race_row) X(k_global_past) X(k_heap_past)
 
 typedef struct {
     float *in, *out;            /* 4096 floats each */
     void **ptrs;                /* 64 pointers for CPEs to exchange */
+    float *unreg;               /* 64 floats of a static array nobody registered */
+    float *heap;                /* 64 floats of a malloc block nobody registered */
 } fpara_t;

@@ -2,6 +2,7 @@
  * k_clean, k_race* and k_direct_ok it checks out[0..63] = 2 * in[0..63] and prints "ok". */
 #include <athread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "faults.h"
 
@@ -12,10 +13,12 @@ static const struct { const char *name; void *fn; } table[] = {FAULT_KERNELS(ROW
 
 static float in[4096], out[4096];
 static void *ptrs[64];
+/* never passed to swemu_register: its bounds come from the symbol table (objects.c) */
+static float unreg[64];
 
 int main(int argc, char **argv)
 {
-    fpara_t p = {in, out, ptrs};
+    fpara_t p = {in, out, ptrs, unreg, malloc(64 * sizeof(float))};
     for (int i = 0; i < 4096; i++) in[i] = (float)i;
     athread_init();
     swemu_register(in, sizeof in, "in");

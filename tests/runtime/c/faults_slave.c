@@ -264,6 +264,30 @@ void k_wild_mem(void *arg)               /* main-memory side outside every array
     WAIT(&r, 1);
 }
 
+void k_global_past(void *arg)            /* reads 128 bytes past an unregistered static array */
+{
+    fpara_t *p = arg;
+    float *b = ldm_malloc(256);
+    reply_t r = 0;
+    if (MYID == 0) {
+        GET(b, p->unreg + 32, 256, &r);
+        WAIT(&r, 1);
+    }
+    ldm_free(b, 256);
+}
+
+void k_heap_past(void *arg)              /* reads 128 bytes past an unregistered malloc block */
+{
+    fpara_t *p = arg;
+    float *b = ldm_malloc(256);
+    reply_t r = 0;
+    if (MYID == 0) {
+        GET(b, p->heap + 32, 256, &r);
+        WAIT(&r, 1);
+    }
+    ldm_free(b, 256);
+}
+
 /* ---- plain stores: caught in every build but SWEMU_INSTRUMENT=0; plain loads: SWEMU_INSTRUMENT=1 ---- */
 void k_plain_other(void *arg)            /* CPE 1 stores into CPE 0's live block */
 {

@@ -200,6 +200,7 @@ int athread_init(void)
     if ((e = getenv("SWEMU_CONFLICTS")) && !strcmp(e, "0")) swemu_conflicts_on = 0;
     if ((e = getenv("SWEMU_TIMEOUT"))) timeout_s = atof(e);
     dl_iterate_phdr(tls_cb, &swemu_static_ldm);
+    swemu_objects_init();
     if (swemu_static_ldm >= SWEMU_LDM_BYTES)
         swemu_die(NULL, "LDM overflow: static LDM data (__thread_local/__ldm variables) is %zu "
                   "bytes, capacity %d bytes", swemu_static_ldm, SWEMU_LDM_BYTES);

@@ -78,6 +78,7 @@ static long dma_check(swemu_cpe *c, const char *op, void *mem, void *ldm, long l
         swemu_die(c, "%s: main-memory side %#lx..%#lx is %s, not main memory (source and "
                   "destination swapped?)", op, (unsigned long)mlo, (unsigned long)mhi, where);
     }
+    swemu_check_object(c, op, mlo, mhi);
     check_ldm(c, op, "LDM side", llo, llo + len);
     if (reply) check_ldm(c, op, "reply word", (uintptr_t)reply, (uintptr_t)reply + sizeof *reply);
     return n;

@@ -53,13 +53,13 @@ void swemu_write_stats(void)
     }
     static const char *modes[] = {"issue", "wait", "random"}, *checks[] = {"fast", "all", "full"};
     fprintf(f, "{\"api\": \"%s\", \"cpes\": %d, \"ldm_bytes\": %d, \"ldm_static_bytes\": %zu, "
-            "\"dma_mode\": \"%s\", \"checks\": \"%s\", \"checks_dropped\": [%s], \"kernels\": [",
+            "\"main_memory_objects\": %zu, \"dma_mode\": \"%s\", \"checks\": \"%s\", \"checks_dropped\": [%s], \"kernels\": [",
 #ifdef SWEMU_API_CRTS
             "crts",
 #else
             "athread",
 #endif
-            SWEMU_CPES, SWEMU_LDM_BYTES, swemu_static_ldm, modes[swemu_dma_mode], checks[swemu_checks],
+            SWEMU_CPES, SWEMU_LDM_BYTES, swemu_static_ldm, swemu_objects, modes[swemu_dma_mode], checks[swemu_checks],
             swemu_checks ? "" : "\"page protection of LDM buffers with DMA in flight (early reads give "
             "0xFF data, early writes are still reported when the DMA lands)\", \"checks of plain loads and "
             "stores (another CPE's LDM, outside ldm_malloc blocks, direct main-memory conflicts and races; "

@@ -158,6 +158,10 @@ void swemu_time_dma(swemu_cpe *c, long len, long chunk, int width);
 double swemu_sync_cycles(int scope);
 double swemu_regcomm_latency(void);
 double swemu_spawn_cycles(void);
+/* objects.c: bounds of the program's static and global arrays, from its symbol table */
+extern size_t swemu_objects;
+void swemu_objects_init(void);
+void swemu_check_object(swemu_cpe *c, const char *op, uintptr_t lo, uintptr_t hi);
 /* regcomm.c */
 void swemu_rc_reset(void);
 void swemu_rc_kernel_end(swemu_cpe *c);

@@ -168,11 +168,11 @@ inline void run_launch(const char* name, cnrtDim3_t dim, cnrtFunctionType_t type
     t->core = L->is_union ? i % BANGEMU_CORES_PER_CLUSTER : 0;
     L->tasks.push_back(std::move(t));
   }
-  /* task threads on stacks of (NRAM left after the declarations) + slack: sched.h */
+  /* task threads on stacks of the kernel's stack room in NRAM + slack: sched.h */
   struct Arg { Launch* L; Task* t; const std::function<void()>* fn; };
   std::vector<pthread_t> threads;
   std::vector<Arg> args(L->tasks.size());
-  size_t avail = (size_t)std::max(0LL, capacity(NRAM) - (long long)declared(NRAM));
+  size_t avail = (size_t)stack_room();
   for (size_t i = 0; i < L->tasks.size(); ++i) {
     Task* t = L->tasks[i].get();
     t->stack_size = (avail + STACK_SLACK + STACK_GUARD + 4095) & ~(size_t)4095;

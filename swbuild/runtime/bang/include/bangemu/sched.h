@@ -133,22 +133,30 @@ inline void barrier(int kind) {
     }
 }
 
-/* ---- the stack lives in NRAM: a task's local arrays and frames share it with the
- * __nram__ declarations.  Each task thread runs on its own mapping whose pages below
- * (capacity - declared NRAM) under the task's entry frame are inaccessible; a fault there
- * is reported instead of a bare SIGSEGV. */
-constexpr size_t STACK_SLACK = 256 << 10;   // the emulator's own frames, and alignment
+/* ---- the stack lives in NRAM: a task's frames and local arrays share it with the
+ * __nram__ declarations. On the chip cncc keeps nram_reserve_bytes of NRAM back from the
+ * declarations for its own use, the stack (Cambricon's mlu-ops, kernels/kernel.h:
+ * REM_FOR_STACK, "128KB reserved for cncc"), so a kernel's stack has that reserve plus what
+ * the declarations leave of the capacity: stack_room() = nram_bytes - declared. Each task
+ * thread runs on its own mapping whose pages below stack_room() + EMU_FRAMES under the
+ * task's entry frame are inaccessible; a fault there is reported instead of a bare SIGSEGV.
+ * EMU_FRAMES is the emulator's own: intrinsics are C++ functions here (single instructions
+ * on the chip) and must not be charged to the kernel. */
+constexpr size_t STACK_SLACK = 256 << 10;   // the mapping's room for the emulator's frames, and alignment
+constexpr size_t EMU_FRAMES = 16 << 10;     // of it, what the guard allows below the kernel's stack_room()
 constexpr size_t STACK_GUARD = 64 << 20;    // below: local arrays up to 64 MB fault here
+inline long long stack_room() { return std::max(0LL, (long long)BANGEMU_NRAM_BYTES - (long long)declared(NRAM)); }
 inline thread_local Task* self_task = nullptr;
 
 inline void on_stack_fault(int sig, siginfo_t* si, void*) {
   Task* t = self_task;
   uintptr_t a = (uintptr_t)si->si_addr;
   if (t && a >= (uintptr_t)t->stack && a < t->stack_limit && S().launch) {
-    long long avail = capacity(NRAM) - (long long)declared(NRAM);
-    fprintf(stderr, "bangemu: error: kernel %s task %d: stack: local arrays live in NRAM and need "
-            "more than the %lld B left by the __nram__ declarations (declared=%zu B, capacity=%lld B)\n",
-            S().launch->name.c_str(), t->id, avail, declared(NRAM), capacity(NRAM));
+    fprintf(stderr, "bangemu: error: kernel %s task %d: stack: the kernel's frames and local arrays live in NRAM "
+            "and need more than the %lld B it has there (nram_bytes=%d B - declared=%zu B of __nram__ "
+            "declarations, cncc's stack reserve nram_reserve_bytes=%d B included; the emulator's own frames "
+            "are not charged)\n", S().launch->name.c_str(), t->id, stack_room(), BANGEMU_NRAM_BYTES,
+            declared(NRAM), BANGEMU_NRAM_RESERVE_BYTES);
     fflush(stderr);
     _exit(87);
   }
@@ -171,9 +179,8 @@ inline void stack_guard(Task* t) {
   ss.ss_size = alt.size();
   sigaltstack(&ss, nullptr);
   self_task = t;
-  long long avail = std::max(0LL, capacity(NRAM) - (long long)declared(NRAM));
   uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-  uintptr_t lim = (sp - (uintptr_t)avail) & ~(uintptr_t)4095;
+  uintptr_t lim = (sp - (uintptr_t)stack_room() - EMU_FRAMES) & ~(uintptr_t)4095;
   if (lim > (uintptr_t)t->stack) {
     mprotect(t->stack, lim - (uintptr_t)t->stack, PROT_NONE);
     t->stack_limit = lim;
