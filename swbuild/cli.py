@@ -1,67 +1,28 @@
-"""swbuild command line: compile, check, report, ops, scop."""
+"""swbuild command line: compile, check, run, report, ops, export, pipeline, scop. The model commands
+go through the Python API (api.py)."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
+from .support.version import __version__
 from .config import toolchain
 from .support.errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
-from .support.names import model_name_problem
-from .support.outlock import locked
 
 EPILOG = """examples:
   swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
   swbuild check --recipe recipes/vgg16.yaml --target sunway-emu
   swbuild check light_vgg19.onnx --target sunway-emu      (uses the shipped expected outputs)
+  swbuild check model.onnx --target sunway-emu --save-outputs out.npz
+  swbuild run model.onnx --target sunway-emu --inputs in.npz --repeat 10 --warmup 2 --outputs out.npz
   swbuild report model.onnx --target sunway-emu --json
   swbuild report recipes/vgg16.yaml --target sunway-emu --plot vgg16.png
   swbuild ops --target sunway-emu
   swbuild ops model.onnx --target diannao-emu             (per node: supported or why not)
   swbuild export model.onnx --target sunway -o model.tar   (sources, weights, Makefile for sw5cc, metadata)
 """
-
-
-@dataclass
-class Job:
-    """One model to build: where it comes from and every option that shapes the output."""
-    name: str
-    source: object                # ModelProto, path, or a function that builds the model (zoo)
-    model_path: Path | None       # the file, when there is one (light references, hashing)
-    input_shapes: dict
-    batch: int | None
-    options: dict
-    check: dict
-    recipe: object = None
-    lock_inputs: dict = field(default_factory=dict)
-
-    @property
-    def model(self):
-        """The model, built on first use: `swbuild check` of a zoo recipe builds it only after
-        SCons built the runner (its generator builds its own copy), not both at once."""
-        if callable(self.source):
-            self.source = self.source()
-        return self.source
-
-    @model.setter
-    def model(self, value):
-        self.source = value
-
-
-def _shape(text):
-    name, sep, dims = text.partition("=")
-    if not sep or not name:
-        raise SwbuildError(f"--input {text!r}: expected NAME=D0xD1x... (e.g. data=1x3x224x224)")
-    try:
-        shape = tuple(int(d) for d in dims.replace(",", "x").split("x"))
-    except ValueError:
-        raise SwbuildError(f"--input {text!r}: dimensions must be integers") from None
-    if not shape or any(d <= 0 for d in shape):
-        raise SwbuildError(f"--input {text!r}: dimensions must be positive")
-    return name, shape
 
 
 def _seconds(text):
@@ -74,233 +35,43 @@ def _seconds(text):
     return v
 
 
-def _set_args(args) -> list:
-    """--set NAME=VALUE texts, with the option flags that stand for one (--grouping)."""
-    extra = [f"grouping={args.grouping}"] if getattr(args, "grouping", None) else []
-    return list(args.set or []) + extra
+def _api_args(args):
+    """The options every model command shares, as the API's keywords (swbuild/api.py)."""
+    return dict(model=args.model, target=args.target, recipe=args.recipe, out=args.out, input_shapes=args.input,
+                options=args.set, name=args.name, grouping=args.grouping, verbose=args.verbose,
+                quiet=getattr(args, "quiet", False))
 
 
-def make_job(args) -> Job:
-    from .config import recipe as rc
-    sets = rc.parse_sets(_set_args(args))
-    shapes = dict(_shape(s) for s in args.input or [])
-    if args.recipe:
-        if args.model:
-            raise SwbuildError("give either MODEL or --recipe, not both")
-        r = rc.load_recipe(args.recipe).with_overrides(sets)
-        r.check_target(args.target)
-        if r.source_kind == "zoo":
-            from . import zoo
-            model, path = (lambda: zoo.build_model(r.source, batch=r.batch, seed=int(r.check["seed"]))), None
-        else:
-            r.verify_source()
-            model = path = Path(r.source)
-        shapes = {**{i.name: tuple(i.shape) for i in r.inputs}, **shapes}
-        lock_inputs = {Path(args.recipe).name: Path(args.recipe)}
-        lock_inputs.update({p.name: p for p in r.source_files()})
-        return Job(r.name, model, path, shapes, r.batch, dict(r.options), dict(r.check), r, lock_inputs)
-    if not args.model:
-        raise SwbuildError("give a MODEL.onnx or --recipe RECIPE")
-    path = Path(args.model)
-    if not path.is_file():      # before SCons, whose message would name a generated file instead
-        raise SwbuildError(f"{path}: no such ONNX file" if not path.exists() else f"{path}: not a file")
-    opts = {k: o.default for k, o in rc.OPTIONS.items() if k not in rc.WHEN_GIVEN}
-    opts.update(sets)
-    name = args.name or path.stem
-    bad = model_name_problem(name)
-    if bad:
-        raise SwbuildError(f"--name: {bad}" if args.name else f"{path}: the file name gives the model name; {bad} "
-                           "(choose one with --name)")
-    check = {k: opts.pop(k) for k in ("seed", "rtol", "atol", "timeout")}
-    batch = opts.pop("batch") if "batch" in sets else None
-    return Job(name, path, path, shapes, batch, opts, check, None, {path.name: path})
-
-
-def _normalized(job, tc):
-    if job.recipe is not None:
-        return job.recipe.normalized()
-    from .config.recipe import sha256_file
-    return {"model": job.name, "source": {"onnx": job.model_path.name, "sha256": sha256_file(job.model_path)},
-            "inputs": [{"name": k, "shape": list(v)} for k, v in sorted(job.input_shapes.items())],
-            "batch": job.batch, "options": job.options, "check": job.check}
-
-
-def blame_inputs(job, e):
-    """Input names the model lacks, blamed where the user wrote them: the recipe's
-    `inputs[i].name` line, or the --input flag."""
-    from .support.errors import did_you_mean
-    given = [i.name for i in job.recipe.inputs] if job.recipe is not None else []
-    errors = []
-    for name in e.names:
-        msg = f"'{name}' is not an input of the model{did_you_mean(name, e.inputs)}; its inputs: {', '.join(e.inputs)}"
-        if name in given:
-            errors.append(job.recipe.error(f"inputs[{given.index(name)}].name", msg))
-        else:
-            errors.append(SwbuildError(f"--input {name}=...: {msg}"))
-    if all(isinstance(x, RecipeError) for x in errors):
-        return RecipeError.of(errors)
-    return errors[0]
-
-
-def do_compile(job, tc, out_dir, last_use=False):
-    """Generate sources and the lock file into out_dir; returns (program, prefix).
-    `last_use`: nothing reads job.model afterwards, so a ModelProto's weights are freed during
-    the compile (held next to the graph's arrays they are vgg16's 550 MB twice)."""
-    from .backends import family_of
-    from .driver.compiler import compile_to
-    from .config.lockfile import write_lock
-    from .driver.mpi import compile_hook
-    shapes, batch, post = compile_hook(job, tc)
-    model = job.model
-    if last_use and post is None and job.model_path is None:   # the MPI post step compiles job.model again
-        from .frontends.onnx import Handover
-        model, job.model = Handover(job.model), None
-    digests = {}
-    try:
-        program, files = compile_to(model, tc, out_dir, job.name, shapes, batch, job.options, post=post,
-                                    digests=digests)
-    except UnknownInputs as e:
-        raise blame_inputs(job, e) from None
-    names = family_of(tc).generated_files(program.prefix)
-    outputs = {n: Path(out_dir) / n for n in sorted(files)}
-    write_lock(Path(out_dir) / names["lock"], recipe_normalized=_normalized(job, tc), inputs=job.lock_inputs,
-               toolchain=tc, outputs=outputs, swbuild_version=__version__, digests=digests)
-    return program
-
-
-def scons_build(args, job, tc, out):
-    """Build (or find up to date) the model's library and runner through SCons, on the
-    same description a project's SConstruct uses (swbuild/scons/driver.py); returns the runner."""
-    from .config.recipe import project_dir_of
-    from .scons import driver
-    if job.recipe is not None:
-        spec = driver.job_spec(tc, out, bool(args.out), project_dir_of(args.recipe), recipe=args.recipe,
-                               sets=_set_args(args), verbose=args.verbose)
-    else:
-        spec = driver.job_spec(tc, out, bool(args.out), Path.cwd(), onnx=args.model, inputs=job.input_shapes,
-                               name=args.name, sets=_set_args(args), verbose=args.verbose)
-    driver.build(spec, quiet=getattr(args, "quiet", False))
-    from .support.names import c_prefix
-    return Path(out) / f"{c_prefix(job.name)}_runner"
-
-
-def _out_dir(args, job, tc):
-    from .driver.build import variant_name
-    from .config.recipe import parse_sets
-    return Path(args.out) if args.out else Path("build") / tc.name / variant_name(job.name, parse_sets(_set_args(args)))
-
-
-def _toolchain(args):
-    """The target's description; a project's own toolchains/ (beside its recipes/) wins."""
-    from .config.recipe import project_dir_of
-    project = project_dir_of(args.recipe) if getattr(args, "recipe", None) else Path.cwd()
-    return toolchain.load(args.target, project)
-
-
-def _scop_recipe(args):
-    """The recipe when it names a C file with #pragma scop regions, else None."""
-    if not getattr(args, "recipe", None):
-        return None
-    from .config import recipe as rc
-    r = rc.load_recipe(args.recipe).with_overrides(rc.parse_sets(args.set))
-    if r.source_kind != "scop":
-        return None
-    r.check_target(args.target)
-    return r
-
-
-def _scop_compile(r, tc, args):
-    from .driver.scop import generate
-    from .driver.scop_recipe import build_program
-    out = Path(args.out) if args.out else Path("build") / tc.name / r.name
-    if getattr(args, "exe", False) or getattr(args, "fn", None) is cmd_check:
-        return build_program(r, tc, out, args.verbose, log=lambda m: print(m, file=sys.stderr))
-    r.verify_source()
-    generate(r.source, tc, out, r.scop["include"], r.scop["defines"])
-    return None
+def _count(least):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if v < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}")
+        return v
+    return parse
 
 
 def cmd_compile(args):
-    tc = _toolchain(args)
-    r = _scop_recipe(args)
-    if r is not None:
-        exe = _scop_compile(r, tc, args)
-        print(f"swbuild: {r.name} -> {exe or args.out or Path('build') / tc.name / r.name}", file=sys.stderr)
-        return 0
-    job = make_job(args)
-    out = _out_dir(args, job, tc)
-    if args.exe:    # generate and build through SCons: an up-to-date build is left alone
-        exe = scons_build(args, job, tc, out)
-        print(f"swbuild: built {exe}", file=sys.stderr)
-        return 0
-    with locked(out):
-        program = do_compile(job, tc, out, last_use=True)
-        print(f"swbuild: {job.name} -> {out} ({len(program.kernels)} kernels, arena {program.memory.arena_bytes} bytes)",
-              file=sys.stderr)
+    from . import api
+    r = api.compile(**_api_args(args), exe=args.exe)
+    if r.plan is None:          # a C SCoP recipe
+        print(f"swbuild: {r.model} -> {r.runner or r.out_dir}", file=sys.stderr)
+    elif args.exe:              # generated and built through SCons: an up-to-date build is left alone
+        print(f"swbuild: built {r.runner}", file=sys.stderr)
+    else:
+        print(f"swbuild: {r.model} -> {r.out_dir} ({r.kernels} kernels, arena {r.arena_bytes} bytes)", file=sys.stderr)
     return 0
 
 
-def _prepare_run(args, job, tc):
-    """Build (unless --runner points at an existing build) and load the plan."""
-    if not tc.emulated:
-        raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin "
-                           f"(e.g. {tc.name}-emu)")
-    out = _out_dir(args, job, tc)
-    if args.runner:
-        runner = Path(args.runner)
-        out = runner.parent
-        if not runner.is_file():
-            raise SwbuildError(f"--runner {runner}: no such program (build it first)")
-        from .support.names import c_prefix
-        plan_path = out / f"{c_prefix(job.name)}.plan.json"
-    else:
-        runner = scons_build(args, job, tc, out)
-        plan_path = runner.parent / f"{runner.name[:-len('_runner')]}.plan.json"
-    return runner, json.loads(plan_path.read_text())
-
-
-def _reference(args, job, plan):
-    from .driver import check
-    names_out = [s["name"] for s in plan["outputs"]]
-    light = None if args.inputs else check.light_reference(job.model_path, plan["inputs"])
-    if args.inputs:
-        inputs = check.load_npz(args.inputs, plan["inputs"], "input")
-    elif light:
-        inputs = light[0]
-    else:
-        inputs = check.seeded_inputs(plan["inputs"], int(job.check["seed"]), check.index_bounds(job.model))
-    if args.expected:
-        exp = check.load_npz(args.expected, plan["outputs"], "expected output")
-        ref = [exp[n] for n in names_out]
-    elif light and not args.inputs:
-        ref = light[1]
-    else:
-        def ref(ins):
-            return check.onnxruntime_reference(job.model, ins)
-    return inputs, ref
-
-
 def cmd_check(args):
-    from .driver import check
+    from . import api
     try:
-        tc = _toolchain(args)
-        r = _scop_recipe(args)
-        if r is not None:
-            if not tc.emulated:
-                raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin")
-            with locked(Path(args.out) if args.out else Path("build") / tc.name / r.name):
-                runner = Path(args.runner) if args.runner else _scop_compile(r, tc, args)
-                from .driver.scop_recipe import check as scop_check
-                doc = scop_check(r, tc, runner, runner.parent)
-        else:
-            job = make_job(args)
-            if args.timeout is not None:
-                job.check["timeout"] = args.timeout
-            runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock
-            inputs, ref = _reference(args, job, plan)
-            spec = (lambda ins: check.spec_reference(job.model, ins)) if callable(ref) else None  # onnxruntime's
-            doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]),
-                                    timeout=float(job.check["timeout"]), spec=spec)
+        r = api.check(**_api_args(args), inputs=args.inputs, expected=args.expected, runner=args.runner,
+                      timeout=args.timeout, save_outputs=args.save_outputs)
+        doc = r.document
     except UnsupportedError as e:
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3
@@ -321,6 +92,10 @@ def cmd_check(args):
         print(f"swbuild: check passed for {doc['model']} on {doc['target']}: max abs err {doc['max_abs_err']:.3g}, "
               f"max rel err {doc['max_rel_err']:.3g}" + (f", {doc['compared']} of {doc['elements']} elements above atol"
               if "compared" in doc else "") + (f"; {doc['note']}" if doc.get("note") else ""), file=sys.stderr)
+    if r.saved:
+        print(f"swbuild: outputs written to {r.saved}", file=sys.stderr)
+    elif args.save_outputs:
+        print(f"swbuild: no outputs to write to {args.save_outputs}: the runner did not finish", file=sys.stderr)
     print(json.dumps(doc, sort_keys=True))
     write_result(args, doc)
     return 0 if doc["status"] == "pass" else 1
@@ -336,50 +111,32 @@ def write_result(args, doc):
 
 
 def cmd_report(args):
-    import tempfile
-
-    from .driver import check
-    from .backends import family_of
-    from .driver.report_text import format_report
-    if args.plot:
-        _plot_needs()
-    tc = _toolchain(args)
-    fam = family_of(tc)
-    job = make_job(args)
-    runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock
-    inputs, _ = _reference(args, job, plan)
-    with tempfile.TemporaryDirectory(prefix="swreport-") as tmp:
-        _, stats, err, code, _ = check.run_runner(runner, plan, inputs, tmp, timeout=float(job.check["timeout"]))
-    if code != 0:
-        raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
-    if plan.get("mpi"):     # one report of a rank's kernels (rank 0's counters), plus the ranks
-        from .driver import mpi
-        rep = dict(fam.report(plan, stats[0][0], tc), mpi=mpi.report(fam, plan, stats))
-        if args.plot:
-            mpi.plot(rep["mpi"], args.plot)
-    else:
-        rep = fam.report(plan, stats, tc)
-        if args.plot:
-            fam.plot(rep, tc, args.plot)
+    from . import api
+    r = api.report(**_api_args(args), inputs=args.inputs, runner=args.runner, plot=args.plot)
     if args.plot:
         print(f"swbuild: plot written to {args.plot}", file=sys.stderr)
-    print(json.dumps(rep, sort_keys=True) if args.json else format_report(rep))
-    write_result(args, rep)
+    print(json.dumps(r.document, sort_keys=True) if args.json else r.text)
+    write_result(args, r.document)
     return 0
 
 
-def _plot_needs():
-    """--plot is the `plot` extra: say so before building anything."""
-    try:
-        import matplotlib  # noqa: F401  (only whether it is there)
-    except ImportError:
-        raise SwbuildError("--plot needs matplotlib, the `plot` extra: pip install 'swbuild[plot]' "
-                           "(or leave out --plot)") from None
+def cmd_run(args):
+    """Run a built model --warmup + --repeat times; print each run's and each kernel's time."""
+    from . import api
+    r = api.run(**_api_args(args), inputs=args.inputs, repeat=args.repeat, warmup=args.warmup,
+                save_outputs=args.outputs, runner=args.runner, timeout=args.timeout)
+    if args.outputs:
+        print(f"swbuild: outputs written to {args.outputs}", file=sys.stderr)
+    doc = {"model": r.model, "target": r.target, "runner": str(r.runner), **r.timings.as_dict()}
+    print(json.dumps(doc, sort_keys=True) if args.json else r.text)
+    write_result(args, doc)
+    return 0
 
 
 def cmd_ops(args):
     """Without MODEL: the operators (of a target); with MODEL: per node, supported or why not."""
     from .driver import ops_report
+    from .api.jobs import _toolchain, blame_inputs, make_job
     from .ops import supported_ops
     if not args.model and not args.recipe:
         if args.target:
@@ -406,6 +163,7 @@ def cmd_export(args):
     import tempfile
 
     from .driver.export import export
+    from .api.jobs import _scop_recipe, _toolchain, do_compile, make_job
     tc = _toolchain(args)
     if _scop_recipe(args) is not None:
         raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
@@ -469,7 +227,24 @@ def parser():
     p.add_argument("--timeout", type=_seconds, metavar="SECONDS",
                    help="stop the runner after this long and name the kernel it was in (default: the recipe's "
                         "check.timeout, 3600)")
+    p.add_argument("--save-outputs", metavar="OUT.npz", help="also write the runner's outputs (keyed by output name)")
     p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("run", help="run a built model N times and print each run's and each kernel's time",
+                       description="Build for an emulated target (or take --runner), run it --warmup + --repeat "
+                       "times on --inputs (.npz keyed by input name, .npy for a model of one input; default: as "
+                       "check) and print each run's and each kernel's time, read by the runner from the chip's "
+                       "clock (Sunway rtc, CNRT notifiers; under emulation the emulator's clock). The exported "
+                       "runner takes the same options on the machine: --repeat N --warmup W --times IN.npy OUT.npy.")
+    _model_args(p)
+    p.add_argument("--inputs", help="npz of inputs keyed by graph input names, or .npy for one input")
+    p.add_argument("--outputs", metavar="OUT.npz", help="write the last run's outputs (keyed by output name)")
+    p.add_argument("--repeat", type=_count(1), default=1, metavar="N", help="timed runs (default 1)")
+    p.add_argument("--warmup", type=_count(0), default=0, metavar="W", help="untimed runs before them (default 0)")
+    p.add_argument("--runner", help="use this already built runner (its directory holds the plan)")
+    p.add_argument("--result", metavar="FILE", help="also write the JSON document to FILE")
+    p.add_argument("--json", action="store_true", help="the times as one JSON document")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="stop the runner after this long (all runs)")
+    p.set_defaults(fn=cmd_run)
     p = sub.add_parser("report", help="predicted and measured kernel numbers: a table, or JSON",
                        description="Build, run under emulation and print the report: a table of the kernels "
                        "(time, traffic, roofline fraction) with totals, or with --json the whole JSON document.")

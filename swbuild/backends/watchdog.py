@@ -7,14 +7,19 @@ runner's handler writes it to stderr with async-signal-safe calls and exits 124.
 from __future__ import annotations
 
 def host_definition(prefix):
-    """The marker's definition (C and C++ hosts alike give it C linkage)."""
+    """The marker's definition and the launch hook (C and C++ hosts alike give them C linkage).
+    The hook is NULL unless a program sets it: the runner's timings (runner_main.py) read the
+    chip's clock there (Sunway rtc, CNRT notifiers placed on the model's queue)."""
     return ["#ifdef __cplusplus", 'extern "C" {', "#endif", f'const char *volatile {prefix}_running_kernel = "";',
+            f"void (*volatile {prefix}_launch_hook)(const char *kernel, void *queue) = 0;",
             "#ifdef __cplusplus", "}", "#endif"]
 
 
-def host_mark(prefix, kernel, indent="    "):
-    """Before a launch: the kernel's name; after the last one (kernel=""): none."""
-    return f'{indent}{prefix}_running_kernel = "{kernel}";'
+def host_mark(prefix, kernel, indent="    ", queue="0"):
+    """Before a launch: the kernel's name; after the last one (kernel=""): none. Either way the
+    launch hook, when set, hears of it (with the queue the launch goes to, if any)."""
+    return (f'{indent}{prefix}_running_kernel = "{kernel}"; '
+            f'if ({prefix}_launch_hook) {prefix}_launch_hook("{kernel}", {queue});')
 
 
 def runner_handler(prefix):

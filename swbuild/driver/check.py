@@ -79,13 +79,26 @@ def light_reference(model_path, specs):
 
 
 def load_npz(path, specs, what):
-    """Arrays keyed by the specs' names, each of the spec's shape (and a dtype that casts safely)."""
-    names = [s["name"] for s in specs]
+    """Arrays keyed by the specs' names, each of the spec's shape (and a dtype that casts safely);
+    a model of one input (output) also takes a .npy."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
+        z = np.load(path, allow_pickle=False)
+        if isinstance(z, np.ndarray):       # a .npy
+            data = {specs[0]["name"]: z} if len(specs) == 1 else None
+        else:
+            with z:
+                data = {k: z[k] for k in z.files}
     except Exception as e:
         raise SwbuildError(f"{path}: cannot read {what} npz: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    if data is None:        # one .npy for a model of several
+        raise SwbuildError(f"{path}: one array for {len(specs)} {what}s; give an npz keyed by {[s['name'] for s in specs]}")
+    return check_arrays(data, specs, what, path)
+
+
+def check_arrays(data, specs, what, path="arrays"):
+    """`data` (name → array) holds each spec's name with its shape and a dtype that casts safely."""
+    names = [s["name"] for s in specs]
+    data = {k: np.asarray(v) for k, v in data.items()}
     missing = [n for n in names if n not in data]
     if missing:
         raise SwbuildError(f"{path}: {what} npz lacks {missing} (it has {sorted(data)})")
@@ -149,10 +162,11 @@ def _run(launch, runner, args, env, timeout):
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
-def run_runner(runner, plan, inputs, workdir, timeout=None):
+def run_runner(runner, plan, inputs, workdir, timeout=None, flags=(), printed=None):
     """Run the runner program; returns (outputs list, stats dict, stderr, exit code, seconds).
     An MPI build (plan["mpi"]) runs under mpirun; its stats are then one (emulator, MPI) pair per rank.
-    Raises RunnerTimeout after `timeout` seconds."""
+    Raises RunnerTimeout after `timeout` seconds. `flags`: the runner's options (--repeat N ...);
+    `printed`: a dict that receives its standard output as "stdout"."""
     workdir = Path(workdir)
     ins = []
     for k, spec in enumerate(plan["inputs"]):
@@ -171,8 +185,10 @@ def run_runner(runner, plan, inputs, workdir, timeout=None):
         from .mpi import launch_argv
         launch = launch_argv(plan)
     t0 = time.perf_counter()
-    p = _run(launch, runner, ins + outs, env, timeout)
+    p = _run(launch, runner, [str(f) for f in flags] + ins + outs, env, timeout)
     secs = time.perf_counter() - t0
+    if printed is not None:
+        printed["stdout"] = p.stdout
     got = []
     if p.returncode == 0:
         for f, spec in zip(outs, plan["outputs"]):
@@ -256,11 +272,12 @@ def _against_spec(doc, plan, got, ref, spec, inputs, rtol, atol):
     return per if ok and not ref_ok else None
 
 
-def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeout=None, spec=None):
+def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeout=None, spec=None, keep=None):
     """Run and compare; returns the result document: status pass, fail (a timeout is a fail) or
     vacuous (nothing compared: every reference element within atol of zero). `spec(inputs)`,
     when given, computes the outputs as the ONNX spec says (spec_reference): when swbuild and the
-    reference differ in where NaN/inf fall, swbuild passes if it agrees with the spec."""
+    reference differ in where NaN/inf fall, swbuild passes if it agrees with the spec.
+    `keep`: a dict that receives the runner's outputs (name → array) when it ran to the end."""
     fam = family_of_plan(plan)
     doc = {"model": plan["model"], "target": plan["target"], "rtol": rtol, "atol": atol}
     progress = Steps(2, f"check {plan['model']}")     # the two long parts, on a terminal
@@ -273,6 +290,8 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
         doc.update(status="fail", reason=str(e), max_abs_err=None, max_rel_err=None, run_seconds=timeout)
         return doc
     doc["run_seconds"] = round(secs, 3)
+    if keep is not None and code == 0:
+        keep.update((o["name"], g) for o, g in zip(plan["outputs"], got))
     if code != 0:
         progress.close()
         doc.update(status="fail", reason=f"runner exited with status {code}" +
@@ -330,5 +349,3 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
                          "the model (--inputs in.npz; weights trained or with BatchNorm statistics that keep "
                          "activations from vanishing), or lower atol (--set atol=... or the recipe's check.atol)")
     return doc
-
-

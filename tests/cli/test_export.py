@@ -41,6 +41,26 @@ def check_runner(model, target, runner, capsys):
     return doc
 
 
+def timed_runs(model, emu, runner, tmp_path, capsys):
+    """The archive's runner on the machine, without Python: .npy in and out, --repeat with
+    --warmup, per-run and per-kernel times; its outputs are `swbuild check`'s on the same inputs."""
+    import numpy as np
+    from swbuild.driver.run_times import parse_times
+    x = np.random.default_rng(5).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    p = subprocess.run([str(runner), "--repeat", "2", "--warmup", "1", "--times", str(tmp_path / "x.npy"),
+                        str(tmp_path / "y.npy")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    t = parse_times(p.stdout, 2, 1)
+    plan = json.loads((runner.parent / "small.plan.json").read_text())
+    assert [k.name for k in t.kernels] == [k["name"] for k in plan["kernels"]] and all(ms > 0 for ms in t.runs_ms)
+    assert cli.main(["check", str(model), "--target", emu, "-o", str(tmp_path / "chk"), "--inputs", str(tmp_path / "x.npy"),
+                     "--save-outputs", str(tmp_path / "check.npz")]) == 0
+    capsys.readouterr()
+    assert np.array_equal(np.load(tmp_path / "y.npy"), np.load(tmp_path / "check.npz")["y"])
+    return t
+
+
 def stand_in(emu):
     """Makefile overrides that build a real target's archive with this machine's compilers
     against the emulation runtime of its twin (headers, defines, and the runtime library)."""
@@ -82,6 +102,7 @@ def test_sunway_archive_builds_with_a_stand_in_compiler(tmp_path, model, capsys)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (d / "libsmall.a").is_file()
     check_runner(model, "sunway-emu", d / "small_runner", capsys)
+    timed_runs(model, "sunway-emu", d / "small_runner", tmp_path, capsys)
 
 
 def test_diannao_archive_builds_with_a_stand_in_cncc(tmp_path, model, capsys):
@@ -95,6 +116,8 @@ def test_diannao_archive_builds_with_a_stand_in_cncc(tmp_path, model, capsys):
     assert r.returncode == 0, r.stdout + r.stderr
     doc = check_runner(model, "diannao-emu", d / "small_runner", capsys)
     assert doc["emulator"]["violations"] == 0
+    t = timed_runs(model, "diannao-emu", d / "small_runner", tmp_path, capsys)
+    assert sum(k.cycles_per_run for k in t.kernels) == t.run_cycles[0] > 0     # notifiers: the modelled device clock
 
 
 def test_emulated_archive_carries_its_runtime(tmp_path, model, capsys):

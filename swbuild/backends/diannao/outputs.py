@@ -47,7 +47,7 @@ def render(program, tc):
         f["header"]: model_header(program, v, names).encode(),
         f["weights"]: image.blob,      # a WeightsBlob: write_outputs streams it to the file
         f["weights_asm"]: weights_asm(program, image).encode(),
-        f["runner"]: runner_file(program, v).encode(),
+        f["runner"]: runner_file(program, v, tc.hardware["clock_hz"]).encode(),
     }
 
 

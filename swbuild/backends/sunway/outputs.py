@@ -34,7 +34,7 @@ def render(program, tc):
         f["header"]: model_header(program, storage, v).encode(),
         f["weights"]: storage.blob,      # a WeightsBlob: write_outputs streams it to the file
         f["weights_asm"]: weights_asm(program, storage).encode(),
-        f["runner"]: runner_c(program, storage, v).encode(),
+        f["runner"]: runner_c(program, storage, v, tc.hardware["clock_hz"]).encode(),
     }
 
 

@@ -11,6 +11,10 @@ extern "C" {
 
 #define SLAVE_FUN(x) slave_##x
 
+/* rtc(): the MPE's cycle counter (the `rtc` instruction on the chip, read by the generated
+ * runner's timings); here the host's modelled clock (swemu.h's swemu_rtc, src/timing.c). */
+#define rtc() swemu_rtc()
+
 int athread_init(void);
 int athread_join(void);
 int athread_halt(void);

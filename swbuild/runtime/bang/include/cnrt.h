@@ -85,6 +85,39 @@ inline cnrtRet_t cnrtCreateQueue(cnrtQueue_t* q) { return cnrtQueueCreate(q); }
 inline cnrtRet_t cnrtDestroyQueue(cnrtQueue_t q) { return cnrtQueueDestroy(q); }
 inline cnrtRet_t cnrtSyncQueue(cnrtQueue_t q) { return cnrtQueueSync(q); }
 
+/* Notifiers: the device's own clock, as CNRT times a queue.  Launches run to completion in
+ * order, so a notifier placed on a queue reads the modelled device clock (the sum of the
+ * launches' cycles so far, sched.h) and durations are cycles / BANGEMU_CLOCK_HZ (the
+ * toolchain's clock_hz). */
+#ifndef BANGEMU_CLOCK_HZ
+#define BANGEMU_CLOCK_HZ 1.0e9
+#endif
+struct bangemu_notifier { long long cycles; bool placed; };
+typedef struct bangemu_notifier* cnrtNotifier_t;
+inline cnrtRet_t cnrtNotifierCreate(cnrtNotifier_t* n) { *n = new bangemu_notifier{0, false}; return cnrtSuccess; }
+inline cnrtRet_t cnrtNotifierDestroy(cnrtNotifier_t n) { delete n; return cnrtSuccess; }
+inline cnrtRet_t cnrtCreateNotifier(cnrtNotifier_t* n) { return cnrtNotifierCreate(n); }
+inline cnrtRet_t cnrtDestroyNotifier(cnrtNotifier_t* n) { cnrtNotifierDestroy(*n); *n = nullptr; return cnrtSuccess; }
+inline cnrtRet_t cnrtPlaceNotifier(cnrtNotifier_t n, cnrtQueue_t) {
+  if (!n) return cnrtErrorArgsInvalid;
+  n->cycles = bangemu::S().device_cycles;
+  n->placed = true;
+  return cnrtSuccess;
+}
+inline cnrtRet_t cnrtWaitNotifier(cnrtNotifier_t n) { return n && n->placed ? cnrtSuccess : cnrtErrorArgsInvalid; }
+/* Microseconds between two placed notifiers (CNRT's cnrtNotifierDuration). */
+inline cnrtRet_t cnrtNotifierDuration(cnrtNotifier_t start, cnrtNotifier_t end, float* us) {
+  if (!start || !end || !start->placed || !end->placed || !us) return cnrtErrorArgsInvalid;
+  *us = (float)((double)(end->cycles - start->cycles) / (double)BANGEMU_CLOCK_HZ * 1e6);
+  return cnrtSuccess;
+}
+/* Milliseconds (the newer spelling, cnrtNotifierElapsedTime). */
+inline cnrtRet_t cnrtNotifierElapsedTime(cnrtNotifier_t start, cnrtNotifier_t end, float* ms) {
+  cnrtRet_t r = cnrtNotifierDuration(start, end, ms);
+  if (r == cnrtSuccess) *ms /= 1000.0f;
+  return r;
+}
+
 namespace bangemu {
 
 /* Runs every task of one launch; `name` keys the counters. */
@@ -185,7 +218,9 @@ inline void run_launch(const char* name, cnrtDim3_t dim, cnrtFunctionType_t type
   /* Tasks beyond the 16 cores queue on them: a core's time is the sum of its tasks. */
   std::vector<long long> core(BANGEMU_CORES, 0);
   for (auto& t : L->tasks) core[t->phys] += t->clock;
-  L->ks->cycles += *std::max_element(core.begin(), core.end()) + BANGEMU_LAUNCH_CYCLES;
+  long long launch_cycles = *std::max_element(core.begin(), core.end()) + BANGEMU_LAUNCH_CYCLES;
+  L->ks->cycles += launch_cycles;
+  s.device_cycles += launch_cycles;
   s.cur = nullptr;
   s.launch = nullptr;
 }

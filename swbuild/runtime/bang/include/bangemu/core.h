@@ -198,6 +198,7 @@ struct State {
   Launch* launch = nullptr;
   Task* cur = nullptr;
   long long violations = 0;
+  long long device_cycles = 0;  // the device clock: every launch's cycles, in order (cnrt.h notifiers)
   bool fatal = true;
   State() {
     const char* v = getenv("BANGEMU_ON_VIOLATION");
