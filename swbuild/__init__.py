@@ -7,7 +7,7 @@ The Python API (docs/api.md), imported on first use so that `import swbuild` sta
     print(r.status)
 
 swbuild.compile, swbuild.check, swbuild.report, swbuild.run, swbuild.load_recipe and their
-result types (CompileResult, CheckResult, ReportResult, RunResult) live in swbuild/api.py.
+result types (CompileResult, CheckResult, ReportResult, RunResult) live in swbuild/api/.
 """
 import importlib
 
