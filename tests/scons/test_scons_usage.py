@@ -116,3 +116,13 @@ def test_help_says_where_the_cross_compiler_is(fake_project, tmp_path):
     assert "\n    export " in r.stdout and "export-<model>" in r.stdout
     assert "json: report: print the JSON document instead of the table" in r.stdout
     assert "CCFLAGS:" in r.stdout and "default: (none)" in r.stdout.split("CCFLAGS:", 1)[1].split("\n\n", 1)[0]
+
+
+def test_a_clean_build_has_no_warnings(real):
+    p, r = real
+    assert "warning" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+    # sunway-pro-emu: floatv8 is a 32-byte vector, which gcc flagged with -Wpsabi
+    r = run_scons(p, "-Q", "target=sunway-pro-emu", "model=tiny")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "CC-SLAVE tiny_slave.c" in r.stdout
+    assert "warning" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
