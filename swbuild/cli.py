@@ -15,7 +15,8 @@ from .outlock import locked
 EPILOG = """examples:
   swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
   swbuild check --recipe recipes/vgg16.yaml --target sunway-emu
-  swbuild check light_vgg19.onnx --target sunway-emu      (uses the shipped expected outputs)
+  swbuild check "$(python -c 'import onnx, os; print(os.path.dirname(onnx.__file__))')/backend/test/data/light/light_vgg19.onnx" --target sunway-emu
+                                                          (onnx's light model: uses the expected outputs beside it)
   swbuild report model.onnx --target sunway-emu --json
   swbuild report recipes/vgg16.yaml --target sunway-emu --plot vgg16.png
   swbuild ops --target sunway-emu
