@@ -213,11 +213,20 @@ def _scop_compile(r, tc, args):
     from .frontends.scop_cli import generate
     from .scop_recipe import build_program
     out = Path(args.out) if args.out else Path("build") / tc.name / r.name
-    if getattr(args, "exe", False) or getattr(args, "fn", None) is cmd_check:
+    if getattr(args, "exe", False) or getattr(args, "fn", None) in (cmd_check, cmd_report):
         return build_program(r, tc, out, args.verbose, log=lambda m: print(m, file=sys.stderr))
     r.verify_source()
     generate(r.source, tc, out, r.scop["include"], r.scop["defines"])
     return None
+
+
+def _scop_lock(args, tc, r):
+    """The build directory's lock while this command builds there; with --runner (SCons
+    built it and holds the tree) none, so check and report of one program run side by side."""
+    import contextlib
+    if args.runner:
+        return contextlib.nullcontext()
+    return locked(Path(args.out) if args.out else Path("build") / tc.name / r.name)
 
 
 def cmd_compile(args):
@@ -288,7 +297,7 @@ def cmd_check(args):
         if r is not None:
             if not tc.emulated:
                 raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin")
-            with locked(Path(args.out) if args.out else Path("build") / tc.name / r.name):
+            with _scop_lock(args, tc, r):
                 runner = Path(args.runner) if args.runner else _scop_compile(r, tc, args)
                 from .scop_recipe import check as scop_check
                 doc = scop_check(r, tc, runner, runner.parent)
@@ -340,6 +349,16 @@ def cmd_report(args):
     if args.plot:
         _plot_needs()
     tc = _toolchain(args)
+    r = _scop_recipe(args)
+    if r is not None:       # a C SCoP program: the emulator's numbers per kernel
+        from .scop_recipe import report as scop_report
+        if args.plot:
+            raise SwbuildError(f"{args.recipe}: --plot draws a model's kernels against its plan; a SCoP recipe has none")
+        with _scop_lock(args, tc, r):
+            rep = scop_report(r, tc, Path(args.runner) if args.runner else _scop_compile(r, tc, args))
+        print(json.dumps(rep, sort_keys=True) if args.json else format_report(rep))
+        write_result(args, rep)
+        return 0
     fam = family_of(tc)
     job = make_job(args)
     runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock

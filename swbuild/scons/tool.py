@@ -261,27 +261,43 @@ def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
 
 
 def _scop_model(env, r, path, model, prefix, out, meta, deps):
-    """A recipe whose source is a C file with #pragma scop regions: generate host + slave C
-    and build the program in one step (`swbuild compile --exe`), check against the serial
-    program. The C scanner follows the C file's #includes, so a header edit rebuilds."""
+    """A recipe whose source is a C file with #pragma scop regions: the generator writes host +
+    slave C (`swbuild compile`), SCons' own C builders compile them with the recipe's other C
+    files and link the program against the shared emulation runtime (so compiledb lists them);
+    `check` compares with the serial program, `report` prints the emulator's numbers. The C
+    scanner follows the C file's #includes, so a header edit regenerates."""
     import SCons.Scanner.C
-    stem = Path(r.source).stem
-    gen = [out.File(f"{stem}_host.c"), out.File(f"{stem}_slave.c"), out.File(f"{stem}_scop.h")]
-    exe = out.File(prefix)
+
+    from swbuild.scop_recipe import generated_files, program_build
+    tc = env["SWBUILD_TOOLCHAIN"]
+    verbose = env["SWBUILD_VERBOSE"]
+    files = generated_files(Path(out.path), Path(r.source).stem)
+    gen = [env.File(str(files[k])) for k in ("host", "slave", "header")]
     srcs = [env.File(str(p)) for p in r.source_files()]
     cpppath = [env.Dir(str(Path(r.source).parent))] + [env.Dir(str(i)) for i in r.scop["include"]]
-    prog = env.Command(gen + [exe], [env.File(str(path))] + srcs,
-                       Action("$SWCLI compile --recipe $SWBUILD_RECIPE --target $SWBUILD_TARGET -o $SWBUILD_OUT "
-                              "--exe $SWGENFLAGS", "$SWGENCOMSTR"),
-                       source_scanner=SCons.Scanner.C.CScanner(), CPPPATH=cpppath, **meta)
-    env.Depends(prog, deps)
-    check = env.Command(out.File(f"{prefix}.check.json"), [exe] + srcs + deps,
-                        Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
-    env.NoCache(check)
+    sources = env.Command(gen, [env.File(str(path))] + srcs[:1],
+                          Action("$SWCLI compile --recipe $SWBUILD_RECIPE --target $SWBUILD_TARGET -o $SWBUILD_OUT "
+                                 "$SWGENFLAGS", "$SWGENCOMSTR"),
+                          source_scanner=SCons.Scanner.C.CScanner(), CPPPATH=cpppath, **meta)
+    env.Depends(sources, deps)
+    gate = None
+    if env["SWBUILD_COMPILER_ERROR"]:
+        gate = _compiler_gate(env)
+        env.Depends(gate, sources)
+    runtime_lib, runtime_node = _runtime(env, tc, verbose, gate)
+    b = program_build(r, tc, Path(out.path), Path(out.path), prefix, runtime_lib, env["SWBUILD_COMPILER_OVERRIDES"])
+    objs = compile.objects(env, b.compiles, verbose, gate)
+    exe = compile.program(env, b, objs, [], runtime_node, verbose)
+    run_deps = [exe] + [env.File(str(path))] + srcs + deps
+    check = env.Command(out.File(f"{prefix}.check.json"), run_deps, Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
+    report = env.Command(out.File(f"{prefix}.report.json"), run_deps, Action("$SWREPORTCOM", "$SWREPORTCOMSTR"), **meta)
+    env.Clean(exe, check + report)
+    env.NoCache(check + report)
     check = env.Alias(f"check-{model}", check)
     env.Alias("check", check)
-    return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=gen, lib=None,
-                           runner=exe, check=check, report=None, runtime=None)
+    report = add_report_alias(env, model, report)
+    return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources, lib=None,
+                           runner=exe, check=check, report=report, runtime=runtime_node[0] if runtime_node else None)
 
 
 def _emulated_base(tc, project):
