@@ -422,9 +422,18 @@ def cmd_export(args):
 
     from .export import export
     tc = _toolchain(args)
-    if _scop_recipe(args) is not None:
-        raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
-                           "(swbuild compile writes it)")
+    r = _scop_recipe(args)
+    if r is not None:       # the generated C, the recipe's C files and headers, a Makefile
+        from .frontends.scop_cli import generate
+        from .names import c_prefix
+        from .scop_export import export as scop_export
+        r.verify_source()
+        with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
+            generate(r.source, tc, tmp, r.scop["include"], r.scop["defines"])
+            path, meta = scop_export(r, tc, tmp, c_prefix(r.name), args.out or f"{r.name}-{tc.name}.tar")
+        print(f"swbuild: {r.name} for {tc.name} -> {path} ({len(meta['files'])} files + Makefile, metadata.json)",
+              file=sys.stderr)
+        return 0
     job = make_job(args)
     with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
         program = do_compile(job, tc, tmp, last_use=True)

@@ -22,7 +22,7 @@ from . import compile, question
 from .actions import fail_action
 from .driver import FAIL_FILE
 from .gen import PACKAGE_DIR, SWCHECKCOM, SWCLI, SWGENCOM, SWREPORTCOM, package_sources, signature_value, swgen_builder
-from .export import add_export
+from .export import add_export, add_scop_export
 from .report import add_report_alias, format_flag
 from .scop import add_scop_builder
 
@@ -296,6 +296,7 @@ def _scop_model(env, r, path, model, prefix, out, meta, deps):
     check = env.Alias(f"check-{model}", check)
     env.Alias("check", check)
     report = add_report_alias(env, model, report)
+    add_scop_export(env, tc, r, out, prefix, model, sources)
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources, lib=None,
                            runner=exe, check=check, report=report, runtime=runtime_node[0] if runtime_node else None)
 

@@ -40,7 +40,7 @@ LAYERS = [
     ("target registry", ["swbuild.backends"]),
     ("drivers", ["swbuild.build", "swbuild.compiler", "swbuild.weights_file", "swbuild.check", "swbuild.mpi", "swbuild.frontends.scop_cli",
                  "swbuild.scop_recipe", "swbuild.outlock", "swbuild.ops_report", "swbuild.report_text",
-                 "swbuild.export"]),
+                 "swbuild.export", "swbuild.scop_export"]),
     ("interfaces", ["swbuild.cli", "swbuild.__main__", "swbuild.scons", "swbuild.scons.*"]),
 ]
 

@@ -63,3 +63,35 @@ def test_scop_recipe_builds_through_scons_c_builders(project):
     h = p / "src" / "scop_util.h"
     h.write_text(h.read_text() + "\n/* edited */\n")
     assert run_scons(p, "-q", "target=sunway-emu", "model=gemm").returncode == 1
+
+
+def test_scop_recipe_export_builds_with_make(project, tmp_path):
+    import os
+    import subprocess
+    import sys
+    import tarfile
+
+    from swbuild import cli
+    p = project
+    r = run_scons(p, "-Q", "target=sunway-emu", "model=gemm", "export")
+    assert r.returncode == 0, r.stdout + r.stderr
+    tar = p / OUT / "gemm-sunway-emu.tar"
+    assert "EXPORT build/sunway-emu/gemm/gemm-sunway-emu.tar" in r.stdout
+    # the command writes the same bytes from the same recipe
+    assert cli.main(["export", "--recipe", str(p / "recipes" / "gemm.yaml"), "--target", "sunway-emu",
+                     "-o", str(tmp_path / "cli.tar")]) == 0
+    assert (tmp_path / "cli.tar").read_bytes() == tar.read_bytes()
+    assert run_scons(p, "-q", "target=sunway-emu", "model=gemm", "export").returncode == 0
+    with tarfile.open(tar) as t:
+        t.extractall(tmp_path / "x")
+    d = tmp_path / "x" / "gemm"
+    assert {"Makefile", "gemm_host.c", "gemm_slave.c", "gemm_scop.h", "include/d0/scop_util.h",
+            "metadata.json", "runtime/include/athread.h"} <= {q.relative_to(d).as_posix() for q in d.rglob("*")}
+    # on the machine: make with the target's compilers (here the emulated twin's gcc)
+    env = dict(os.environ, PYTHONPATH=str(REPO), PATH=os.pathsep.join([os.path.dirname(sys.executable),
+                                                                       os.environ["PATH"]]))
+    m = subprocess.run(["make", "-s"], cwd=d, capture_output=True, text=True, env=env)
+    assert m.returncode == 0, m.stdout + m.stderr
+    got = subprocess.run([str(d / "gemm")], capture_output=True, text=True)
+    want = subprocess.run([str(p / OUT / "gemm")], capture_output=True, text=True)
+    assert got.returncode == 0 and got.stdout == want.stdout and "C sum" in got.stdout
