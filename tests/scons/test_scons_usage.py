@@ -34,7 +34,7 @@ def test_report_prints_the_table_and_json_on_request(real):
     r = run_scons(p, "-Q", "target=sunway-emu", "model=tiny", "report")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "REPORT tiny (sunway-emu)" in r.stdout
-    assert re.search(r"^k0_conv +Conv\+Relu ", r.stdout, re.M) and re.search(r"^total +1 kernels ", r.stdout, re.M)
+    assert re.search(r"^k0_conv +Conv\+Relu ", r.stdout, re.M) and re.search(r"^total +1 kernel ", r.stdout, re.M)
     assert r.stdout.count("k0_conv  Conv+Relu") == 1            # printed once, by the run
     doc = json.loads((p / OUT / "tiny.report.json").read_text())
     assert [k["name"] for k in doc["kernels"]] == ["tiny_k0_conv"]
