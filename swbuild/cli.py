@@ -424,13 +424,8 @@ def cmd_export(args):
     tc = _toolchain(args)
     r = _scop_recipe(args)
     if r is not None:       # the generated C, the recipe's C files and headers, a Makefile
-        from .frontends.scop_cli import generate
-        from .names import c_prefix
-        from .scop_export import export as scop_export
-        r.verify_source()
-        with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
-            generate(r.source, tc, tmp, r.scop["include"], r.scop["defines"])
-            path, meta = scop_export(r, tc, tmp, c_prefix(r.name), args.out or f"{r.name}-{tc.name}.tar")
+        from .scop_export import export_recipe
+        path, meta = export_recipe(r, tc, args.out or f"{r.name}-{tc.name}.tar")
         print(f"swbuild: {r.name} for {tc.name} -> {path} ({len(meta['files'])} files + Makefile, metadata.json)",
               file=sys.stderr)
         return 0

@@ -83,3 +83,15 @@ def export(r, tc, gen_dir, prefix, out_path):
             "versions": {"swbuild": __version__, "python": platform.python_version()}}
     members["metadata.json"] = (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode()
     return write_archive(out_path, prefix, members), meta
+
+
+def export_recipe(r, tc, out_path):
+    """`swbuild export --recipe <scop recipe>`: generate in a scratch directory, archive."""
+    import tempfile
+
+    from .frontends.scop_cli import generate
+    from .names import c_prefix
+    r.verify_source()
+    with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
+        generate(r.source, tc, tmp, r.scop["include"], r.scop["defines"])
+        return export(r, tc, tmp, c_prefix(r.name), out_path)
