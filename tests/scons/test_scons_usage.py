@@ -114,6 +114,8 @@ def test_help_says_where_the_cross_compiler_is(fake_project, tmp_path):
     block = run_scons(p, "-h", env={"PATH": path, "SW5CC": "/opt/sw/sw5cc"}).stdout.split("SW5CC:", 1)[1]
     assert "actual: (from the environment: /opt/sw/sw5cc)" in block.split("\n\n", 1)[0]
     assert "\n    export " in r.stdout and "export-<model>" in r.stdout
+    assert "report      build and run the runners and print the performance table" in r.stdout
+    assert "JSON performance report" not in r.stdout
     assert "json: report: print the JSON document instead of the table" in r.stdout
     assert "CCFLAGS:" in r.stdout and "default: (none)" in r.stdout.split("CCFLAGS:", 1)[1].split("\n\n", 1)[0]
 
