@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -47,8 +46,6 @@ def _lines(text):
 
 def _strip_comment(cmd):
     """The command without its trailing `# comment` (a `#` outside quotes after a blank)."""
-    lex = shlex.shlex(cmd, posix=True, punctuation_chars=False)
-    lex.whitespace_split, lex.commenters = True, ""
     quote, for_at = None, None
     for i, ch in enumerate(cmd):
         if quote:
