@@ -1,5 +1,5 @@
 """The `export` and `export-<model>` aliases: <build dir>/<target>/<model>/<prefix>-<target>.tar,
-the archive `swbuild export` writes (swbuild/export.py), made from the sources SCons already
+the archive `swbuild export` writes (swbuild/driver/export.py), made from the sources SCons already
 generated, so exporting an up-to-date build costs one archive and no code generation."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from SCons.Action import Action
 
 def _archive(target, source, env):
     """A function action without a closure: SCons signs its code and the varlist values."""
-    from swbuild.export import export
+    from swbuild.driver.export import export
     export(target[0].dir.abspath, env["SWBUILD_TOOLCHAIN"], env["SWBUILD_PREFIX"], target[0].abspath)
 
 
@@ -27,7 +27,7 @@ def add_export(env, tc, out, prefix, model, sources):
 
 
 def _scop_archive(target, source, env):
-    from swbuild.scop_export import export
+    from swbuild.driver.scop_export import export
     export(env["SWBUILD_RECIPE_OBJ"], env["SWBUILD_TOOLCHAIN"], target[0].dir.abspath, env["SWBUILD_PREFIX"],
            target[0].abspath)
 
@@ -35,7 +35,7 @@ def _scop_archive(target, source, env):
 def add_scop_export(env, tc, r, out, prefix, model, sources):
     """The same aliases for a SCoP recipe: swbuild/scop_export.py's archive of the generated C,
     the recipe's other C files and headers, from what SCons generated."""
-    from swbuild.scop_export import headers
+    from swbuild.driver.scop_export import headers
     env.SetDefault(SWEXPORTCOMSTR="EXPORT $TARGET")
     inputs = list(sources) + [env.File(str(p)) for p in r.scop["sources"]] + [env.File(str(p)) for _, p in headers(r)]
     tar = env.Command(out.File(f"{prefix}-{tc.name}.tar"), inputs,

@@ -25,7 +25,7 @@ def _json(env):
 
 
 def _show(target, source, env):
-    from swbuild.report_text import format_report
+    from swbuild.driver.report_text import format_report
     for node in source:
         if node.get_state() == SCons.Node.executed:
             continue    # its command printed it a moment ago

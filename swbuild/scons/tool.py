@@ -13,10 +13,11 @@ import SCons.Script
 from SCons.Action import Action
 
 import swbuild
-from swbuild import build, toolchain
-from swbuild.errors import SwbuildError
-from swbuild.names import c_prefix
-from swbuild.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
+from swbuild.driver import build
+from swbuild.config import toolchain
+from swbuild.support.errors import SwbuildError
+from swbuild.support.names import c_prefix
+from swbuild.config.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
 
 from . import compile, question
 from .actions import fail_action
@@ -229,7 +230,7 @@ def _onnx_model(env, onnx, inputs, name, sets, out_dir):
 
 
 def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
-    """SCons' C builders over the generated sources (swbuild.build.model_build), then the
+    """SCons' C builders over the generated sources (swbuild.driver.build.model_build), then the
     `check` and `report` targets: JSON files that are up to date while the runner, the
     plan, the recipe and swbuild are."""
     tc = env["SWBUILD_TOOLCHAIN"]
@@ -268,7 +269,7 @@ def _scop_model(env, r, path, model, prefix, out, meta, deps):
     scanner follows the C file's #includes, so a header edit regenerates."""
     import SCons.Scanner.C
 
-    from swbuild.scop_recipe import generated_files, program_build
+    from swbuild.driver.scop_recipe import generated_files, program_build
     tc = env["SWBUILD_TOOLCHAIN"]
     verbose = env["SWBUILD_VERBOSE"]
     files = generated_files(Path(out.path), Path(r.source).stem)

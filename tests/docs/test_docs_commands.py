@@ -23,7 +23,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from swbuild import cli, toolchain
+from swbuild import cli
+from swbuild.config import toolchain
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
