@@ -14,7 +14,8 @@ from .support.errors import RecipeError, SwbuildError, UnknownInputs, Unsupporte
 EPILOG = """examples:
   swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
   swbuild check --recipe recipes/vgg16.yaml --target sunway-emu
-  swbuild check light_vgg19.onnx --target sunway-emu      (uses the shipped expected outputs)
+  swbuild check "$(python -c 'import onnx, os; print(os.path.dirname(onnx.__file__))')/backend/test/data/light/light_vgg19.onnx" --target sunway-emu
+                                                          (onnx's light model: uses the expected outputs beside it)
   swbuild check model.onnx --target sunway-emu --save-outputs out.npz
   swbuild run model.onnx --target sunway-emu --inputs in.npz --repeat 10 --warmup 2 --outputs out.npz
   swbuild report model.onnx --target sunway-emu --json
@@ -165,9 +166,13 @@ def cmd_export(args):
     from .driver.export import export
     from .api.jobs import _scop_recipe, _toolchain, do_compile, make_job
     tc = _toolchain(args)
-    if _scop_recipe(args) is not None:
-        raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
-                           "(swbuild compile writes it)")
+    r = _scop_recipe(args)
+    if r is not None:       # the generated C, the recipe's C files and headers, a Makefile
+        from .driver.scop_export import export_recipe
+        path, meta = export_recipe(r, tc, args.out or f"{r.name}-{tc.name}.tar")
+        print(f"swbuild: {r.name} for {tc.name} -> {path} ({len(meta['files'])} files + Makefile, metadata.json)",
+              file=sys.stderr)
+        return 0
     job = make_job(args)
     with tempfile.TemporaryDirectory(prefix="swexport-") as tmp:
         program = do_compile(job, tc, tmp, last_use=True)

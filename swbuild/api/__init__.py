@@ -193,7 +193,7 @@ def check(model: PathLike = None, *, target: str, recipe: PathLike = None, out: 
             raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin")
         if save_outputs:
             raise SwbuildError(f"{args.recipe}: save_outputs takes a model's tensors; a C SCoP program prints its own")
-        with locked(Path(args.out) if args.out else Path("build") / tc.name / r.name):
+        with jobs._scop_lock(args, tc, r):
             exe = Path(args.runner) if args.runner else jobs._scop_compile(r, tc, args)
             from ..driver.scop_recipe import check as scop_check
             doc = scop_check(r, tc, exe, exe.parent)
@@ -246,8 +246,17 @@ def report(model: PathLike = None, *, target: str, recipe: PathLike = None, out:
     if plot:
         _plot_needs()
     args = _args(model, target, recipe, out, input_shapes, options, name, grouping, verbose, quiet, inputs=inputs,
-                 runner=str(runner) if runner else None)
+                 runner=str(runner) if runner else None, reporting=True)
     tc = jobs._toolchain(args)
+    r = jobs._scop_recipe(args)
+    if r is not None:       # a C SCoP program: the emulator's numbers per kernel
+        from ..driver.scop_recipe import report as scop_report
+        if plot:
+            raise SwbuildError(f"{args.recipe}: plot draws a model's kernels against its plan; a SCoP recipe has none")
+        with jobs._scop_lock(args, tc, r):
+            exe = Path(args.runner) if args.runner else jobs._scop_compile(r, tc, args)
+            rep = scop_report(r, tc, exe)
+        return ReportResult(rep, None, exe)
     fam = family_of(tc)
     job = jobs.make_job(args)
     exe, plan = jobs._prepare_run(args, job, tc)     # SCons holds the build's lock

@@ -196,11 +196,22 @@ def _scop_compile(r, tc, args):
     from ..driver.scop import generate
     from ..driver.scop_recipe import build_program
     out = Path(args.out) if args.out else Path("build") / tc.name / r.name
-    if getattr(args, "exe", False) or getattr(args, "checking", False):
+    if getattr(args, "exe", False) or getattr(args, "checking", False) or getattr(args, "reporting", False):
         return build_program(r, tc, out, args.verbose, log=lambda m: print(m, file=sys.stderr))
     r.verify_source()
     generate(r.source, tc, out, r.scop["include"], r.scop["defines"])
     return None
+
+
+def _scop_lock(args, tc, r):
+    """The build directory's lock while this command builds there; with --runner (SCons
+    built it and holds the tree) none, so check and report of one program run side by side."""
+    import contextlib
+
+    from ..support.outlock import locked
+    if getattr(args, "runner", None):
+        return contextlib.nullcontext()
+    return locked(Path(args.out) if args.out else Path("build") / tc.name / r.name)
 
 
 def _prepare_run(args, job, tc):

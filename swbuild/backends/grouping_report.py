@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from .table import mb
 
+# Point size of the plots' bar labels: legible at the 120 dpi they are saved at (5 pt was ~8 px)
+LABEL_POINTS = 8
+
 
 def grouping_summary(plan, note):
     """The plan's grouping with, per group, the launches its kernels ran in (a grouped launch,
@@ -83,4 +86,4 @@ def shade_groups(ax, rep, bars):
         ax.axvspan(min(xs) - 0.45, max(xs) + 0.45, color="C%d" % (grp["group"] % 10), alpha=0.12, lw=0)
         sp = grp["split"]
         ax.text((min(xs) + max(xs)) / 2, ax.get_ylim()[1] * 0.97, f"g{grp['group']} {sp['axis']}/{sp['factor']}",
-                ha="center", va="top", fontsize=5, rotation=90)
+                ha="center", va="top", fontsize=LABEL_POINTS - 1, rotation=90)

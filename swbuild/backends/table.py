@@ -11,6 +11,18 @@ def ms(s):
     return f"{s * 1e3:.3f}"
 
 
+def kernel_count(rep):
+    """Kernels of a report: a grouped launch (op Group) counts its kernels, not itself."""
+    return sum(len(k["kernels"]) if k.get("kernels") else 1 for k in rep["kernels"])
+
+
+def kernels_text(rep, launches=True):
+    """`4 kernels`, or `4 kernels in 1 launch` when groups share launches."""
+    n, m = kernel_count(rep), rep["kernel_launches"]
+    text = f"{n} kernel{'s' if n != 1 else ''}"
+    return text + (f" in {m} launch{'es' if m != 1 else ''}" if launches and m != n else "")
+
+
 def flop(n):
     return f"{n / 1e9:.3g} GFLOP" if n >= 1e8 else f"{n / 1e6:.3g} MFLOP"
 

@@ -78,15 +78,37 @@ def makefile(tc, prefix, files, runtime_srcs) -> str:
             f"\t$(CC) $(CFLAGS) -c {f['runner']} -o $@", "",
             f"{prefix}_runner: {prefix}_runner_main.o lib{prefix}.a {rt_lib}".rstrip(),
             f"\t$(LINK) $(LDFLAGS) {prefix}_runner_main.o lib{prefix}.a $(LDLIBS) -o $@", ""]
-    if runtime_srcs:             # the emulation runtime, as build.runtime_steps builds it
-        rt_objs = [f"{RUNTIME_DIR}/{Path(s).stem}.o" for s in runtime_srcs]
-        for s, o in zip(runtime_srcs, rt_objs):
-            out += [f"{o}: {RUNTIME_DIR}/src/{Path(s).name}",
-                    f"\t$(CC) $(CFLAGS) -I{RUNTIME_DIR}/src -pthread -c $< -o $@", ""]
-        out += [f"libswemu.a: {' '.join(rt_objs)}", f"\trm -f $@ && $(AR) rcs $@ {' '.join(rt_objs)}", ""]
+    out += runtime_rules(runtime_srcs)
     out += ["clean:", f"\trm -f *.o {RUNTIME_DIR}/*.o lib{prefix}.a libswemu.a {prefix}_runner", "",
             ".PHONY: all clean", ""]
     return "\n".join(out)
+
+
+def runtime_members(tc, members):
+    """An emulated target's runtime (headers, sources) into `members`; returns its sources, or
+    None for a real target (the emulation runtime travels with the code it runs)."""
+    if not tc.emulated:
+        return None
+    runtime_srcs = [Path(s) for s in tc.runtime_sources()]
+    for inc in tc.runtime_include_dirs():
+        for p in sorted(Path(inc).rglob("*")):
+            if p.is_file() and p.suffix in (".h", ".hpp"):
+                members[f"{RUNTIME_DIR}/include/{p.relative_to(inc).as_posix()}"] = p.read_bytes()
+    for s in sorted({p for c in runtime_srcs for p in c.parent.iterdir() if p.suffix in (".c", ".h")}):
+        members[f"{RUNTIME_DIR}/src/{s.name}"] = s.read_bytes()     # its sources and private headers
+    return runtime_srcs
+
+
+def runtime_rules(runtime_srcs):
+    """Makefile rules of libswemu.a, as build.runtime_steps builds it (none without a runtime)."""
+    if not runtime_srcs:
+        return []
+    out = []
+    rt_objs = [f"{RUNTIME_DIR}/{Path(s).stem}.o" for s in runtime_srcs]
+    for s, o in zip(runtime_srcs, rt_objs):
+        out += [f"{o}: {RUNTIME_DIR}/src/{Path(s).name}",
+                f"\t$(CC) $(CFLAGS) -I{RUNTIME_DIR}/src -pthread -c $< -o $@", ""]
+    return out + [f"libswemu.a: {' '.join(rt_objs)}", f"\trm -f $@ && $(AR) rcs $@ {' '.join(rt_objs)}", ""]
 
 
 def metadata(tc, plan, prefix, files, lock) -> dict:
@@ -160,16 +182,8 @@ def export(gen_dir, tc, prefix, out_path):
                            "supported; export the one-core-group build and launch it with the site's MPI")
     files = {n: (gen_dir / n).read_bytes() for n in sorted(lock["outputs"])}
     files[f"{prefix}.lock.json"] = (gen_dir / f"{prefix}.lock.json").read_bytes()
-    runtime_srcs = None
     members = dict(files)
-    if tc.emulated:              # the emulation runtime travels with the code it runs
-        runtime_srcs = [Path(s) for s in tc.runtime_sources()]
-        for inc in tc.runtime_include_dirs():
-            for p in sorted(Path(inc).rglob("*")):
-                if p.is_file() and p.suffix in (".h", ".hpp"):
-                    members[f"{RUNTIME_DIR}/include/{p.relative_to(inc).as_posix()}"] = p.read_bytes()
-        for s in sorted({p for c in runtime_srcs for p in c.parent.iterdir() if p.suffix in (".c", ".h")}):
-            members[f"{RUNTIME_DIR}/src/{s.name}"] = s.read_bytes()     # its sources and private headers
+    runtime_srcs = runtime_members(tc, members)
     members["Makefile"] = makefile(tc, prefix, files, runtime_srcs).encode()
     meta = metadata(tc, plan, prefix, files, lock)
     members["metadata.json"] = (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode()

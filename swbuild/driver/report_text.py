@@ -20,6 +20,9 @@ def mpi_lines(doc):
 
 
 def format_report(rep) -> str:
+    if rep.get("source") == "scop":     # a C SCoP program (scop_recipe.report)
+        from .scop_recipe import report_lines
+        return "\n".join(report_lines(rep) + ["(swbuild report --json prints every number of the document)"])
     lines = family_of_plan(rep).summary.report_lines(rep)    # reports carry the plan's `family` convention
     if rep.get("mpi"):
         lines += mpi_lines(rep["mpi"])

@@ -25,8 +25,10 @@ def add_parser(subparsers):
                               description=DESCRIPTION)
     p.add_argument("file", help="C file whose #pragma scop regions are transformed")
     p.add_argument("others", nargs="*", metavar="OTHER.c", help="more C files, compiled unchanged (--exe)")
-    p.add_argument("--target", required=True, help="toolchain name, e.g. sunway-emu")
-    p.add_argument("-o", "--output", required=True, type=Path, help="directory for generated files")
+    # spelled as the other commands (-t, -o/--out, -Q); --output stays for existing scripts
+    p.add_argument("--target", "-t", required=True, help="toolchain name, e.g. sunway-emu")
+    p.add_argument("-o", "--out", "--output", dest="output", required=True, type=Path,
+                   help="directory for generated files")
     p.add_argument("-I", dest="includes", action="append", default=[], metavar="DIR")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=V]")
     p.add_argument("--exe", metavar="NAME", help="compile and link a program DIR/NAME")
@@ -35,6 +37,7 @@ def add_parser(subparsers):
     p.add_argument("--mapping", choices=("auto", "1d", "2d"), default="auto",
                    help="CPE mapping: 1-D over 64 CPEs, 2-D over the 8x8 mesh, or chosen by cost (default)")
     p.add_argument("-v", "--verbose", action="store_true", help="print commands and the plan")
+    p.add_argument("-Q", "--quiet", action="store_true", help="no progress lines (CC-HOST ...), only errors and results")
     p.set_defaults(func=run, fn=run)      # swbuild.cli dispatches on `fn`
     return p
 
@@ -131,7 +134,8 @@ def run(args):
             os.environ["PYTHONPATH"] = os.pathsep.join([pkg_parent] + paths)
         steps, exe = exe_steps(tc, res["paths"], args.others, args.output, args.exe,
                                args.includes, args.defines, Path(args.file).resolve().parent)
-        build.run_steps(steps, verbose=args.verbose, log=lambda m: print(m, file=sys.stderr))
+        quiet = getattr(args, "quiet", False) and not args.verbose
+        build.run_steps(steps, verbose=args.verbose, log=(lambda m: None) if quiet else (lambda m: print(m, file=sys.stderr)))
         print(exe)
     return 0
 

@@ -24,3 +24,27 @@ def add_export(env, tc, out, prefix, model, sources):
     env.Depends(tar, [env.File(str(p)) for p in deps])
     env.Alias("export", env.Alias(f"export-{model}", tar))
     return tar
+
+
+def _scop_archive(target, source, env):
+    from swbuild.driver.scop_export import export
+    export(env["SWBUILD_RECIPE_OBJ"], env["SWBUILD_TOOLCHAIN"], target[0].dir.abspath, env["SWBUILD_PREFIX"],
+           target[0].abspath)
+
+
+def add_scop_export(env, tc, r, out, prefix, model, sources):
+    """The same aliases for a SCoP recipe: swbuild/scop_export.py's archive of the generated C,
+    the recipe's other C files and headers, from what SCons generated."""
+    from swbuild.driver.scop_export import headers
+    env.SetDefault(SWEXPORTCOMSTR="EXPORT $TARGET")
+    inputs = list(sources) + [env.File(str(p)) for p in r.scop["sources"]] + [env.File(str(p)) for _, p in headers(r)]
+    tar = env.Command(out.File(f"{prefix}-{tc.name}.tar"), inputs,
+                      Action(_scop_archive, "$SWEXPORTCOMSTR", varlist=["SWBUILD_TARGET", "SWBUILD_PREFIX"]),
+                      SWBUILD_PREFIX=prefix, SWBUILD_RECIPE_OBJ=r)
+    deps = [tc.path]
+    if tc.emulated:
+        deps += [p for d in tc.runtime_include_dirs() for p in sorted(d.rglob("*")) if p.is_file()]
+        deps += [p for s in tc.runtime_sources()[:1] for p in sorted(s.parent.iterdir()) if p.suffix in (".c", ".h")]
+    env.Depends(tar, [env.File(str(p)) for p in deps])
+    env.Alias("export", env.Alias(f"export-{model}", tar))
+    return tar

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import difflib
+import os
+import shutil
 from pathlib import Path
 
 import SCons.Errors
@@ -20,8 +22,11 @@ from .tool import abort, generate
 HELP_TAIL = """
 Aliases:
     check       build the runners and compare their outputs with onnxruntime
-    report      build the runners and print the JSON performance report
-    check-<model>, report-<model>   the same for one model
+    report      build and run the runners and print the performance table of each model
+                (json=1: the JSON document on one line)
+    export      <prefix>-<target>.tar per model: sources, weights, a Makefile for the
+                target's compilers and metadata, to build on the machine (swbuild export)
+    check-<model>, report-<model>, export-<model>   the same for one model
     compiledb   compile_commands.json of the models' host, slave and runtime C
 
 Outputs land in build/<target>/<model>/ (build/<target>/<model>-batch2-... when options are
@@ -33,6 +38,15 @@ date while nothing they depend on changed. Set SWBUILD_CACHEDIR to share a build
 # Flags a user may add on the command line; they reach the generated C like any other C.
 USER_FLAGS = {"CCFLAGS": "extra C/C++ compiler flags for the model's and the runtime's sources",
               "LINKFLAGS": "extra linker flags for the runner"}
+
+
+def _compiler_found(var, exe):
+    """What an unset compiler-path variable means here: the shell's $VAR, the compiler PATH
+    finds, or none (toolchain.compiler_path reads them in that order)."""
+    if os.environ.get(var):
+        return f"(from the environment: {os.environ[var]})"
+    path = shutil.which(exe) if exe else None
+    return f"(unset; {exe} on PATH: {path})" if path else f"(unset; {exe or 'the compiler'} not found on PATH)"
 
 
 def compiler_variables(project_dir):
@@ -62,9 +76,12 @@ def make_variables(args, project_dir, default_target=None):
     v = Variables(None, args)
     base_fmt = v.FormatVariableHelpText
 
+    compilers = compiler_variables(project_dir)
+
     def fmt(env, key, help, default, actual, aliases=None):
         # None means "not set here": the recipe (or PATH, for compilers) decides.
-        unset = "(the recipe's)" if key in recipe.OPTIONS else "(found on PATH)"
+        unset = ("(the recipe's)" if key in recipe.OPTIONS else _compiler_found(key, compilers[key]) if key in compilers
+                 else "(none)")
         shown = lambda x: unset if x is None else x  # noqa: E731
         return base_fmt(env, key, help, shown(default), shown(actual), aliases or [])
     v.FormatVariableHelpText = fmt
@@ -73,7 +90,8 @@ def make_variables(args, project_dir, default_target=None):
     v.Add(EnumVariable("model", "recipe in recipes/ to build, or all", "all",
                        allowed_values=models + ["all"]))
     v.Add(BoolVariable("verbose", "print full command lines", False))
-    for var, exe in compiler_variables(project_dir).items():
+    v.Add(BoolVariable("json", "report: print the JSON document instead of the table", False))
+    for var, exe in compilers.items():
         v.Add(PathVariable(var, f"full path of {exe}", None,
                            PathVariable.PathAccept))
     for key, what in USER_FLAGS.items():

@@ -23,7 +23,8 @@ from . import compile, question
 from .actions import fail_action
 from .driver import FAIL_FILE
 from .gen import PACKAGE_DIR, SWCHECKCOM, SWCLI, SWGENCOM, SWREPORTCOM, package_sources, signature_value, swgen_builder
-from .export import add_export
+from .export import add_export, add_scop_export
+from .report import add_report_alias, format_flag
 from .scop import add_scop_builder
 
 
@@ -44,9 +45,9 @@ def generate(env, target=None, project_dir=None, verbose=None, **kw):
     `target`/`verbose` may also come from the environment (the scons variables)."""
     fs_top = env.Dir("#").get_abspath()
     env.SetDefault(SWBUILD_PROJECT=str(project_dir or fs_top), SWBUILD_BUILD_DIR="#build",
-                   PYTHON=sys.executable, SWCLI=SWCLI, SWGENCOM=SWGENCOM, SWGENFLAGS="", SWRUNFLAGS="",
+                   PYTHON=sys.executable, SWCLI=SWCLI, SWGENCOM=SWGENCOM, SWGENFLAGS="", SWCHECKFLAGS="", SWRUNFLAGS="",
                    SWGENSRC="--recipe $SOURCE", SWRUNSRC="--recipe $SWBUILD_RECIPE",
-                   SWCHECKCOM=SWCHECKCOM, SWREPORTCOM=SWREPORTCOM)
+                   SWCHECKCOM=SWCHECKCOM, SWREPORTCOM=SWREPORTCOM, SWREPORTFORMAT=format_flag(env))
     project = env["SWBUILD_PROJECT"]
     env.SetDefault(SWBUILD_TARGET=target or env.get("target") or DEFAULT_TARGET)
     if verbose is None:
@@ -93,7 +94,9 @@ def generate(env, target=None, project_dir=None, verbose=None, **kw):
     # SCons gives commands only PATH: the generator's caches (where they live, `off`) and
     # worker count come from the user's environment. It searches tiles on every core; under
     # `scons -j N` the builds already share the cores, so each searches in its own process.
-    for var in ("SWBUILD_SCHEDULE_CACHE", "SWBUILD_ZOO_CACHE", "SWBUILD_JOBS", "XDG_CACHE_HOME", "HOME"):
+    # SWBUILD_PROGRESS: progress lines in CI logs (1), or none (0, the CLI's -Q).
+    for var in ("SWBUILD_SCHEDULE_CACHE", "SWBUILD_ZOO_CACHE", "SWBUILD_JOBS", "SWBUILD_PROGRESS", "XDG_CACHE_HOME",
+                "HOME"):
         if os.environ.get(var):
             env["ENV"][var] = os.environ[var]
     if not os.environ.get("SWBUILD_JOBS") and int(SCons.Script.GetOption("num_jobs") or 1) > 1:
@@ -121,6 +124,13 @@ def _set_flags(sets):
     return " ".join(f"--set {s}" for s in sets)
 
 
+def _split_sets(sets):
+    """(generator's, check-only) --set flags: rtol/atol/timeout reach only the check and
+    report commands, so changing them runs the check again without regenerating the model."""
+    gen = [s for s in sets if s.partition("=")[0] not in build.CHECK_ONLY]
+    return _set_flags(gen), _set_flags([s for s in sets if s not in gen])
+
+
 def SwModel(env, model=None, recipe=None, onnx=None, inputs=None, name=None, sets=None, out=None):
     """Generate, compile and link one model for $SWBUILD_TARGET into
     $SWBUILD_BUILD_DIR/<target>/<model>[-<options>]/; registers the `check` and `report` aliases.
@@ -133,7 +143,30 @@ def SwModel(env, model=None, recipe=None, onnx=None, inputs=None, name=None, set
             return _onnx_model(env, onnx, inputs or {}, name, list(sets or []), out)
         return _sw_model(env, model, recipe, out)
     except SwbuildError as e:   # a recipe error, or a target family without a layout
-        abort(e)
+        if not SCons.Script.GetOption("help"):
+            abort(e)
+        # `scons -h` still describes the project: say what is wrong with this model only
+        sys.stderr.write(f"scons: warning: {e}\n")
+        return _broken_model(env, model or Path(str(recipe or onnx)).stem, e)
+
+
+def _broken_model(env, model, error):
+    """Nodes of a model whose recipe is wrong, for `scons -h`: building any of them fails
+    with the recipe's error."""
+    node = env.Command(env.Dir(f"$SWBUILD_BUILD_DIR/{env['SWBUILD_TARGET']}").File(f".{model}-error"), [],
+                       fail_action(str(error)))
+    return SimpleNamespace(model=model, recipe=None, prefix=None, dir=None, sources=node, lib=node, runner=node,
+                           check=node, report=node, runtime=None)
+
+
+def _missing_sources(env, r):
+    """The CLI's error for a model file that is not there (else SCons says `Implicit
+    dependency ... not found` about a generated file); one a build step makes is fine."""
+    for p in r.source_files():
+        if not p.is_file() and not env.File(str(p)).has_builder():
+            if r.source_kind == "scop":
+                raise r.error("source", f"C file not found: {p}")
+            raise r.error("source.onnx", f"model file not found: {p}")
 
 
 def _compiler_files(env, tc):
@@ -148,20 +181,24 @@ def _sw_model(env, model, recipe, out_dir=None):
     overrides = parse_sets(env["SWBUILD_SETS"])
     r = load_recipe(path).with_overrides(overrides)
     r.check_target(target)
+    _missing_sources(env, r)
     model = model or path.stem
     prefix = c_prefix(r.name)
     sets = [f"{k}={v}" for k, v in sorted(overrides.items())]
     out = env.Dir(out_dir or f"$SWBUILD_BUILD_DIR/{target}/{build.variant_name(model, overrides)}")
     mpi = int(r.options.get("core_groups", 1)) * int(r.options.get("nodes", 1)) > 1
+    gen_flags, check_flags = _split_sets(sets)
     meta = dict(SWBUILD_MODEL=model, SWBUILD_PREFIX=prefix, SWBUILD_FAMILY=tc.family, SWBUILD_MPI="1" if mpi else "0",
                 SWBUILD_RECIPE=env.File(str(path)).path, SWBUILD_OUT=out.path,
-                SWGENFLAGS=_set_flags(sets))
+                SWGENFLAGS=gen_flags, SWCHECKFLAGS=check_flags)
     deps = [signature_value(env, r, target)] + _compiler_files(env, tc)
     if r.source_kind == "scop":
         return _scop_model(env, r, path, model, prefix, out, meta, deps)
     sources = env.SwGen(out, env.File(str(path)), **meta)
     env.Depends(sources, deps)
-    return _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, deps + [env.File(str(p)) for p in r.source_files()])
+    # the recipe itself too: its check-only values (rtol, ...) are the check's, not the generator's
+    run_deps = deps + [env.File(str(path))] + [env.File(str(p)) for p in r.source_files()]
+    return _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps)
 
 
 def _onnx_model(env, onnx, inputs, name, sets, out_dir):
@@ -169,6 +206,8 @@ def _onnx_model(env, onnx, inputs, name, sets, out_dir):
     --set/--input/--name flags, which are part of the generator's command signature."""
     tc = env["SWBUILD_TOOLCHAIN"]
     src = env.File(str(onnx))
+    if not src.exists() and not src.has_builder():
+        raise SwbuildError(f"{onnx}: no such ONNX file")
     name = name or Path(str(onnx)).stem
     overrides = parse_sets(sets)
     opts = {k: o.default for k, o in OPTIONS.items()}
@@ -176,12 +215,13 @@ def _onnx_model(env, onnx, inputs, name, sets, out_dir):
     mpi = int(opts.get("core_groups", 1)) * int(opts.get("nodes", 1)) > 1
     prefix = c_prefix(name)
     out = env.Dir(out_dir or f"$SWBUILD_BUILD_DIR/{env['SWBUILD_TARGET']}/{build.variant_name(name, overrides)}")
-    flags = [_set_flags(sorted(f"{k}={v}" for k, v in overrides.items()))]
+    gen_flags, check_flags = _split_sets(sorted(f"{k}={v}" for k, v in overrides.items()))
+    flags = [gen_flags]
     flags += [f"--input {k}={'x'.join(map(str, v))}" for k, v in sorted(inputs.items())]
     flags += [f"--name {name}"] if name != Path(str(onnx)).stem else []
     meta = dict(SWBUILD_MODEL=name, SWBUILD_PREFIX=prefix, SWBUILD_FAMILY=tc.family, SWBUILD_MPI="1" if mpi else "0",
                 SWBUILD_RECIPE=src.path, SWBUILD_OUT=out.path, SWGENSRC="$SOURCE", SWRUNSRC="$SWBUILD_RECIPE",
-                SWGENFLAGS=" ".join(f for f in flags if f))
+                SWGENFLAGS=" ".join(f for f in flags if f), SWCHECKFLAGS=check_flags)
     deps = [env.Value(json.dumps({"swbuild_version": __version__, "target": env["SWBUILD_TARGET"]}))]
     deps += _compiler_files(env, tc)
     sources = env.SwGen(out, src, **meta)
@@ -212,9 +252,8 @@ def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
     env.Clean(exe_node, check + report)     # `scons -c` leaves no result of a removed runner
     env.NoCache(check + report)             # results of a run on this machine, not build products
     check = env.Alias(f"check-{model}", check)
-    report = env.Alias(f"report-{model}", report)
     env.Alias("check", check)
-    env.Alias("report", report)
+    report = add_report_alias(env, model, report)
     if not mpi:     # swbuild export refuses builds over MPI ranks
         add_export(env, tc, out, prefix, model, sources)
     return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources,
@@ -223,27 +262,44 @@ def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
 
 
 def _scop_model(env, r, path, model, prefix, out, meta, deps):
-    """A recipe whose source is a C file with #pragma scop regions: generate host + slave C
-    and build the program in one step (`swbuild compile --exe`), check against the serial
-    program. The C scanner follows the C file's #includes, so a header edit rebuilds."""
+    """A recipe whose source is a C file with #pragma scop regions: the generator writes host +
+    slave C (`swbuild compile`), SCons' own C builders compile them with the recipe's other C
+    files and link the program against the shared emulation runtime (so compiledb lists them);
+    `check` compares with the serial program, `report` prints the emulator's numbers. The C
+    scanner follows the C file's #includes, so a header edit regenerates."""
     import SCons.Scanner.C
-    stem = Path(r.source).stem
-    gen = [out.File(f"{stem}_host.c"), out.File(f"{stem}_slave.c"), out.File(f"{stem}_scop.h")]
-    exe = out.File(prefix)
+
+    from swbuild.driver.scop_recipe import generated_files, program_build
+    tc = env["SWBUILD_TOOLCHAIN"]
+    verbose = env["SWBUILD_VERBOSE"]
+    files = generated_files(Path(out.path), Path(r.source).stem)
+    gen = [env.File(str(files[k])) for k in ("host", "slave", "header")]
     srcs = [env.File(str(p)) for p in r.source_files()]
     cpppath = [env.Dir(str(Path(r.source).parent))] + [env.Dir(str(i)) for i in r.scop["include"]]
-    prog = env.Command(gen + [exe], [env.File(str(path))] + srcs,
-                       Action("$SWCLI compile --recipe $SWBUILD_RECIPE --target $SWBUILD_TARGET -o $SWBUILD_OUT "
-                              "--exe $SWGENFLAGS", "$SWGENCOMSTR"),
-                       source_scanner=SCons.Scanner.C.CScanner(), CPPPATH=cpppath, **meta)
-    env.Depends(prog, deps)
-    check = env.Command(out.File(f"{prefix}.check.json"), [exe] + srcs + deps,
-                        Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
-    env.NoCache(check)
+    sources = env.Command(gen, [env.File(str(path))] + srcs[:1],
+                          Action("$SWCLI compile --recipe $SWBUILD_RECIPE --target $SWBUILD_TARGET -o $SWBUILD_OUT "
+                                 "$SWGENFLAGS", "$SWGENCOMSTR"),
+                          source_scanner=SCons.Scanner.C.CScanner(), CPPPATH=cpppath, **meta)
+    env.Depends(sources, deps)
+    gate = None
+    if env["SWBUILD_COMPILER_ERROR"]:
+        gate = _compiler_gate(env)
+        env.Depends(gate, sources)
+    runtime_lib, runtime_node = _runtime(env, tc, verbose, gate)
+    b = program_build(r, tc, Path(out.path), Path(out.path), prefix, runtime_lib, env["SWBUILD_COMPILER_OVERRIDES"])
+    objs = compile.objects(env, b.compiles, verbose, gate)
+    exe = compile.program(env, b, objs, [], runtime_node, verbose)
+    run_deps = [exe] + [env.File(str(path))] + srcs + deps
+    check = env.Command(out.File(f"{prefix}.check.json"), run_deps, Action("$SWCHECKCOM", "$SWCHECKCOMSTR"), **meta)
+    report = env.Command(out.File(f"{prefix}.report.json"), run_deps, Action("$SWREPORTCOM", "$SWREPORTCOMSTR"), **meta)
+    env.Clean(exe, check + report)
+    env.NoCache(check + report)
     check = env.Alias(f"check-{model}", check)
     env.Alias("check", check)
-    return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=gen, lib=None,
-                           runner=exe, check=check, report=None, runtime=None)
+    report = add_report_alias(env, model, report)
+    add_scop_export(env, tc, r, out, prefix, model, sources)
+    return SimpleNamespace(model=model, recipe=r, prefix=prefix, dir=out, sources=sources, lib=None,
+                           runner=exe, check=check, report=report, runtime=runtime_node[0] if runtime_node else None)
 
 
 def _emulated_base(tc, project):

@@ -5,7 +5,7 @@ on-chip peaks, rule violations).
 """
 from __future__ import annotations
 
-from ..grouping_report import grouping_summary, shade_groups
+from ..grouping_report import LABEL_POINTS, grouping_summary, shade_groups
 
 GROUPING_NOTE = ("a group's kernels share one launch, __sync_all between them; intermediates still go through GDRAM "
                  "(buffer stitching in NRAM/SRAM is not done)")
@@ -147,7 +147,7 @@ def plot_report(rep, tc, path):
             ax.bar(range(len(names)), ys, bottom=bottom, label=c)
             bottom = [b + y for b, y in zip(bottom, ys)]
     shade_groups(ax, rep, [k["fused"] if k["op"] == "Group" else [k["name"]] for k in rep["kernels"]])
-    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=6)
+    ax.set_xticks(range(len(names)), names, rotation=90, fontsize=LABEL_POINTS)
     ax.set_ylabel("emulated cycles")
     ax.set_title(f"{rep['model']} on {rep['target']}: {rep['cycles']} cycles, tensorized "
                  f"{rep['tensorized_fraction']:.0%} of the compute statements")

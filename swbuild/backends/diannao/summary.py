@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..grouping_report import grouping_lines, traffic_line
-from ..table import flop, mb, ms, op_text, short, table
+from ..table import flop, kernels_text, mb, ms, op_text, short, table
 from .schedule import CONV_OPS, POOL_OPS
 
 OPS_NOTE = (f"{', '.join(CONV_OPS)} map to __bang_conv, {', '.join(POOL_OPS)} to __bang_*pool, kernels without "
@@ -26,11 +26,11 @@ def report_lines(rep):
                      f"{k['tensorized_fraction']:.0%}", f"{k['violations']}"])
         for sub in k.get("kernels", ()):    # a grouped launch: its kernels (the emulator counts the launch)
             rows.append(["  " + short(rep, sub["name"]), op_text(sub), sub["class"], "", "", "", "", "", ""])
-    total = ["total", f"{rep['kernel_launches']} kernels", "", f"{rep['cycles']}", ms(rep["modeled_seconds"]),
+    total = ["total", kernels_text(rep, launches=False), "", f"{rep['cycles']}", ms(rep["modeled_seconds"]),
              mb(rep.get("gdram_bytes", 0)), f"{rep.get('roofline_fraction', 0.0):.2f}",
              f"{rep['tensorized_fraction']:.0%}", f"{rep['violations']}"]
     head = ["kernel", "op", "class", "cycles", "ms", "GDRAM MB", "roofline", "tensorized", "violations"]
-    lines = [f"{rep['model']} on {rep['target']}: {rep['kernel_launches']} kernels, {flop(rep['flops'])}, "
+    lines = [f"{rep['model']} on {rep['target']}: {kernels_text(rep)}, {flop(rep['flops'])}, "
              f"{rep['cycles']} cycles = {ms(rep['modeled_seconds'])} ms (partition {rep.get('partition', 'on')})"]
     lines += table(head, rows, total)
     top = sorted(rep.get("instructions", {}).items(), key=lambda kv: -kv[1])[:6]

@@ -9,7 +9,8 @@ modelled DMA and compute time.
 """
 from __future__ import annotations
 
-from ..grouping_report import grouping_summary, shade_groups
+from ..grouping_report import LABEL_POINTS, grouping_summary, shade_groups
+from ..table import short
 from .cost import model
 
 dma_bandwidth = model.dma_bandwidth     # kept for callers of the first version
@@ -163,10 +164,12 @@ def plot_report(rep, tc, path):
     import matplotlib.pyplot as plt
     hw = tc.hardware
     peak, bw = model.peak_flops(hw), model.roof_bandwidth(hw)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(14, 5.5))
+    rows = [sub for k in rep["kernels"] for sub in k.get("kernels", [k])]   # a grouped launch: its kernels
+    # the bars get room for a legible label each (LABEL_POINTS at 120 dpi): wide models widen the figure
+    fig, (a, b) = plt.subplots(1, 2, figsize=(7 + max(7.0, 0.2 * len(rows)), 5.5),
+                               gridspec_kw={"width_ratios": [7, max(7.0, 0.2 * len(rows))]})
     xs = [10 ** (i / 10) for i in range(-30, 41)]
     a.loglog(xs, [min(peak, x * bw) / 1e9 for x in xs], "k-", label=f"roofline ({peak / 1e9:.0f} GFLOPS, {bw / 1e9:.1f} GB/s)")
-    rows = [sub for k in rep["kernels"] for sub in k.get("kernels", [k])]   # a grouped launch: its kernels
     ops = sorted({k["op"] for k in rows})
     marks = "os^vD<>ph*x+"
     for i, op in enumerate(ops):
@@ -179,7 +182,7 @@ def plot_report(rep, tc, path):
     a.set_ylabel("modelled GFLOPS")
     a.set_title(f"{rep['model']} on {rep['target']}")
     a.legend(fontsize=7)
-    names = [k["name"].split("_k", 1)[-1] for k in rows]
+    names = [short(rep, k["name"]) for k in rows]      # k3_conv: the table's names
     dma = [k["dma_seconds"] * 1e3 for k in rows]
     comp = [k["compute_seconds"] * 1e3 for k in rows]
     x = range(len(names))
@@ -188,7 +191,7 @@ def plot_report(rep, tc, path):
     b.plot(x, [k["modeled_seconds"] * 1e3 for k in rows], "k.", label="modelled (overlapped)")
     b.plot(x, [k["roofline_seconds"] * 1e3 for k in rows], "r_", label="roofline bound")
     shade_groups(b, rep, [[k["name"]] for k in rows])
-    b.set_xticks(list(x), names, rotation=90, fontsize=5)
+    b.set_xticks(list(x), names, rotation=90, fontsize=LABEL_POINTS)
     b.set_ylabel("ms")
     b.legend(fontsize=7)
     fig.tight_layout()

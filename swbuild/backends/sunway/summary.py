@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..grouping_report import grouping_lines, traffic_line
-from ..table import flop, mb, ms, op_text, short, table
+from ..table import flop, kernels_text, mb, ms, op_text, short, table
 
 OPS_NOTE = "every operator runs as CPE kernels (LDM tiles, DMA); a kernel whose working set cannot fit the LDM is refused"
 
@@ -26,12 +26,12 @@ def report_lines(rep):
         for sub in k.get("kernels", ()):    # a grouped launch: its kernels' predicted numbers
             rows.append(["  " + short(rep, sub["name"]), op_text(sub), ms(sub["modeled_seconds"]),
                          mb(sub["dma"]["predicted"]["bytes"]), "", "", "", ""])
-    total = ["total", f"{rep['kernel_launches']} kernels", ms(rep["modeled_seconds"]), mb(rep["main_memory_bytes"]),
+    total = ["total", kernels_text(rep, launches=False), ms(rep["modeled_seconds"]), mb(rep["main_memory_bytes"]),
              f"{rep['traffic_ratio']:.2f}" if rep.get("compulsory_bytes") else "-", f"{rep['roofline_fraction']:.2f}",
              f"{rep['ldm_peak_bytes']}", "yes" if rep.get("dma_match") else "NO"]
     head = ["kernel", "op", "model ms", "DMA MB", "x compulsory", "roofline", "LDM B", "DMA = plan"]
     measured = any(k["dma"]["measured"] is not None for k in rep["kernels"])
-    lines = [f"{rep['model']} on {rep['target']}: {rep['kernel_launches']} kernels, {flop(rep['flops'])}, "
+    lines = [f"{rep['model']} on {rep['target']}: {kernels_text(rep)}, {flop(rep['flops'])}, "
              f"modelled {ms(rep['modeled_seconds'])} ms (roofline {ms(rep['roofline_seconds'])} ms, "
              f"fraction {rep['roofline_fraction']:.2f})"]
     lines += table(head, rows, total)
