@@ -47,6 +47,42 @@ def _passes(case, got):
     return True
 
 
+def _run_combined(cases, tc, gen_dir):
+    """(case, None or why not) for every case: the cases of one opset run as one program (one
+    build instead of one each); a group whose program fails to build or run goes case by case."""
+    from onnx import compose, helper
+
+    from swbuild import build, check
+    from swbuild.compiler import compile_to
+    groups = collections.defaultdict(list)
+    for c in cases:
+        groups[max(o.version for o in c.model.opset_import if o.domain in ("", "ai.onnx"))].append(c)
+    for opset, group in sorted(groups.items()):
+        work = gen_dir / f"opset{opset}"
+        try:
+            parts = [compose.add_prefix(c.model, f"m{k}_") for k, c in enumerate(group)]
+            g = helper.make_graph([n for p in parts for n in p.graph.node], "cases",
+                                  [i for p in parts for i in p.graph.input], [o for p in parts for o in p.graph.output],
+                                  initializer=[t for p in parts for t in p.graph.initializer])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+            prog, _ = compile_to(m, tc, work, "cases")
+            rt_steps, rt_lib = build.runtime_steps(tc, work / "rt")
+            steps, _, exe = build.model_steps(tc, prog.prefix, work, work, rt_lib)
+            build.run_steps(rt_steps + steps, log=lambda s: None)
+            plan = json.loads((work / "cases.plan.json").read_text())
+            feed = {f"m{k}_{vi.name}": v for k, c in enumerate(group) for vi, v in zip(c.model.graph.input, c.inputs)}
+            got, _, err, code, _ = check.run_runner(exe, plan, feed, work)
+            if code != 0:
+                raise RuntimeError(err)
+        except Exception:
+            for c in group:
+                yield c, _run_alone(c, tc, gen_dir)
+            continue
+        it = iter(got)
+        for c in group:
+            yield c, None if _passes(c, [next(it) for _ in c.outputs]) else "outputs differ"
+
+
 def _run_alone(case, tc, gen_dir):
     """Build one compiled case as its own program, run it, judge outputs and the emulator's
     findings (swbuild's check); None when it passes, else why not."""
@@ -87,12 +123,10 @@ def main(argv=None):
         passed = None
         if not a.compile_only and tc.family != "sunway":     # the bundle links Athread host + slave objects
             passed = 0
-            for c in cases:
-                if c.status == "compiled":
-                    why = _run_alone(c, tc, Path(d))
-                    passed += why is None
-                    if why is not None:
-                        failed.append({"case": c.name, "why": why})
+            for c, why in _run_combined([c for c in cases if c.status == "compiled"], tc, Path(d)):
+                passed += why is None
+                if why is not None:
+                    failed.append({"case": c.name, "why": why})
         elif not a.compile_only:
             exe = node_bundle.build_bundle(cases, tc, d)
             passed = 0
