@@ -28,13 +28,13 @@ from .base import KernelBuilder, const_input, register
 from .movement import _affine, _s, gather_rows
 
 
-def _reference():
+def _reference(who):
     try:
         from onnx.reference.ops import op_resize as ref
         ref._interpolate_1d_along_axis      # the separable reference (onnx >= 1.23)
     except (ImportError, AttributeError):
         import onnx
-        raise UnsupportedError(f"Resize: linear, cubic and non-affine nearest resizing take their coefficients from "
+        raise UnsupportedError(f"{who}: linear, cubic and non-affine nearest resizing take their coefficients from "
                                f"the onnx reference's separable Resize (onnx >= 1.23); onnx {onnx.__version__} is "
                                "installed") from None
     return ref
@@ -51,10 +51,10 @@ def _coeffs(ref, mode, nearest, antialias, a):
 
 
 def axis_matrix(n_in, n_out, scale, *, mode, ctm, nearest="round_prefer_floor", antialias=False, cubic_a=-0.75,
-                exclude_outside=False, roi=None):
+                exclude_outside=False, roi=None, who="Resize"):
     """(W, outside): W[o, i] the weight of input i in output o along one axis, and which
     outputs lie outside the input (tf_crop_and_resize: they take the extrapolation value)."""
-    ref = _reference()
+    ref = _reference(who)
     f = _coeffs(ref, mode, nearest, antialias, cubic_a)
 
     def run(extrapolation):
@@ -83,7 +83,10 @@ def resize_plan(ctx, node, x_shape, out_shape):
         sizes = [int(s) for s in sizes.reshape(-1)] if sizes is not None and sizes.size else None
     if scales is None and sizes is None:
         raise UnsupportedError(f"node '{node.name}' ({node.op}): neither scales nor sizes is given")
-    full = list(range(r)) if scales is not None and len(scales) == r and "axes" not in node.attrs else axes
+    full = axes     # scales, sizes and roi list these axes (all of them without the attribute)
+    if len(scales if scales is not None else sizes) != len(full):
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): {len(scales if scales is not None else sizes)} "
+                               f"scales or sizes for {len(full)} axes")
     roi = None if legacy else const_input(ctx, node, 1)
     roi = None if roi is None or not roi.size else [float(v) for v in roi.reshape(-1)]
     rois = {a: (roi[k], roi[len(full) + k]) for k, a in enumerate(full)} if roi else {}
@@ -148,7 +151,8 @@ def lower_resize(ctx, node):
                 cubic_a=float(node.attrs.get("cubic_coeff_a", -0.75)),
                 exclude_outside=bool(int(node.attrs.get("exclude_outside", 0))))
     extrapolation = float(node.attrs.get("extrapolation_value", 0.0))
-    mats = {a: axis_matrix(ni, no, s, roi=roi, **opts) for a, ni, no, s, roi in plan}
+    who = f"node '{node.name}' ({node.op})"
+    mats = {a: axis_matrix(ni, no, s, roi=roi, who=who, **opts) for a, ni, no, s, roi in plan}
     if mode == "nearest" and not any(o.any() for _, o in mats.values()) and _nearest_in_one(ctx, node, x, out, mats):
         return
     shape, src = list(x.shape), x.name

@@ -117,3 +117,12 @@ def test_data_dependent_shape_names_the_run_time_value():
                            [helper.make_tensor_value_info("idx", TensorProto.INT64, None)])
     with pytest.raises(UnsupportedError, match=r"node 'nz' \(NonZero\): .* value of 'x' \(graph input\)"):
         import_model(helper.make_model(nz, opset_imports=[helper.make_opsetid("", 13)], ir_version=8))
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+def test_shape_chain_runs(target, tmp_path):
+    """The 12-stage chain compiles and matches onnxruntime (the reshapes are free aliases)."""
+    from rnn_models import check_on
+    m, _ = _shape_chain(12)
+    doc, _ = check_on(m, {"x": rand(3, 1 << 12)}, target, tmp_path)
+    assert doc["status"] == "pass", doc.get("reason")
