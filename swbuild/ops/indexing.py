@@ -5,7 +5,9 @@ Both flatten to rows: the indexed leading dimensions become one row number (nump
 ravel_multi_index, per batch for GatherND), the rest of the tensor is the row.
 
 - GatherND is a Gather of rows (movement.gather_constant: strided copies per affine run of
-  the row numbers, or one gather kernel).
+  the row numbers, or one gather kernel). With indices known only at run time, the form
+  with one index per row (last dimension 1, batch_dims 0) is a run-time Gather on axis 0;
+  other forms need integer arithmetic at run time and are refused.
 - ScatterND is written as gathers too, since kernels write boxes, not scattered rows: in
   round r every output row m reads the r-th update aimed at it (a gather of update rows over
   a constant table), then out = mask_r[m] ? combine(acc, g_r) : acc. reduction none takes the
@@ -30,8 +32,8 @@ def _indices(ctx, node, k, what):
     t = ctx.graph.tensors[node.inputs[k]]
     if t.data is None:
         raise UnsupportedError(f"node '{node.name}' ({node.op}): {what} '{t.name}' are computed at run time; "
-                               "swbuild lowers constant indices only (they fold when they come from shapes and "
-                               "ranges)")
+                               "swbuild lowers constant indices (they fold when they come from shapes and ranges), "
+                               "and at run time only GatherND's one index per row with batch_dims 0")
     return np.asarray(t.data).astype(np.int64)
 
 
@@ -52,14 +54,32 @@ def _rows(node, idx, dims):
 def lower_gather_nd(ctx, node):
     data = ctx.graph.tensors[node.inputs[0]]
     out = ctx.graph.tensors[node.outputs[0]]
-    idx = _indices(ctx, node, 1, "indices")
+    idx_t = ctx.graph.tensors[node.inputs[1]]
     b = int(node.attrs.get("batch_dims", 0))
+    if idx_t.data is None and b == 0 and idx_t.shape[-1] == 1:
+        _runtime_rows(ctx, node, data, idx_t, out)      # one index per row: Gather on axis 0
+        return
+    idx = _indices(ctx, node, 1, "indices")
     k = idx.shape[-1]
     B, M = math.prod(data.shape[:b]), math.prod(data.shape[b:b + k])
     inner = math.prod(data.shape[b + k:])
     rows = _rows(node, idx.reshape(B, -1, k), data.shape[b:b + k])        # [B, Q]
     rows = (rows + M * np.arange(B, dtype=np.int64)[:, None]).reshape(-1)
     gather_constant(ctx, node, data.name, (1, B * M, inner), rows, out.name)
+
+
+def _runtime_rows(ctx, node, data, idx_t, out):
+    """out[q, i] = data[idx[q], i] with indices read at run time: the gather kernel of a
+    run-time Gather on axis 0 (negative indices as Gather treats them)."""
+    n, inner, Q = data.shape[0], math.prod(data.shape[1:]), idx_t.size
+    o, q, i = Axis("o", 1), Axis("q", Q), Axis("i", inner)
+    kb = KernelBuilder(ctx, node)
+    ix = kb.load(idx_t.name, [q.var], shape=[Q])
+    k = kb.kernel(out.name, [o, q, i], kb.load(data.name, [o.var, ix, i.var], shape=[1, n, inner]),
+                  out_shape=[1, Q, inner])
+    k.kind = "gather"
+    k.extra = {"data": k.body.buf, "indices": ix.buf}
+    ctx.add(k)
 
 
 @register("ScatterND")

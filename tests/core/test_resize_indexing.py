@@ -158,15 +158,30 @@ def test_dynamo_gather_nd_scatter_nd(target, tmp_path):
     assert doc["status"] == "pass", doc.get("reason")
 
 
+def _runtime_gather_nd(k, batch_dims=0):
+    g = helper.make_graph([helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd", batch_dims=batch_dims)], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 2]),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, [3, 5, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gather_nd_run_time_rows(target, tmp_path):
+    """One index per row, read at run time, negatives too (DianNao's scalar kernels read before
+    the tensor for them until this issue): the run-time Gather's kernel."""
+    m = _runtime_gather_nd(1)
+    rng = np.random.default_rng(3)
+    feed = {"x": rng.standard_normal((3, 4, 2)).astype(np.float32), "i": rng.integers(-3, 3, (3, 5, 1))}
+    doc, _ = check_on(m, feed, target, tmp_path, rtol=0, atol=0)
+    assert doc["status"] == "pass", doc.get("reason")
+
+
 def test_run_time_indices_and_bad_modes_are_refused_by_name():
     tc = toolchain.load("sunway-emu")
-    g = helper.make_graph([helper.make_node("GatherND", ["x", "i"], ["y"], name="gnd")], "t",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
-                           helper.make_tensor_value_info("i", TensorProto.INT64, [2, 1])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    with pytest.raises(UnsupportedError, match=r"node 'gnd' \(GatherND\): indices 'i' are computed at run time"):
-        build_program(m, tc, "m")
+    for m in (_runtime_gather_nd(2), _runtime_gather_nd(1, batch_dims=1)):
+        with pytest.raises(UnsupportedError, match=r"node 'gnd' \(GatherND\): indices 'i' are computed at run time"):
+            build_program(m, tc, "m")
     m = _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="nearest", antialias=1, name="rs")],
                [("x", [1, 1, 4, 4])], [("y", [1, 1, 2, 2])], [("sc", np.array([1, 1, 0.5, 0.5], np.float32))])
     with pytest.raises(UnsupportedError, match=r"node 'rs' \(Resize\): antialias with mode 'nearest'"):
