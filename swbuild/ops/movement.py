@@ -174,8 +174,9 @@ def lower_cast(ctx, node):
 @register("Gather")
 def lower_gather(ctx, node):
     """out[o, q, i] = data[o, idx[q], i] over the [outer, n, inner] view of the data.
-    Constant indices: one affine copy kernel per index. Run-time indices (embedding
-    lookups): a special gather kernel that moves the chosen rows."""
+    Constant indices: one affine copy kernel per index, or past MAX_INDEX_KERNELS of them
+    (the cap on launches: PyTorch's as_strided writes thousands) gather_constant. Run-time
+    indices (embedding lookups): a special gather kernel that moves the chosen rows."""
     data = ctx.graph.tensors[node.inputs[0]]
     out = ctx.graph.tensors[node.outputs[0]]
     idx_t = ctx.graph.tensors[node.inputs[1]]
