@@ -32,10 +32,10 @@ def _float_only(cases):
 
 @pytest.mark.parametrize("target", ["sunway-pro-emu", "diannao-emu"])
 def test_resize_node_tests(target, tmp_path):
-    """All 40 test_resize_* / test_upsample_* node tests: nearest, linear, cubic, antialias,
+    """Every test_resize_* / test_upsample_* node test (40 in onnx 1.23): nearest, linear, cubic, antialias,
     every coordinate transformation, tf_crop_and_resize with extrapolation, axes, aspect policies."""
     cases = node_test_models(("Resize", "Upsample"))
-    assert len(cases) == 40
+    assert len(cases) >= 40       # (onnx 1.23)
     for k, group in enumerate(_by_opset(cases)):
         m, feed, refs = combine_expected(group)
         doc, _ = check_on(m, feed, target, tmp_path / str(k), ref=refs, rtol=1e-3, atol=1e-5)
