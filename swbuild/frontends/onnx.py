@@ -186,6 +186,10 @@ def _require_static_shapes(graph, outputs):
                                        f"{_runtime_cause(graph, n, producer)}; swbuild compiles static shapes")
 
 
+# ops whose output shape depends on the values of float (or bool) data, not only on shapes
+VALUE_SHAPED_OPS = ("NonZero", "Unique", "Compress", "NonMaxSuppression", "If", "Loop")
+
+
 def _runtime_cause(graph, n, producer):
     """Why `n`'s output shape is unknown after folding to a fixpoint (the first such node in
     topological order, so its inputs' shapes are known: their values are not)."""
@@ -196,7 +200,13 @@ def _runtime_cause(graph, n, producer):
     if not runtime:
         return "onnx shape inference gives none for it although every input is a constant"
     # integer inputs are where shapes, sizes and counts come from (Reshape's, Expand's, TopK's k)
-    runtime = [i for i in runtime if graph.tensors[i].dtype.startswith(("int", "uint"))] or runtime
+    ints = [i for i in runtime if graph.tensors[i].dtype.startswith(("int", "uint"))]
+    if not ints and n.op not in VALUE_SHAPED_OPS:
+        out = next((o for o in n.outputs if o and o in graph.tensors), None)
+        got = f" (it gives {list(graph.tensors[out].shape)})" if out else ""
+        return (f"onnx shape inference leaves it unknown{got} although the inputs' shapes are known and only "
+                f"data ({', '.join(repr(i) for i in runtime)}) is computed at run time")
+    runtime = ints or runtime
     why = []
     for i in runtime:
         src = producer.get(i)

@@ -144,6 +144,8 @@ def lower_resize(ctx, node):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): antialias with mode 'nearest' (the spec defines "
                                "antialias for linear and cubic only)")
     plan = resize_plan(ctx, node, x.shape, out.shape)
+    if out.size == 0:       # a scale that leaves no element: nothing to compute
+        return
     if not plan:
         ctx.alias(out.name, x.name)
         return
