@@ -190,6 +190,7 @@ def test_run_time_indices_and_bad_modes_are_refused_by_name():
 
 def test_resize_to_nothing_computes_nothing():
     """A scale that leaves no element (1 row * 0.5): onnxruntime returns an empty tensor; no kernel."""
-    m = _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear")], [("x", [1, 1, 1, 4])],
-               [("y", [1, 1, 0, 4])], [("sc", np.array([1, 1, 0.5, 1], np.float32))])
-    assert [k for k in _kernels(m) if k.op == "Resize"] == []
+    for mode in ("nearest", "linear"):
+        m = _model([helper.make_node("Resize", ["x", "", "sc"], ["y"], mode=mode)], [("x", [1, 1, 1, 4])],
+                   [("y", [1, 1, 0, 4])], [("sc", np.array([1, 1, 0.5, 1], np.float32))])
+        assert [k for k in _kernels(m) if k.op == "Resize"] == []
