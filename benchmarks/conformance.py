@@ -52,8 +52,8 @@ def _run_combined(cases, tc, gen_dir):
     build instead of one each); a group whose program fails to build or run goes case by case."""
     from onnx import compose, helper
 
-    from swbuild import build, check
-    from swbuild.compiler import compile_to
+    from swbuild.driver import build, check
+    from swbuild.driver.compiler import compile_to
     groups = collections.defaultdict(list)
     for c in cases:
         groups[max(o.version for o in c.model.opset_import if o.domain in ("", "ai.onnx"))].append(c)
@@ -86,7 +86,7 @@ def _run_combined(cases, tc, gen_dir):
 def _run_alone(case, tc, gen_dir):
     """Build one compiled case as its own program, run it, judge outputs and the emulator's
     findings (swbuild's check); None when it passes, else why not."""
-    from swbuild import build, check
+    from swbuild.driver import build, check
     work = gen_dir / f"{case.prefix}_run"
     work.mkdir(exist_ok=True)
     rt = gen_dir / "_runtime"
@@ -112,7 +112,7 @@ def main(argv=None):
     ap.add_argument("--ops", help="comma-separated ops: only the cases made of these (default: every claimed op)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    from swbuild import toolchain
+    from swbuild.config import toolchain
     tc = toolchain.load(a.target)
     ops = a.ops.split(",") if a.ops else None
     with tempfile.TemporaryDirectory(prefix="swconf-") as d:

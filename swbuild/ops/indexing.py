@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Axis, Bin, Const, Select
 from .base import KernelBuilder, register
 from .movement import _s, gather_constant, gather_rows

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, iconst
 from .base import KernelBuilder, const_input, register
 from .movement import _affine, _s, gather_rows

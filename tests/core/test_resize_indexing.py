@@ -8,11 +8,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rnn_models import check_on, combine_expected, node_test_models
-from swbuild import toolchain
-from swbuild.compiler import build_program
-from swbuild.errors import UnsupportedError
+from swbuild.config import toolchain
+from swbuild.driver.compiler import build_program
+from swbuild.support.errors import UnsupportedError
 from swbuild.frontends.onnx import import_model
-from swbuild.lowering import lower
+from swbuild.driver.lowering import lower
 
 TARGETS = ["sunway-emu", "sunway-pro-emu", "diannao-emu"]
 

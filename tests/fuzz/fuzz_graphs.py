@@ -325,9 +325,10 @@ def run(seed, n, targets, work, options=None, maker=make_case):
     chains) or make_resize_case."""
     from pathlib import Path
 
-    from swbuild import build, check, toolchain
-    from swbuild.compiler import compile_to
-    from swbuild.errors import SwbuildError, UnsupportedError
+    from swbuild.driver import build, check
+    from swbuild.config import toolchain
+    from swbuild.driver.compiler import compile_to
+    from swbuild.support.errors import SwbuildError, UnsupportedError
     work = Path(work)
     kept = cases(seed, n, maker)
     doc = {"seed": seed, "drawn": n, "kept": len(kept), "targets": {}}
