@@ -1,11 +1,11 @@
 """The long run of the differential fuzzer (tests/fuzz/fuzz_graphs.py; CI runs a fixed slice).
 
-    python benchmarks/fuzz.py [--seeds 0:20] [--cases 24] [--target T ...] [--grouping on]
+    python benchmarks/fuzz.py [--seeds 0:20] [--cases 24] [--target T ...] [--grouping on] [--resize]
 
 Per seed: `cases` random graphs, those onnxruntime runs are compiled into one program per
 target, run under emulation and compared. Prints one JSON document: totals per target
 (passed, wrong, refused with reasons) and every wrong case. Exit 1 on
-any wrong result.
+any wrong result. --resize draws random Resize configurations instead (fuzz_graphs.make_resize_case).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def main(argv=None):
     ap.add_argument("--cases", type=int, default=24)
     ap.add_argument("--target", action="append")
     ap.add_argument("--grouping", choices=["on", "off"], help="GraphTurbo grouping of the combined programs")
+    ap.add_argument("--resize", action="store_true", help="random Resize configurations (every mode and attribute)")
     a = ap.parse_args(argv)
     lo, hi = (int(x) for x in a.seeds.split(":"))
     targets = a.target or ["sunway-emu", "sunway-pro-emu", "diannao-emu"]
@@ -35,7 +36,8 @@ def main(argv=None):
     t0, drawn, kept = time.perf_counter(), 0, 0
     for seed in range(lo, hi):
         with tempfile.TemporaryDirectory(prefix="swfuzz-") as d:
-            doc = fuzz_graphs.run(seed, a.cases, targets, d, {"grouping": a.grouping} if a.grouping else None)
+            doc = fuzz_graphs.run(seed, a.cases, targets, d, {"grouping": a.grouping} if a.grouping else None,
+                                  fuzz_graphs.make_resize_case if a.resize else fuzz_graphs.make_case)
         drawn, kept = drawn + doc["drawn"], kept + doc["kept"]
         for t, r in doc["targets"].items():
             tot[t]["passed"] += r["passed"]

@@ -11,7 +11,8 @@ from ..ops import LOWERINGS, supported_ops
 
 DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py)
 INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices and sequence lengths
-INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4}   # op -> input position of those integers
+INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4,   # op -> input position of those integers
+                "GatherND": 1, "ScatterND": 1}     # (these two refuse run-time indices by name, ops/indexing.py)
 # dtypes a graph input or output may have in the public API; Cast kernels convert them
 BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 TYPED_OPS = ("Cast", "CastLike") + ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")   # read any dtype

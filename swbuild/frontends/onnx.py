@@ -148,24 +148,70 @@ def import_model(model, input_shapes: dict | None = None, batch: int | None = No
     del g
 
 
-    for _ in range(8):  # shapes enable folding (Shape of a static tensor) and vice versa
-        _infer_shapes(graph, model, opset)
-        if not _fold(graph, opset):
-            break       # nothing folded: the shapes just inferred are the graph's
-    else:
-        _infer_shapes(graph, model, opset)
-    used = {i for n in graph.nodes for i in n.inputs} | set(outputs)
-    for n in graph.nodes:
-        for o in n.outputs:
-            if o and o in used and (o not in graph.tensors or any(not isinstance(d, int) for d in graph.tensors[o].shape)):
-                raise UnsupportedError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}' "
-                                       "(it depends on run-time data; swbuild compiles static shapes)")
+    _fold_to_fixpoint(graph, model, opset)
+    _require_static_shapes(graph, set(outputs))
     for o in outputs:
         if o not in graph.tensors:
             raise ModelError(f"graph output '{o}' is not produced by any node")
     check_graph(graph)
     graph.opset = opset
     return graph
+
+
+def _fold_to_fixpoint(graph, model, opset):
+    """Shape inference and folding, alternately, until a round folds nothing. Shapes enable
+    folding (Shape of a static tensor) and folded values enable shapes (a Reshape's target):
+    a chain of k such stages (Swin's window partitions) needs k rounds. Every round that
+    changes something removes a node, so rounds never exceed the node count + 1: the bound is
+    a guard against a folding bug, not a limit on models."""
+    bound = len(graph.nodes) + 2
+    for _ in range(bound):
+        _infer_shapes(graph, model, opset)
+        if not _fold(graph, opset):
+            return      # nothing folded: the shapes just inferred are the graph's
+    raise ModelError(f"internal: constant folding and shape inference did not reach a fixpoint in {bound} rounds "
+                     f"({len(graph.nodes)} nodes left, next '{graph.nodes[0].name}' ({graph.nodes[0].op})); "
+                     "please report this model")
+
+
+def _require_static_shapes(graph, outputs):
+    """At the fixpoint, a node whose output is used and has no static shape depends on the
+    value of a tensor computed at run time: name that tensor and where it comes from."""
+    used = {i for n in graph.nodes for i in n.inputs} | outputs
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    for n in graph.nodes:
+        for o in n.outputs:
+            if o and o in used and not _has_static_shape(graph, o):
+                raise UnsupportedError(f"node '{n.name}' ({n.op}): cannot determine a static shape for output '{o}': "
+                                       f"{_runtime_cause(graph, n, producer)}; swbuild compiles static shapes")
+
+
+# ops whose output shape depends on the values of float (or bool) data, not only on shapes
+VALUE_SHAPED_OPS = ("NonZero", "Unique", "Compress", "NonMaxSuppression", "If", "Loop")
+
+
+def _runtime_cause(graph, n, producer):
+    """Why `n`'s output shape is unknown after folding to a fixpoint (the first such node in
+    topological order, so its inputs' shapes are known: their values are not)."""
+    unshaped = [i for i in n.inputs if i and not _has_static_shape(graph, i)]
+    if unshaped:        # only an unknown-shaped graph input or a bug leaves this
+        return f"the shape of input '{unshaped[0]}' is unknown"
+    runtime = [i for i in n.inputs if i and graph.tensors[i].data is None]
+    if not runtime:
+        return "onnx shape inference gives none for it although every input is a constant"
+    # integer inputs are where shapes, sizes and counts come from (Reshape's, Expand's, TopK's k)
+    ints = [i for i in runtime if graph.tensors[i].dtype.startswith(("int", "uint"))]
+    if not ints and n.op not in VALUE_SHAPED_OPS:
+        out = next((o for o in n.outputs if o and o in graph.tensors), None)
+        got = f" (it gives {list(graph.tensors[out].shape)})" if out else ""
+        return (f"onnx shape inference leaves it unknown{got} although the inputs' shapes are known and only "
+                f"data ({', '.join(repr(i) for i in runtime)}) is computed at run time")
+    runtime = ints or runtime
+    why = []
+    for i in runtime:
+        src = producer.get(i)
+        why.append(f"'{i}' (graph input)" if src is None else f"'{i}' (computed at run time by node '{src.name}' ({src.op}))")
+    return "it depends on the value of " + ", ".join(why)
 
 
 def _with_placeholders(am):

@@ -5,7 +5,8 @@ declares its output an alias of an input (`ctx.alias`): reshapes cost nothing.
 """
 from __future__ import annotations
 
-from . import control, elementwise, logical, movement, nn, norm, recurrent, reduce, shape  # noqa: F401  (each registers its lowerings)
+from . import (control, elementwise, indexing, logical, movement, nn, norm, recurrent, reduce, resize,  # noqa: F401
+               shape)  # (each registers its lowerings)
 from .base import LOWERINGS
 
 

@@ -1,9 +1,10 @@
-"""Data movement expressed as affine copies: Slice, Pad, Expand, Tile, nearest Resize and
-Upsample, DepthToSpace/SpaceToDepth, Gather with constant indices, Cast to the same type.
+"""Data movement expressed as affine copies: Slice, Pad, Expand, Tile, DepthToSpace/SpaceToDepth,
+Gather with constant indices, Cast to the same type (Resize and Upsample: resize.py).
 
 Repetition and interleaving become views instead of division: Tile reads x[j] for an
 output viewed as [repeats, n]; a whole-number nearest upsampling by s writes an output
-viewed as [H, s, W, s] from x[h, w]. Indices stay affine, so DMA footprints stay boxes.
+viewed as [H, s, W, s] from x[h, w]. Indices stay affine, so DMA footprints stay boxes;
+what is not affine moves rows through a gather kernel (gather_rows).
 """
 from __future__ import annotations
 
@@ -100,97 +101,10 @@ def lower_tile(ctx, node):
     ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx), out_shape=view))
 
 
-def _nearest_map(n_in, n_out, scale, ctm, nearest, roi=None):
-    """Input index of every output index per the ONNX Resize formulas (nearest mode)."""
-    o = np.arange(n_out, dtype=np.float64)
-    if ctm == "half_pixel":
-        xo = (o + 0.5) / scale - 0.5
-    elif ctm == "pytorch_half_pixel":
-        xo = (o + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(o)
-    elif ctm == "align_corners":
-        xo = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(o)
-    elif ctm == "asymmetric":
-        xo = o / scale
-    elif ctm == "half_pixel_symmetric":
-        adj = n_out / (scale * n_in)
-        xo = n_in / 2 * (1 - adj) + (o + 0.5) / scale - 0.5
-    else:
-        return None
-    if nearest == "floor":
-        xi = np.floor(xo)
-    elif nearest == "ceil":
-        xi = np.ceil(xo)
-    elif nearest == "round_prefer_ceil":
-        xi = np.floor(xo + 0.5)
-    else:  # round_prefer_floor
-        xi = np.ceil(xo - 0.5)
-    return np.clip(xi, 0, n_in - 1).astype(np.int64)
-
-
 def _s(v, default):
     if v is None:
         return default
     return v.decode() if isinstance(v, bytes) else v
-
-
-@register("Resize", "Upsample")
-def lower_resize(ctx, node):
-    x = ctx.graph.tensors[node.inputs[0]]
-    out = ctx.graph.tensors[node.outputs[0]]
-    mode = _s(node.attrs.get("mode"), "nearest")
-    if mode != "nearest":
-        raise UnsupportedError(f"node '{node.name}' ({node.op}): mode '{mode}' is not supported (nearest only)")
-    if node.op == "Upsample" or ctx.graph.opset < 11:
-        ctm, nearest = "asymmetric", "floor"
-    else:
-        ctm = _s(node.attrs.get("coordinate_transformation_mode"), "half_pixel")
-        nearest = _s(node.attrs.get("nearest_mode"), "round_prefer_floor")
-    if ctm == "tf_crop_and_resize":
-        raise UnsupportedError(f"node '{node.name}' (Resize): coordinate_transformation_mode tf_crop_and_resize is not supported")
-    if int(node.attrs.get("antialias", 0)):
-        raise UnsupportedError(f"node '{node.name}' (Resize): antialias is not supported")
-    scales = _resize_scales(ctx, node, x, out)
-    axes, view, idx = [], [], []
-    for d, (ni, no) in enumerate(zip(x.shape, out.shape)):
-        m = _nearest_map(ni, no, scales[d], ctm, nearest)
-        if m is None:
-            raise UnsupportedError(f"node '{node.name}' (Resize): coordinate_transformation_mode '{ctm}' is not supported")
-        o = np.arange(no)
-        s = no // ni if ni and no % ni == 0 else 0
-        if s >= 1 and np.array_equal(m, o // s):        # whole-number upsampling: a view
-            a, r = Axis(f"i{d}", ni), Axis(f"r{d}", s)
-            axes += [a, r]
-            view += [ni, s]
-            idx.append(a.var)
-            continue
-        step = int(m[1] - m[0]) if no > 1 else 0
-        if np.array_equal(m, m[0] + step * o):          # affine (downsampling, identity)
-            a = Axis(f"o{d}", no)
-            axes.append(a)
-            view.append(no)
-            idx.append(_affine(a.var, (step, int(m[0]))) if step else iconst(int(m[0])))
-            continue
-        raise UnsupportedError(f"node '{node.name}' ({node.op}): nearest resize of dim {d} from {ni} to {no} is not "
-                               f"a whole-number up- or down-sampling")
-    kb = KernelBuilder(ctx, node)
-    ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx), out_shape=view))
-
-
-def _resize_scales(ctx, node, x, out):
-    if node.op == "Upsample" and "scales" in node.attrs:
-        return [float(s) for s in node.attrs["scales"]]
-    k = 1 if node.op == "Upsample" or ctx.graph.opset < 11 else 2
-    sc = const_input(ctx, node, k)
-    if sc is not None and sc.size:
-        sc = [float(s) for s in sc.reshape(-1)]
-        ax = node.attrs.get("axes")
-        if ax is not None:
-            full = [1.0] * len(x.shape)
-            for a, s in zip(ax, sc):
-                full[int(a) % len(x.shape)] = s
-            sc = full
-        return sc
-    return [o / i for i, o in zip(x.shape, out.shape)]   # sizes given: scale = out / in
 
 
 @register("DepthToSpace")
@@ -260,8 +174,9 @@ def lower_cast(ctx, node):
 @register("Gather")
 def lower_gather(ctx, node):
     """out[o, q, i] = data[o, idx[q], i] over the [outer, n, inner] view of the data.
-    Constant indices: one affine copy kernel per index. Run-time indices (embedding
-    lookups): a special gather kernel that moves the chosen rows."""
+    Constant indices: one affine copy kernel per index, or past MAX_INDEX_KERNELS of them
+    (the cap on launches: PyTorch's as_strided writes thousands) gather_constant. Run-time
+    indices (embedding lookups): a special gather kernel that moves the chosen rows."""
     data = ctx.graph.tensors[node.inputs[0]]
     out = ctx.graph.tensors[node.outputs[0]]
     idx_t = ctx.graph.tensors[node.inputs[1]]
@@ -280,10 +195,64 @@ def lower_gather(ctx, node):
         ctx.add(k)
         return
     idx = np.asarray(idx_t.data).reshape(-1)
-    if idx.size > 256:
-        raise UnsupportedError(f"node '{node.name}' (Gather): more than 256 constant indices are not supported")
+    idx = idx + np.where(idx < 0, n, 0)
+    if idx.size > MAX_INDEX_KERNELS:      # (PyTorch's as_strided: thousands of indices)
+        gather_constant(ctx, node, data.name, (outer, n, inner), idx, out.name)
+        return
     for p, v in enumerate(idx.tolist()):
         v = int(v) + (n if v < 0 else 0)
         kb = KernelBuilder(ctx, node)
         src = kb.load(data.name, [o.var, iconst(v), i.var], shape=[outer, n, inner])
         ctx.add(kb.kernel(out.name, [o, Axis("p", 1), i], src, out_shape=[outer, Q, inner], out_offset=(0, p, 0)))
+
+
+MAX_INDEX_KERNELS = 256     # constant indices up to this many: one copy kernel each (a launch each)
+MAX_RUN_KERNELS = 16        # more affine runs than this: one gather kernel instead
+
+
+def affine_runs(idx):
+    """The index list as maximal runs idx[p0 + t] = start + step * t: [(p0, length, start, step)]."""
+    runs, p = [], 0
+    while p < len(idx):
+        step = int(idx[p + 1] - idx[p]) if p + 1 < len(idx) else 1
+        e = p + 1
+        while e < len(idx) and idx[e] - idx[e - 1] == step:
+            e += 1
+        runs.append((p, e - p, int(idx[p]), step))
+        p = e
+    return runs
+
+
+def gather_constant(ctx, node, src, view, idx, dst):
+    """dst[o, q, i] = src[o, idx[q], i] with constant indices over the views [O, N, I] and
+    [O, Q, I]: one strided copy per affine run of the indices when they are few (a strided
+    view), else one gather kernel reading the indices as a constant table."""
+    O, N, I = view
+    runs = affine_runs(idx)
+    if len(runs) > MAX_RUN_KERNELS:
+        gather_rows(ctx, node, src, view, idx, dst)
+        return
+    o, i = Axis("o", O), Axis("i", I)
+    for p0, length, start, step in runs:
+        q = Axis("q", length)
+        kb = KernelBuilder(ctx, node)
+        ld = kb.load(src, [o.var, _affine(q.var, (step, start)) if step else iconst(start), i.var], shape=view)
+        ctx.add(kb.kernel(dst, [o, q, i], ld, out_shape=[O, len(idx), I], out_offset=(0, p0, 0)))
+
+
+def gather_rows(ctx, node, src, view, idx, dst):
+    """dst[o, q, i] = src[o, idx[q], i]: the gather kernel (kind "gather", printed by each
+    backend, as for run-time indices) over a constant index table."""
+    O, N, I = view
+    idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= N):
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): index {int(idx.min() if idx.min() < 0 else idx.max())} "
+                               f"is outside the gathered axis of {N}")
+    table = ctx.new_const(idx, f"{node.name}.indices")
+    o, q, i = Axis("o", O), Axis("q", idx.size), Axis("i", I)
+    kb = KernelBuilder(ctx, node)
+    ix = kb.load(table, [q.var])
+    k = kb.kernel(dst, [o, q, i], kb.load(src, [o.var, ix, i.var], shape=view), out_shape=[O, idx.size, I])
+    k.kind = "gather"
+    k.extra = {"data": k.body.buf, "indices": ix.buf}
+    ctx.add(k)

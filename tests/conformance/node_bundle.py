@@ -34,7 +34,7 @@ from swbuild.ops import supported_ops
 PARAM_INPUTS = {
     "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Pad": {1, 2, 3},
     "Resize": {1, 2, 3}, "Upsample": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Split": {1},
-    "Gather": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "ReduceSum": {1}, "ReduceMean": {1},
+    "Gather": {1}, "GatherND": {1}, "ScatterND": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "ReduceSum": {1}, "ReduceMean": {1},
     "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1},
     "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
     "GRU": {1, 2, 3}, "LSTM": {1, 2, 3, 7}, "RNN": {1, 2, 3},     # weights, biases, peepholes

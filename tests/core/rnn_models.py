@@ -125,7 +125,8 @@ def check_on(m, feed, target, tmp_path, name="rnn", rtol=1e-4, atol=1e-5, ref=No
     return doc, plan
 
 
-PARAMS = {"GRU": {1, 2, 3}, "LSTM": {1, 2, 3, 7}, "RNN": {1, 2, 3}}    # as tests/conformance binds them
+PARAMS = {"GRU": {1, 2, 3}, "LSTM": {1, 2, 3, 7}, "RNN": {1, 2, 3},    # as tests/conformance binds them
+          "Resize": {1, 2, 3}, "Upsample": {1}, "Gather": {1}, "GatherND": {1}, "ScatterND": {1}}
 
 
 def node_test_models(ops=("GRU", "LSTM", "RNN")):

@@ -42,19 +42,20 @@ class Case:
     inits: list = field(default_factory=list)
     ops: set = field(default_factory=set)
     special: bool = False
+    opset: int = OPSET
 
     def model(self):
-        return make_model(self.name, self.nodes, self.inputs, self.outputs, self.inits)
+        return make_model(self.name, self.nodes, self.inputs, self.outputs, self.inits, self.opset)
 
     def feeds(self):
         return {n: a for n, _, _, a in self.inputs}
 
 
-def make_model(name, nodes, inputs, outputs, inits):
+def make_model(name, nodes, inputs, outputs, inits, opset=OPSET):
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, t, list(s)) for n, t, s, _ in inputs],
                           [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
                           initializer=[numpy_helper.from_array(a, n) for n, a in inits])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 class _Builder:
@@ -226,6 +227,48 @@ def make_case(seed, k):
     return case
 
 
+RESIZE_OPSET = 19      # half_pixel_symmetric, antialias, axes, keep_aspect_ratio_policy
+CTMS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize"]
+
+
+def make_resize_case(seed, k):
+    """One random Resize (opset 19): mode, coordinate transformation, nearest mode, cubic
+    coefficient, exclude_outside, antialias, extrapolation, axes, scales or sizes (with an
+    aspect policy), over a small 4-D input."""
+    rng = np.random.default_rng([seed, k, 19])
+    b = _Builder(rng, f"r{k}")
+    shape = [int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 8)), int(rng.integers(1, 8))]
+    x = b.input(shape)
+    mode = str(rng.choice(["nearest", "linear", "cubic"]))
+    ctm = str(rng.choice(CTMS))
+    attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
+    if mode == "nearest":
+        attrs["nearest_mode"] = str(rng.choice(["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]))
+    else:
+        attrs["antialias"] = int(rng.random() < 0.3)
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = float(np.float32(rng.uniform(-0.9, -0.4)))
+        attrs["exclude_outside"] = int(rng.random() < 0.4)
+    axes = [2, 3] if rng.random() < 0.6 else [int(rng.choice([2, 3]))]
+    if rng.random() < 0.3:
+        axes = axes[::-1]
+    attrs["axes"] = axes
+    roi = ""
+    if ctm == "tf_crop_and_resize":
+        lo = rng.uniform(-0.2, 0.4, len(axes))
+        roi = b.const(np.concatenate([lo, lo + rng.uniform(0.4, 1.0, len(axes))]).astype(np.float32))
+        attrs["extrapolation_value"] = float(np.float32(rng.uniform(-2, 2)))
+    if rng.random() < 0.5:
+        scales = [float(np.float32(rng.choice([0.5, 0.6, 0.75, 1.5, 2.0, 2.5, 3.0]))) for _ in axes]
+        ins = [x, roi, b.const(np.array(scales, np.float32))]
+    else:
+        sizes = [int(rng.integers(1, 13)) for _ in axes]
+        attrs["keep_aspect_ratio_policy"] = str(rng.choice(["stretch", "not_larger", "not_smaller"]))
+        ins = [x, roi, "", b.const(np.array(sizes, np.int64))]
+    y = b.node("Resize", ins, **attrs)
+    return Case(b.name, b.nodes, b.inputs, [(y, TP.FLOAT)], b.inits, b.ops, opset=RESIZE_OPSET)
+
+
 def ort_outputs(case):
     """onnxruntime's outputs, or None when it cannot run the case (it is then dropped)."""
     import onnxruntime as ort
@@ -238,11 +281,28 @@ def ort_outputs(case):
         return None
 
 
-def cases(seed, n):
+def spec_outputs(case):
+    """The onnx reference evaluator's outputs (the spec's own implementation)."""
+    import warnings
+
+    from onnx.reference import ReferenceEvaluator
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ReferenceEvaluator(case.model()).run(None, case.feeds())
+
+
+def cases(seed, n, maker=make_case):
+    """The kept cases with onnxruntime's outputs. A Resize case is kept only when onnxruntime
+    agrees with the spec's reference: they part ways on tf_crop_and_resize's extrapolation and
+    on an output of one element from a fractional size (pytorch_half_pixel), where swbuild
+    follows the spec."""
     out = []
     for k in range(n):
-        c = make_case(seed, k)
+        c = maker(seed, k)
         ref = ort_outputs(c)
+        if ref is not None and maker is make_resize_case and \
+                not all(same(np.asarray(r, np.float32), s, rtol=1e-4, atol=1e-5) for r, s in zip(ref, spec_outputs(c))):
+            continue
         if ref is not None:
             out.append((c, ref))
     return out
@@ -258,10 +318,11 @@ def same(got, ref, rtol=1e-3, atol=1e-4):
     return bool(close.all() and (np.isnan(got) == np.isnan(ref)).all())
 
 
-def run(seed, n, targets, work, options=None):
+def run(seed, n, targets, work, options=None, maker=make_case):
     """Compile the kept cases into one program per target, run, compare. Returns a document
     with per-target pass/wrong/refused counts and the wrong cases' names. `options`: recipe
-    options for the combined program (e.g. {"grouping": "on"})."""
+    options for the combined program (e.g. {"grouping": "on"}); `maker`: make_case (random
+    chains) or make_resize_case."""
     from pathlib import Path
 
     from swbuild.driver import build, check
@@ -269,7 +330,7 @@ def run(seed, n, targets, work, options=None):
     from swbuild.driver.compiler import compile_to
     from swbuild.support.errors import SwbuildError, UnsupportedError
     work = Path(work)
-    kept = cases(seed, n)
+    kept = cases(seed, n, maker)
     doc = {"seed": seed, "drawn": n, "kept": len(kept), "targets": {}}
     for target in targets:
         tc = toolchain.load(target)
@@ -284,7 +345,8 @@ def run(seed, n, targets, work, options=None):
         if accepted:
             nodes = [nd for c, _ in accepted for nd in c.nodes]
             model = make_model("fuzz", nodes, [i for c, _ in accepted for i in c.inputs],
-                               [o for c, _ in accepted for o in c.outputs], [i for c, _ in accepted for i in c.inits])
+                               [o for c, _ in accepted for o in c.outputs], [i for c, _ in accepted for i in c.inits],
+                               max(c.opset for c, _ in accepted))
             out = work / target / "all"
             try:
                 prog, _ = compile_to(model, tc, out, "fuzz", options=options)

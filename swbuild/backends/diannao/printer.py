@@ -203,9 +203,11 @@ def scalar_kernel(dk, P):
         g, st, shape, dtype = views[ld.buf]
         if dtype != "float32":
             g = f"(({CTYPE[dtype]} *){g})"
-        # an index may itself read data (Gather): render it with loads, as an integer
-        idx = [cexpr.render(e, lambda n: n, load) if cexpr.is_int(e) else f"(long)({cexpr.render(e, lambda n: n, load)})"
-               for e in ld.index]
+        # an index may itself read data (Gather): render it with loads, as an integer; a
+        # negative one counts from the end of its axis (Gather's and GatherND's rule)
+        idx = [cexpr.render(e, lambda n: n, load) if cexpr.is_int(e) else
+               f"((long)({cexpr.render(e, lambda n: n, load)}) + ((long)({cexpr.render(e, lambda n: n, load)}) < 0 "
+               f"? {shape[d]} : 0))" for d, e in enumerate(ld.index)]
         off = " + ".join(f"(long)({i}) * {s}" for i, s in zip(idx, st) if s) or "0"
         text = f"{g}[{off}]"
         if ld.pad is None:

@@ -1,0 +1,129 @@
+"""GatherND and ScatterND with constant indices (every batch_dims; ScatterND's reduction none,
+add, mul, max, min), as PyTorch's dynamo exporter writes them for advanced indexing.
+
+Both flatten to rows: the indexed leading dimensions become one row number (numpy's
+ravel_multi_index, per batch for GatherND), the rest of the tensor is the row.
+
+- GatherND is a Gather of rows (movement.gather_constant: strided copies per affine run of
+  the row numbers, or one gather kernel). With indices known only at run time, the form
+  with one index per row (last dimension 1, batch_dims 0) is a run-time Gather on axis 0;
+  other forms need integer arithmetic at run time and are refused.
+- ScatterND is written as gathers too, since kernels write boxes, not scattered rows: in
+  round r every output row m reads the r-th update aimed at it (a gather of update rows over
+  a constant table), then out = mask_r[m] ? combine(acc, g_r) : acc. reduction none takes the
+  last update per row in one round (the reference applies updates in order); the others take
+  one round per repeat of a row, in the order the reference folds them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..support.errors import UnsupportedError
+from ..ir.loopnest import Axis, Bin, Const, Select
+from .base import KernelBuilder, register
+from .movement import _s, gather_constant, gather_rows
+
+COMBINE = {"add": "+", "mul": "*", "max": "max", "min": "min"}
+
+
+def _indices(ctx, node, k, what):
+    t = ctx.graph.tensors[node.inputs[k]]
+    if t.data is None:
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): {what} '{t.name}' are computed at run time; "
+                               "swbuild lowers constant indices (they fold when they come from shapes and ranges), "
+                               "and at run time only GatherND's one index per row with batch_dims 0")
+    return np.asarray(t.data).astype(np.int64)
+
+
+def _rows(node, idx, dims):
+    """Row numbers of index tuples (last axis of idx) into `dims`, negatives wrapped."""
+    dims = np.asarray(dims, dtype=np.int64)
+    idx = np.where(idx < 0, idx + dims, idx)
+    bad = (idx < 0) | (idx >= dims)
+    if bad.any():
+        at = np.argwhere(bad)[0]
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): index {tuple(int(v) for v in at[:-1])} is out of "
+                               f"range for dims {tuple(int(d) for d in dims)}")
+    return np.ravel_multi_index(tuple(np.moveaxis(idx, -1, 0)), tuple(int(d) for d in dims)) if dims.size \
+        else np.zeros(idx.shape[:-1], np.int64)
+
+
+@register("GatherND")
+def lower_gather_nd(ctx, node):
+    data = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    idx_t = ctx.graph.tensors[node.inputs[1]]
+    b = int(node.attrs.get("batch_dims", 0))
+    if idx_t.data is None and b == 0 and idx_t.shape[-1] == 1:
+        _runtime_rows(ctx, node, data, idx_t, out)      # one index per row: Gather on axis 0
+        return
+    idx = _indices(ctx, node, 1, "indices")
+    k = idx.shape[-1]
+    B, M = math.prod(data.shape[:b]), math.prod(data.shape[b:b + k])
+    inner = math.prod(data.shape[b + k:])
+    rows = _rows(node, idx.reshape(B, -1, k), data.shape[b:b + k])        # [B, Q]
+    rows = (rows + M * np.arange(B, dtype=np.int64)[:, None]).reshape(-1)
+    gather_constant(ctx, node, data.name, (1, B * M, inner), rows, out.name)
+
+
+def _runtime_rows(ctx, node, data, idx_t, out):
+    """out[q, i] = data[idx[q], i] with indices read at run time: the gather kernel of a
+    run-time Gather on axis 0 (negative indices as Gather treats them)."""
+    n, inner, Q = data.shape[0], math.prod(data.shape[1:]), idx_t.size
+    o, q, i = Axis("o", 1), Axis("q", Q), Axis("i", inner)
+    kb = KernelBuilder(ctx, node)
+    ix = kb.load(idx_t.name, [q.var], shape=[Q])
+    k = kb.kernel(out.name, [o, q, i], kb.load(data.name, [o.var, ix, i.var], shape=[1, n, inner]),
+                  out_shape=[1, Q, inner])
+    k.kind = "gather"
+    k.extra = {"data": k.body.buf, "indices": ix.buf}
+    ctx.add(k)
+
+
+@register("ScatterND")
+def lower_scatter_nd(ctx, node):
+    data = ctx.graph.tensors[node.inputs[0]]
+    upd = ctx.graph.tensors[node.inputs[2]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    idx = _indices(ctx, node, 1, "indices")
+    reduction = _s(node.attrs.get("reduction"), "none")
+    if reduction != "none" and reduction not in COMBINE:
+        raise UnsupportedError(f"node '{node.name}' (ScatterND): reduction '{reduction}' is not an ONNX one")
+    k = idx.shape[-1]
+    M, inner = math.prod(data.shape[:k]), math.prod(data.shape[k:])
+    rows = _rows(node, idx.reshape(-1, k), data.shape[:k])               # update q writes row rows[q]
+    Q = rows.size
+    if Q == 0:
+        ctx.alias(out.name, data.name)
+        return
+    if reduction == "none":     # the last update of a row wins
+        last = {int(m): q for q, m in enumerate(rows.tolist())}
+        rounds = [last]
+    else:                       # round r: each row's r-th update, in order
+        rounds, seen = [], {}
+        for q, m in enumerate(rows.tolist()):
+            r = seen.get(m, 0)
+            seen[m] = r + 1
+            if r == len(rounds):
+                rounds.append({})
+            rounds[r][m] = q
+    acc = data.name
+    for r, pick in enumerate(rounds):
+        table = np.zeros(M, np.int64)       # rows no update reaches read update 0, masked out below
+        mask = np.zeros(M, np.float32)
+        for m, q in pick.items():
+            table[m], mask[m] = q, 1.0
+        g = ctx.new_temp((M, inner), "float32", f"{node.name}.round{r}")
+        gather_rows(ctx, node, upd.name, (1, Q, inner), table, g)
+        dst = out.name if r == len(rounds) - 1 else ctx.new_temp(data.shape, "float32", f"{node.name}.acc{r}")
+        mt = ctx.new_const(mask, f"{node.name}.mask{r}")
+        m_ax, i_ax = Axis("m", M), Axis("i", inner)
+        kb = KernelBuilder(ctx, node)
+        a = kb.load(acc, [m_ax.var, i_ax.var], shape=(M, inner))
+        v = kb.load(g, [m_ax.var, i_ax.var])
+        new = v if reduction == "none" else Bin(COMBINE[reduction], a, v)
+        body = Select(Bin("!=", kb.load(mt, [m_ax.var]), Const(0.0)), new, a)
+        ctx.add(kb.kernel(dst, [m_ax, i_ax], body, out_shape=(M, inner)))
+        acc = dst
