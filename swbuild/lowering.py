@@ -73,8 +73,9 @@ def lower(graph, model_name, supported=None):
 def prepare(graph, model_name):
     """The graph as lowering sees it and a fresh LowerCtx (`swbuild ops` lowers node by node)."""
     from .optimizer.dtypes import booleans_as_float
+    from .optimizer.exact_ints import exact_ints_as_float
     from .optimizer.graph import simplify
-    graph = booleans_as_float(simplify(graph))
+    graph = exact_ints_as_float(booleans_as_float(simplify(graph)))
     return graph, LowerCtx(graph, c_prefix(model_name))
 
 

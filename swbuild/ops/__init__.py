@@ -5,7 +5,7 @@ declares its output an alias of an input (`ctx.alias`): reshapes cost nothing.
 """
 from __future__ import annotations
 
-from . import control, elementwise, logical, movement, nn, norm, recurrent, reduce, shape  # noqa: F401  (each registers its lowerings)
+from . import control, elementwise, logical, movement, nn, norm, quant, recurrent, reduce, shape  # noqa: F401  (each registers its lowerings)
 from .base import LOWERINGS
 
 
