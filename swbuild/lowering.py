@@ -13,7 +13,7 @@ DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0
 INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices and sequence lengths
 INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4}   # op -> input position of those integers
 # dtypes a graph input or output may have in the public API; Cast kernels convert them
-BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool")
 TYPED_OPS = ("Cast", "CastLike") + ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")   # read any dtype
 
 

@@ -1,0 +1,100 @@
+"""The onnx package's node tests of the quantization ops, and small QDQ graphs built with
+onnx.helper, for tests/core/test_quant.py."""
+import warnings
+
+import numpy as np
+import onnx
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from swbuild import toolchain
+from swbuild.compiler import build_program
+from swbuild.errors import UnsupportedError
+
+QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
+             "QLinearConv", "QLinearMatMul")
+# inputs bound as constants: weights, zero points and scales of the integer products (their
+# exactness is proven at compile time); Quantize/Dequantize keep run-time scales and zero points
+PARAMS = {"ConvInteger": {1, 2, 3}, "MatMulInteger": {1, 2, 3}, "QLinearConv": {1, 2, 3, 4, 5, 6, 7, 8},
+          "QLinearMatMul": {1, 2, 3, 4, 5, 6, 7}}
+
+
+def _array(v):
+    return np.asarray(numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
+
+
+def node_cases():
+    """(name, model, feed, expected outputs) of every node test made of the quantization ops
+    alone (the `_expanded` forms use other ops: tests/conformance runs them)."""
+    from onnx.backend.test.case.node import collect_testcases
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = [c for c in collect_testcases(None) if c.kind == "node" and c.data_sets
+                 and {n.op_type for n in c.model.graph.node} <= set(QUANT_OPS)]
+    out = []
+    for c in sorted(cases, key=lambda c: c.name):
+        m = onnx.ModelProto.FromString(c.model.SerializeToString())
+        ins, outs = c.data_sets[0]
+        bound = {n.input[k] for n in m.graph.node for k in PARAMS.get(n.op_type, ()) if k < len(n.input) and n.input[k]}
+        keep, feed = [], {}
+        for vi, v in zip(list(m.graph.input), ins):
+            if vi.name in bound:
+                m.graph.initializer.append(v if isinstance(v, onnx.TensorProto) else numpy_helper.from_array(_array(v), vi.name))
+                m.graph.initializer[-1].name = vi.name
+            else:
+                keep.append(vi)
+                feed[vi.name] = _array(v)
+        del m.graph.input[:]
+        m.graph.input.extend(keep)
+        out.append((c.name, m, feed, [_array(o) for o in outs]))
+    return out
+
+
+def triage(cases, target):
+    """Split the cases into (compiled, refused): refused is [(name, reason)] of the ones the
+    compiler rejects with UnsupportedError."""
+    tc = toolchain.load(target)
+    ok, refused = [], []
+    for case in cases:
+        try:
+            build_program(case[1], tc, name="q")
+            ok.append(case)
+        except UnsupportedError as e:
+            refused.append((case[0], e.reason))
+    return ok, refused
+
+
+def qdq_conv_model(seed=0, opset=13):
+    """Dequantize(int8 constant weights, per channel) -> Conv -> Relu -> Quantize(uint8) ->
+    Dequantize, as PyTorch's and onnxruntime's QDQ exporters write a layer; the input is
+    quantized too (QuantizeLinear -> DequantizeLinear on the run-time image)."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    w = rng.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8)
+    inits = [("w", w), ("w_scale", (rng.random(8) * 0.01 + 0.002).astype(np.float32)),
+             ("w_zp", np.zeros(8, np.int8)), ("b", rng.standard_normal(8).astype(np.float32)),
+             ("x_scale", np.float32(0.02)), ("x_zp", np.int8(0)),
+             ("y_scale", np.float32(0.05)), ("y_zp", np.uint8(10))]
+    nodes = [n("QuantizeLinear", ["x", "x_scale", "x_zp"], ["xq"], name="/in/QuantizeLinear"),
+             n("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xf"], name="/in/DequantizeLinear"),
+             n("DequantizeLinear", ["w", "w_scale", "w_zp"], ["wf"], axis=0, name="/conv1/DequantizeLinear_1"),
+             n("Conv", ["xf", "wf", "b"], ["c"], pads=[1, 1, 1, 1], name="/conv1/Conv"),
+             n("Relu", ["c"], ["r"], name="/relu/Relu"),
+             n("QuantizeLinear", ["r", "y_scale", "y_zp"], ["rq"], name="/relu/QuantizeLinear"),
+             n("DequantizeLinear", ["rq", "y_scale", "y_zp"], ["y"], name="/relu/DequantizeLinear")]
+    g = helper.make_graph(nodes, "qdq_conv", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 10, 10])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 8, 10, 10]),
+                           helper.make_tensor_value_info("rq", TP.UINT8, [1, 8, 10, 10])],
+                          initializer=[numpy_helper.from_array(np.asarray(a), k) for k, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def ort_as_written(model, feed):
+    """onnxruntime's outputs with its graph optimizations off: the graph as written (its QDQ
+    fusion would turn Dequantize -> Conv -> Quantize into a QLinearConv, one step away at times)."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, feed)

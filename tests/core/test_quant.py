@@ -1,0 +1,128 @@
+"""Quantization ops (issue 36) on every emulated target: the onnx package's node tests of
+QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, ConvInteger, MatMulInteger,
+QLinearConv and QLinearMatMul in one program per target, integer outputs bit-exact (swbuild's
+check compares integers exactly), or refused one by one naming the dtype; a QDQ convolution
+against onnxruntime; ties rounded to even as onnxruntime does; exactness proven or refused."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from core_models import build_runner
+from quant_models import node_cases, ort_as_written, qdq_conv_model, triage
+from rnn_models import combine_expected
+from swbuild import check, toolchain
+from swbuild.compiler import build_program
+from swbuild.errors import UnsupportedError
+from swbuild.frontends.onnx import import_model
+
+TARGETS = ["sunway-emu", "sunway-pro-emu", "diannao-emu"]
+# what no target holds: float8, 4- and 2-bit integers, float16 scales
+REFUSED = {"test_dequantizelinear_e4m3fn", "test_dequantizelinear_e4m3fn_float16", "test_dequantizelinear_e4m3fn_zero_point",
+           "test_dequantizelinear_e5m2", "test_dequantizelinear_float4e2m1", "test_dequantizelinear_int2",
+           "test_dequantizelinear_int4", "test_dequantizelinear_uint2", "test_dequantizelinear_uint4",
+           "test_quantizelinear_e4m3fn", "test_quantizelinear_e5m2", "test_quantizelinear_float4e2m1",
+           "test_quantizelinear_int2", "test_quantizelinear_int4", "test_quantizelinear_uint2", "test_quantizelinear_uint4",
+           "test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_2D_uint8_float16",
+           "test_qlinearmatmul_3D_int8_float16", "test_qlinearmatmul_3D_uint8_float16"}
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return node_cases()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_node_tests_exact_or_refused_naming_the_dtype(cases, target, tmp_path):
+    ok, refused = triage(cases, target)
+    assert {n for n, _ in refused} == REFUSED, refused
+    for name, reason in refused:
+        assert "dtype" in reason and "node '" in reason, (name, reason)
+    assert len(ok) == 22
+    m, feed, refs = combine_expected(ok)
+    plan, exe = build_runner(m, target, tmp_path, "qnodes")
+    doc = check.check_build(plan, exe, refs, feed, 1e-6, 1e-7, workdir=tmp_path)
+    assert doc["status"] == "pass", (doc.get("reason"), [(o["name"], o) for o in doc.get("outputs", []) if not o["pass"]])
+    ints = [o for o, r in zip(plan["outputs"], refs) if r.dtype.kind in "iu"]
+    assert len(ints) >= 20 and all(o["dtype"] != "float32" for o in ints)
+
+
+def _quantize_model(dtype, shape, scale, zp, axis=1):
+    n = helper.make_node
+    g = helper.make_graph([n("QuantizeLinear", ["x", "s", "z"], ["y"], axis=axis)], "q",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)],
+                          initializer=[numpy_helper.from_array(np.asarray(scale, np.float32), "s"),
+                                       numpy_helper.from_array(np.asarray(zp, dtype), "z")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=9)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_ties_round_to_even_and_saturate_as_onnxruntime(target, tmp_path):
+    """x / scale lands exactly on k + 0.5 (scale 0.5 and 0.1: the division is not a product by
+    a reciprocal), far outside the range, NaN and infinities: the bytes of onnxruntime."""
+    k = np.arange(-300, 300, dtype=np.float32)
+    x = np.concatenate([(k + 0.5) * 0.5, (k + 0.5) * np.float32(0.1), k * np.float32(0.1),
+                        [1e30, -1e30, np.inf, -np.inf, 0.0, -0.0]]).astype(np.float32)
+    x = np.concatenate([x, np.zeros(8 - x.size % 8, np.float32)]).reshape(2, -1)
+    for dtype, scale, zp in (("uint8", [0.5, 0.1], [128, 3]), ("int8", [0.1, 0.5], [-3, 0]), ("int16", [0.1, 0.5], [7, -9])):
+        m = _quantize_model(dtype, list(x.shape), scale, zp, axis=0)
+        ref = check.onnxruntime_reference(m, {"x": x})
+        plan, exe = build_runner(m, target, tmp_path / dtype, f"q_{dtype}")
+        doc = check.check_build(plan, exe, ref, {"x": x}, 0, 0, workdir=tmp_path / dtype)
+        assert doc["status"] == "pass", (dtype, doc.get("reason"))
+        assert ref[0].dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_qdq_convolution_matches_onnxruntime(target, tmp_path):
+    """Dequantize(int8 weights) -> Conv -> Relu -> Quantize -> Dequantize: the weights fold to
+    float32 at compile time, the rest runs in float32 as the graph says: bit-exact against
+    onnxruntime running the graph as written, within one quantization step of its default
+    session (which fuses the chain into an integer QLinearConv)."""
+    m = qdq_conv_model()
+    x = np.random.default_rng(3).standard_normal((1, 3, 10, 10)).astype(np.float32)
+    plan, exe = build_runner(m, target, tmp_path, "qdq")
+    doc = check.check_build(plan, exe, lambda ins: ort_as_written(m, ins), {"x": x}, 0, 0, workdir=tmp_path)
+    assert doc["status"] == "pass", doc.get("reason")
+    assert [o["dtype"] for o in plan["outputs"]] == ["float32", "uint8"]
+    got, _, err, code, _ = check.run_runner(exe, plan, {"x": x}, tmp_path)
+    fused = check.onnxruntime_reference(m, {"x": x})
+    assert np.abs(got[1].astype(int) - fused[1].astype(int)).max() <= 1
+    np.testing.assert_allclose(got[0], fused[0], rtol=0, atol=0.05 * 1.0001)
+
+
+def test_qdq_weights_fold_at_compile_time():
+    g = import_model(qdq_conv_model())
+    ops = [n.op for n in g.nodes]
+    assert ops == ["QuantizeLinear", "DequantizeLinear", "Conv", "Relu", "QuantizeLinear", "DequantizeLinear"]
+    w = g.tensors[g.nodes[2].inputs[1]]
+    assert w.dtype == "float32" and w.data is not None and w.shape == (8, 3, 3, 3)
+
+
+def _matmul_integer(K, b_value):
+    n = helper.make_node
+    g = helper.make_graph([n("MatMulInteger", ["a", "b"], ["y"], name="/fc/MatMulInteger")], "mi",
+                          [helper.make_tensor_value_info("a", TP.INT8, [2, K])],
+                          [helper.make_tensor_value_info("y", TP.INT32, [2, 4])],
+                          initializer=[numpy_helper.from_array(np.full((K, 4), b_value, np.int8), "b")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_integer_sums_are_proven_exact_or_refused_naming_the_node():
+    tc = toolchain.load("sunway-emu")
+    build_program(_matmul_integer(1024, 127), tc, name="ok")       # 1024 * 127 * 128 < 2^24
+    with pytest.raises(UnsupportedError, match=r"node '/fc/MatMulInteger' \(MatMulInteger\): the integer sum can reach "
+                                               r"16777216 >= 2\^24"):
+        build_program(_matmul_integer(1024, -128), tc, name="big")  # 1024 * 128 * 128 = 2^24
+
+
+def test_integer_arithmetic_outside_quantization_ops_is_refused():
+    n = helper.make_node
+    g = helper.make_graph([n("QuantizeLinear", ["x", "s"], ["q"]), n("Add", ["q", "q"], ["y"], name="add_q")], "bad",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TP.UINT8, [4])],
+                          initializer=[numpy_helper.from_array(np.float32(0.1), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    with pytest.raises(UnsupportedError, match=r"node 'add_q' \(Add\): tensor 'q' has dtype uint8"):
+        build_program(m, toolchain.load("sunway-emu"), name="bad")
