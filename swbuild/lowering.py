@@ -22,6 +22,7 @@ class LowerCtx:
         self.graph, self.prefix = graph, prefix
         self.kernels, self.aliases = [], {}
         self.loops, self.loop_slices = {}, {}   # static loops (ops/control.py)
+        self.notes = {}     # node -> how it computes, for `swbuild ops` (the dtype path of ops/quant.py)
         self._n = 0
 
     def kernel_name(self, op):

@@ -98,6 +98,11 @@ def _view(ctx, node, x, t):
     return axis, 0, list(x.shape)
 
 
+def note(ctx, node, text):
+    """Record the node's dtype path (`swbuild ops MODEL` prints it)."""
+    ctx.notes[node.name] = text
+
+
 def saturate(v, lo, hi):
     """clamp(v, lo, hi) with NaN to lo, as MLAS saturates before it converts."""
     return Select(Bin(">=", v, Const(float(lo))), Select(Bin("<=", v, Const(float(hi))), v, Const(float(hi))),
@@ -122,6 +127,8 @@ def lower_quantize(ctx, node):
     y = quantize(xv, _param(kb, s, x.shape, axes, axis, block), None if isinstance(zv, Const) and zv.value == 0 else zv,
                  lo, hi)
     ctx.add(kb.kernel(out.name, axes, y, out_shape=view))
+    note(ctx, node, f"float32 -> {int_dtype(ctx, out.name)} held as exact float32: rint(x / scale) (ties to even) "
+                    f"+ zero point, saturated to [{lo}, {hi}]" + (f", per block of {block}" if block else ""))
 
 
 @register("DequantizeLinear")
@@ -136,6 +143,7 @@ def lower_dequantize(ctx, node):
     if zv is not None and not (isinstance(zv, Const) and zv.value == 0):
         xv = Bin("-", xv, zv)
     ctx.add(kb.kernel(out.name, axes, Bin("*", xv, _param(kb, s, x.shape, axes, axis, block)), out_shape=view))
+    note(ctx, node, f"{int_dtype(ctx, x.name)} (exact float32) -> float32: (x - zero point) * scale")
 
 
 @register("DynamicQuantizeLinear")
@@ -166,6 +174,7 @@ def lower_dynamic_quantize(ctx, node):
     xv = kb.load(x.name, [axes[0].var], shape=[x.size])
     q = quantize(xv, kb.load(ys, [iconst(0)], shape=[1]), kb.load(yz, [iconst(0)], shape=[1]), 0, 255)
     ctx.add(kb.kernel(y, axes, q, out_shape=[x.size]))
+    note(ctx, node, "float32 -> uint8 held as exact float32, scale and zero point computed at run time")
 
 
 # ---- integer products: ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul ----------
@@ -193,6 +202,13 @@ def prove_exact(node, bound, detail):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): the integer sum can reach {int(bound)} >= 2^24 "
                                f"({detail}); float32 would round it, and int32 kernels are not supported yet")
     return int(bound)
+
+
+def _note_sum(ctx, node, x, w, bound):
+    out = node.outputs[0]
+    to = "int32" if node.op in ("ConvInteger", "MatMulInteger") else f"{int_dtype(ctx, out)} (requantized as MLAS)"
+    note(ctx, node, f"{int_dtype(ctx, x)} x {int_dtype(ctx, w)} -> {to}: float32 sums proven exact "
+                    f"(|sum| <= {bound} < 2^24)")
 
 
 def _weights(ctx, node, k_w, k_zp, axis_len):
@@ -223,8 +239,9 @@ def _conv_common(ctx, node, k_x, k_w, k_xzp, k_wzp, bias=None):
     per_co = np.abs(wd).reshape(w.shape[0], -1).sum(axis=1) * span
     if bias is not None:
         per_co = per_co + np.abs(bias.reshape(-1))
-    prove_exact(node, float(per_co.max(initial=0.0)),
-                f"{int(np.prod(w.shape[1:]))} products per output, max|x - x_zero_point| = {int(span)}")
+    bound = prove_exact(node, float(per_co.max(initial=0.0)),
+                        f"{int(np.prod(w.shape[1:]))} products per output, max|x - x_zero_point| = {int(span)}")
+    _note_sum(ctx, node, x.name, w.name, bound)
     nd = len(x.shape) - 2
     strides = attr_ints(node, "strides", [1] * nd)
     dil = attr_ints(node, "dilations", [1] * nd)
@@ -289,8 +306,9 @@ def _matmul(ctx, node, k_a, k_b, k_azp, k_bzp, requant=None):
     bd = bv - (0 if bzp is None else bzp.reshape([1] * (bv.ndim - 1) + [-1]) if bzp.size > 1 else bzp.reshape(-1)[0])
     span = _span(ctx, node, a.name, azp)
     K = a.shape[-1]
-    prove_exact(node, float((np.abs(bd).sum(axis=-2) * span).max(initial=0.0)),
-                f"K = {K}, max|a - a_zero_point| = {int(span)}")
+    bound = prove_exact(node, float((np.abs(bd).sum(axis=-2) * span).max(initial=0.0)),
+                        f"K = {K}, max|a - a_zero_point| = {int(span)}")
+    _note_sum(ctx, node, a.name, b.name, bound)
     bc = ctx.new_const(bd.astype(np.float32), node.name + "_b")
     batch = list(out.shape[:-2])
     bax = [Axis(f"b{i}", d) for i, d in enumerate(batch)]

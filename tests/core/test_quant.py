@@ -126,3 +126,26 @@ def test_integer_arithmetic_outside_quantization_ops_is_refused():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     with pytest.raises(UnsupportedError, match=r"node 'add_q' \(Add\): tensor 'q' has dtype uint8"):
         build_program(m, toolchain.load("sunway-emu"), name="bad")
+
+
+def test_ops_report_names_each_quantized_nodes_dtype_path(tmp_path, capsys):
+    import json
+
+    import onnx
+
+    from swbuild import cli
+    n = helper.make_node
+    m = qdq_conv_model()
+    m.graph.node.extend([n("QuantizeLinear", ["y", "y_scale", "y_zp"], ["yq"], name="requant"),
+                         n("MatMulInteger", ["yq", "mw"], ["mm"], name="fc")])
+    m.graph.initializer.append(numpy_helper.from_array(np.full((10, 3), 2, np.uint8), "mw"))
+    m.graph.output.append(helper.make_tensor_value_info("mm", TP.INT32, [1, 8, 10, 3]))
+    onnx.save(m, tmp_path / "q.onnx")
+    assert cli.main(["ops", str(tmp_path / "q.onnx"), "--target", "sunway-emu", "--json"]) == 0
+    rows = {r["node"]: r for r in json.loads(capsys.readouterr().out)["nodes"]}
+    assert rows["/conv1/DequantizeLinear_1"]["status"] == "folded"          # int8 weights: float32 at compile time
+    assert rows["/in/QuantizeLinear"]["dtype_path"].startswith("float32 -> int8 held as exact float32: rint(x / scale)")
+    assert rows["/relu/DequantizeLinear"]["dtype_path"].startswith("uint8 (exact float32) -> float32")
+    # 10 products of at most 255 * 2 per output: the proof's bound is printed
+    assert rows["fc"]["dtype_path"] == "uint8 x uint8 -> int32: float32 sums proven exact (|sum| <= 5100 < 2^24)"
+    assert "dtype_path" not in rows["/conv1/Conv"]
