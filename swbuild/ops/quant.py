@@ -168,7 +168,9 @@ def lower_dynamic_quantize(ctx, node):
     kb = KernelBuilder(ctx, node, "DynamicQuantizeLinear.zero_point")
     lo = Bin("min", kb.load(ext["min"], [iconst(0)]), Const(0.0))
     izp = Bin("-", Const(0.0), Bin("/", lo, kb.load(ys, [iconst(0)], shape=[1])))
-    ctx.add(kb.kernel(yz, [one], Un("round", saturate(izp, 0, 255)), out_shape=[1]))
+    # std::max(0.f, std::min(255.f, izp)), NaN (an infinite range) to 255 as there
+    t = Select(Bin("<", izp, Const(255.0)), izp, Const(255.0))
+    ctx.add(kb.kernel(yz, [one], Un("round", Select(Bin("<", Const(0.0), t), t, Const(0.0))), out_shape=[1]))
     kb = KernelBuilder(ctx, node, "DynamicQuantizeLinear")
     axes = [Axis("i", x.size)]
     xv = kb.load(x.name, [axes[0].var], shape=[x.size])

@@ -47,31 +47,42 @@ def test_node_tests_exact_or_refused_naming_the_dtype(cases, target, tmp_path):
     assert len(ints) >= 20 and all(o["dtype"] != "float32" for o in ints)
 
 
-def _quantize_model(dtype, shape, scale, zp, axis=1):
+def _rounding_model(shape):
+    """QuantizeLinear to uint8, int8 and int16 per axis (axis 0), DynamicQuantizeLinear of x
+    and of an all-zero input (its scale is then 1, as onnxruntime has it)."""
     n = helper.make_node
-    g = helper.make_graph([n("QuantizeLinear", ["x", "s", "z"], ["y"], axis=axis)], "q",
-                          [helper.make_tensor_value_info("x", TP.FLOAT, shape)],
-                          [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)],
-                          initializer=[numpy_helper.from_array(np.asarray(scale, np.float32), "s"),
-                                       numpy_helper.from_array(np.asarray(zp, dtype), "z")])
+    nodes, inits, outs = [], [], []
+    for dtype, scale, zp in (("uint8", [0.5, 0.1], [128, 3]), ("int8", [0.1, 0.5], [-3, 0]), ("int16", [0.1, 0.5], [7, -9])):
+        nodes.append(n("QuantizeLinear", ["x", f"s_{dtype}", f"z_{dtype}"], [f"q_{dtype}"], axis=0))
+        inits += [numpy_helper.from_array(np.asarray(scale, np.float32), f"s_{dtype}"),
+                  numpy_helper.from_array(np.asarray(zp, dtype), f"z_{dtype}")]
+        outs.append(helper.make_tensor_value_info(f"q_{dtype}", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape))
+    for x in ("finite", "zeros"):
+        nodes.append(n("DynamicQuantizeLinear", [x], [f"dq_{x}", f"ds_{x}", f"dz_{x}"]))
+        outs += [helper.make_tensor_value_info(f"dq_{x}", TP.UINT8, shape), helper.make_tensor_value_info(f"ds_{x}", TP.FLOAT, []),
+                 helper.make_tensor_value_info(f"dz_{x}", TP.UINT8, [])]
+    g = helper.make_graph(nodes, "rounding", [helper.make_tensor_value_info(x, TP.FLOAT, shape) for x in ("x", "finite", "zeros")],
+                          outs, initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=9)
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_ties_round_to_even_and_saturate_as_onnxruntime(target, tmp_path):
     """x / scale lands exactly on k + 0.5 (scale 0.5 and 0.1: the division is not a product by
-    a reciprocal), far outside the range, NaN and infinities: the bytes of onnxruntime."""
+    a reciprocal), far outside the range, NaN and infinities: the bytes of onnxruntime; the
+    dynamic scale and zero point bit for bit."""
     k = np.arange(-300, 300, dtype=np.float32)
     x = np.concatenate([(k + 0.5) * 0.5, (k + 0.5) * np.float32(0.1), k * np.float32(0.1),
                         [1e30, -1e30, np.inf, -np.inf, 0.0, -0.0]]).astype(np.float32)
     x = np.concatenate([x, np.zeros(8 - x.size % 8, np.float32)]).reshape(2, -1)
-    for dtype, scale, zp in (("uint8", [0.5, 0.1], [128, 3]), ("int8", [0.1, 0.5], [-3, 0]), ("int16", [0.1, 0.5], [7, -9])):
-        m = _quantize_model(dtype, list(x.shape), scale, zp, axis=0)
-        ref = check.onnxruntime_reference(m, {"x": x})
-        plan, exe = build_runner(m, target, tmp_path / dtype, f"q_{dtype}")
-        doc = check.check_build(plan, exe, ref, {"x": x}, 0, 0, workdir=tmp_path / dtype)
-        assert doc["status"] == "pass", (dtype, doc.get("reason"))
-        assert ref[0].dtype == np.dtype(dtype)
+    feed = {"x": x, "finite": np.where(np.isfinite(x), x, 7.0).astype(np.float32), "zeros": np.zeros_like(x)}
+    m = _rounding_model(list(x.shape))
+    ref = check.onnxruntime_reference(m, feed)
+    plan, exe = build_runner(m, target, tmp_path, "rounding")
+    doc = check.check_build(plan, exe, ref, feed, 0, 0, workdir=tmp_path)
+    assert doc["status"] == "pass", (doc.get("reason"), [o for o in doc.get("outputs", []) if not o["pass"]])
+    assert [r.dtype.name for r in ref[:3]] == ["uint8", "int8", "int16"] and ref[7] == 1.0
+    assert len({int(v) for v in ref[0].reshape(-1)}) > 200        # the ties are spread over the range
 
 
 @pytest.mark.parametrize("target", TARGETS)
