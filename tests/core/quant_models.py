@@ -98,3 +98,45 @@ def ort_as_written(model, feed):
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return sess.run(None, feed)
+
+
+def small_cnn(seed=0):
+    """Conv-Relu-MaxPool-Conv-Relu-Add(residual)-GlobalAveragePool-Flatten-Gemm in float32."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = []
+
+    def w(name, *shape):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name))
+        return name
+    nodes = [n("Conv", ["x", w("w1", 8, 3, 3, 3), w("b1", 8)], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             n("Relu", ["c1"], ["r1"], name="relu1"),
+             n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"),
+             n("Conv", ["p1", w("w2", 8, 8, 3, 3), w("b2", 8)], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             n("Relu", ["c2"], ["r2"], name="relu2"),
+             n("Add", ["r2", "p1"], ["a"], name="add"),
+             n("GlobalAveragePool", ["a"], ["g"], name="gap"),
+             n("Flatten", ["g"], ["f"], name="flat"),
+             n("Gemm", ["f", w("fw", 10, 8), w("fb", 10)], ["y"], transB=1, name="fc")]
+    g = helper.make_graph(nodes, "small_cnn", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 10])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def ort_quantized(tmp_path, fmt="QDQ", seed=0):
+    """small_cnn() quantized by onnxruntime.quantization.quantize_static (uint8 activations,
+    int8 per-channel weights, 8 calibration images); returns the quantized ModelProto."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    rng = np.random.default_rng(seed)
+    src, dst = tmp_path / "f32.onnx", tmp_path / f"{fmt}.onnx"
+    onnx.save(small_cnn(seed), src)
+
+    class Images(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.it, None)
+    quantize_static(str(src), str(dst), Images(), quant_format=getattr(QuantFormat, fmt),
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+    return onnx.load(dst)

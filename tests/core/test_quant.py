@@ -160,3 +160,26 @@ def test_ops_report_names_each_quantized_nodes_dtype_path(tmp_path, capsys):
     # 10 products of at most 255 * 2 per output: the proof's bound is printed
     assert rows["fc"]["dtype_path"] == "uint8 x uint8 -> int32: float32 sums proven exact (|sum| <= 5100 < 2^24)"
     assert "dtype_path" not in rows["/conv1/Conv"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_onnxruntime_quantize_static_qdq_model(target, tmp_path):
+    """A CNN quantized by onnxruntime's quantize_static (QDQ format): within one quantization
+    step of onnxruntime's default session (it fuses the chains into integer kernels) and
+    bit-exact against the graph as written."""
+    from quant_models import ort_quantized
+    m = ort_quantized(tmp_path)
+    step = float(numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "y_scale")))
+    x = np.random.default_rng(9).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    plan, exe = build_runner(m, target, tmp_path, "ortq")
+    doc = check.check_build(plan, exe, lambda ins: check.onnxruntime_reference(m, ins), {"x": x}, 0, step * 1.0001,
+                            workdir=tmp_path)
+    assert doc["status"] == "pass", doc.get("reason")
+    got, _, _, code, _ = check.run_runner(exe, plan, {"x": x}, tmp_path)
+    np.testing.assert_array_equal(got[0], ort_as_written(m, {"x": x})[0])
+
+
+def test_qoperator_format_is_refused_naming_the_domain(tmp_path):
+    from quant_models import ort_quantized
+    with pytest.raises(UnsupportedError, match="com.microsoft"):
+        build_program(ort_quantized(tmp_path, "QOperator"), toolchain.load("sunway-emu"), name="qop")
