@@ -267,6 +267,9 @@ def _requant(ctx, node, k_scales, out_name):
     for k in k_scales:
         _float_param(ctx, node, k)
     yzp = _const_values(ctx, node, k_scales[2] + 1, "output zero point")
+    if xs.size > 1 or ys.size > 1 or (yzp is not None and yzp.size > 1):
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): per-row input or per-column output scales are "
+                               "not supported (per tensor only; the weights' scales may be per channel)")
     lo, hi = _range(ctx, node, out_name)
     mult = (xs.reshape(-1)[0] * ws.reshape(-1) / ys.reshape(-1)[0]).astype(np.float32)
     z = None if yzp is None or not yzp.reshape(-1)[0] else Const(float(yzp.reshape(-1)[0]))
