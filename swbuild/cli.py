@@ -297,8 +297,9 @@ def cmd_check(args):
                 job.check["timeout"] = args.timeout
             runner, plan = _prepare_run(args, job, tc)     # SCons holds the build's lock
             inputs, ref = _reference(args, job, plan)
+            steps = check.quantization_steps(job.model, [s["name"] for s in plan["outputs"]]) if callable(ref) else None
             doc = check.check_build(plan, runner, ref, inputs, float(job.check["rtol"]), float(job.check["atol"]),
-                                    timeout=float(job.check["timeout"]))
+                                    timeout=float(job.check["timeout"]), steps=steps)
     except UnsupportedError as e:
         print(json.dumps({"status": "unsupported", "reason": e.reason}))
         return 3

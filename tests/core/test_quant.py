@@ -183,3 +183,17 @@ def test_qoperator_format_is_refused_naming_the_domain(tmp_path):
     from quant_models import ort_quantized
     with pytest.raises(UnsupportedError, match="com.microsoft"):
         build_program(ort_quantized(tmp_path, "QOperator"), toolchain.load("sunway-emu"), name="qop")
+
+
+def test_check_allows_a_dequantized_output_one_quantization_step():
+    """`swbuild check` of a quantized model: a float output made by DequantizeLinear may differ
+    from onnxruntime by its one step; integer outputs stay exact."""
+    steps = check.quantization_steps(qdq_conv_model(), ["y", "rq"])
+    assert steps == [pytest.approx(0.05), None]
+    r = np.array([0.0, 0.05, 0.1], np.float32)
+    one, two = r + np.float32(0.05), r + np.float32(0.1)
+    assert check.compare([one], [r], 1e-3, 1e-4, steps[:1])[0]
+    assert not check.compare([two], [r], 1e-3, 1e-4, steps[:1])[0]
+    assert not check.compare([one], [r], 1e-3, 1e-4)[0]
+    q = np.array([200, 3], np.uint8)
+    assert not check.compare([q + np.uint8(1)], [q], 1e-3, 10.0)[0]       # integers: exact whatever atol
