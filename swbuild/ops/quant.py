@@ -304,12 +304,17 @@ def _matmul(ctx, node, k_a, k_b, k_azp, k_bzp, requant=None):
     a, b, out = g.tensors[node.inputs[k_a]], g.tensors[node.inputs[k_b]], g.tensors[node.outputs[0]]
     if len(a.shape) < 2 or len(b.shape) < 2:
         raise UnsupportedError(f"node '{node.name}' ({node.op}): 1-D operands are not supported")
-    azp = _scalar_zero(ctx, node, k_azp, a.name)
+    zt = _t(ctx, _input(node, k_azp))
+    run_zp = zt is not None and zt.data is None and zt.size == 1     # DynamicQuantizeLinear's zero point
+    azp = None if run_zp else _scalar_zero(ctx, node, k_azp, a.name)
     bv = _const_values(ctx, node, k_b, "weight")
     _range(ctx, node, b.name)
     bzp = _const_values(ctx, node, k_bzp, "weight zero point")
     bd = bv - (0 if bzp is None else bzp.reshape([1] * (bv.ndim - 1) + [-1]) if bzp.size > 1 else bzp.reshape(-1)[0])
     span = _span(ctx, node, a.name, azp)
+    if run_zp:      # a zero point known at run time only: any value of the dtype
+        _range(ctx, node, zt.name)
+        span = float(np.subtract(*_range(ctx, node, a.name)[::-1]))
     K = a.shape[-1]
     bound = prove_exact(node, float((np.abs(bd).sum(axis=-2) * span).max(initial=0.0)),
                         f"K = {K}, max|a - a_zero_point| = {int(span)}")
@@ -322,6 +327,8 @@ def _matmul(ctx, node, k_a, k_b, k_azp, k_bzp, requant=None):
     av = kb.load(a.name, broadcast_index(a.shape[:-2], bax) + [m.var, k.var])
     if azp is not None and azp.reshape(-1)[0]:
         av = Bin("-", av, Const(float(azp.reshape(-1)[0])))
+    elif run_zp:
+        av = Bin("-", av, kb.load(zt.name, [iconst(0)], shape=[1]))
     bl = kb.load(bc, broadcast_index(b.shape[:-2], bax) + [k.var, n.var])
     axes = bax + [m, n]
     kw = {} if requant is None else {"epilogue": requant(kb, Acc(), [n.var], [out.shape[-1]])}

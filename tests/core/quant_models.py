@@ -140,3 +140,20 @@ def ort_quantized(tmp_path, fmt="QDQ", seed=0):
     quantize_static(str(src), str(dst), Images(), quant_format=getattr(QuantFormat, fmt),
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
     return onnx.load(dst)
+
+
+def ort_dynamic_mlp(tmp_path, seed=0):
+    """A two-layer MLP quantized by onnxruntime's quantize_dynamic: DynamicQuantizeLinear ->
+    MatMulInteger (run-time zero point, int8 weights) -> Cast(float) -> Mul(scales) -> Add."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.2).astype(np.float32), k) for k, s in
+             (("w1", (64, 128)), ("b1", (128,)), ("w2", (128, 32)), ("b2", (32,)))]
+    nodes = [n("MatMul", ["x", "w1"], ["h0"]), n("Add", ["h0", "b1"], ["h1"]), n("Relu", ["h1"], ["h2"]),
+             n("MatMul", ["h2", "w2"], ["o0"]), n("Add", ["o0", "b2"], ["y"])]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TP.FLOAT, [4, 64])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [4, 32])], initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), tmp_path / "mlp.onnx")
+    quantize_dynamic(str(tmp_path / "mlp.onnx"), str(tmp_path / "mlp_dyn.onnx"), weight_type=QuantType.QInt8)
+    return onnx.load(tmp_path / "mlp_dyn.onnx")
