@@ -123,17 +123,20 @@ def small_cnn(seed=0):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def ort_quantized(tmp_path, fmt="QDQ", seed=0):
-    """small_cnn() quantized by onnxruntime.quantization.quantize_static (uint8 activations,
-    int8 per-channel weights, 8 calibration images); returns the quantized ModelProto."""
+def ort_quantized(tmp_path, fmt="QDQ", seed=0, model=None, images=8):
+    """small_cnn() (or `model`) quantized by onnxruntime.quantization.quantize_static (uint8
+    activations, int8 per-channel weights, seeded calibration images); returns the ModelProto."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     rng = np.random.default_rng(seed)
     src, dst = tmp_path / "f32.onnx", tmp_path / f"{fmt}.onnx"
-    onnx.save(small_cnn(seed), src)
+    model = small_cnn(seed) if model is None else model
+    onnx.save(model, src)
+    x = model.graph.input[0]
+    shape = [d.dim_value for d in x.type.tensor_type.shape.dim]
 
     class Images(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(8)])
+            self.it = iter([{x.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(images)])
 
         def get_next(self):
             return next(self.it, None)

@@ -210,3 +210,27 @@ def test_onnxruntime_quantize_dynamic_mlp_is_bit_exact(target, tmp_path):
     plan, exe = build_runner(m, target, tmp_path, "dyn")
     doc = check.check_build(plan, exe, lambda ins: check.onnxruntime_reference(m, ins), {"x": x}, 0, 0, workdir=tmp_path)
     assert doc["status"] == "pass", doc.get("reason")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_resnet18_quantized_by_onnxruntime_passes_check(target, tmp_path):
+    """The zoo's ResNet-18 through quantize_static (QDQ, per-channel int8 weights, uint8
+    activations): the logits within one quantization step of onnxruntime's default session,
+    as `swbuild check` judges a dequantized output, and the same top class."""
+    from quant_models import ort_quantized
+    from swbuild.zoo.registry import MODELS
+    import swbuild.zoo.resnet  # noqa: F401  (registers resnet18)
+    build, shape = MODELS["resnet18"]
+    am = build(1, 0)
+    m = ort_quantized(tmp_path, model=am.to_proto() if hasattr(am, "to_proto") else am, images=4)
+    name = m.graph.input[0].name
+    x = np.random.default_rng(1).standard_normal((1,) + tuple(shape)).astype(np.float32)
+    plan, exe = build_runner(m, target, tmp_path, "r18q")
+    steps = check.quantization_steps(m, [o["name"] for o in plan["outputs"]])
+    assert steps[0] is not None
+    ref = check.onnxruntime_reference(m, {name: x})
+    doc = check.check_build(plan, exe, ref, {name: x}, 1e-3, 1e-4, workdir=tmp_path, steps=steps)
+    assert doc["status"] == "pass", doc.get("reason")
+    got, _, _, _, _ = check.run_runner(exe, plan, {name: x}, tmp_path)
+    assert got[0].argmax() == ref[0].argmax()
