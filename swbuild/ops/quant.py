@@ -15,8 +15,9 @@ names the dtype each stands for). The arithmetic is onnxruntime's, step for step
   max|x - xzp|, the worst output channel; any order of summation is then exact, so CPE splits
   and SIMD lanes change nothing) and refuse naming the node when it cannot be proven. We chose
   the proof over int32 accumulators because every kernel, tiler, DMA plan and printer of both
-  families computes in float32; the proof costs nothing at run time and holds for int8 layers
-  up to K = 1040 at full range (real weights rarely reach it: the bound uses their values).
+  families computes in float32; the proof costs nothing at run time and holds for every
+  int8 x int8 sum of K < 1024 terms (2**24 / 128**2), and beyond that as far as the weights'
+  actual magnitudes allow. A deep layer of a real int8 CNN (K = 4608) can exceed it: refused.
 - QLinearConv / QLinearMatMul: the exact integer sum (plus the int32 bias) requantized as
   MLAS does: rint(sum * (x_scale * w_scale / y_scale)) + y_zero_point, saturated.
 """

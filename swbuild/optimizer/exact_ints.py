@@ -22,9 +22,8 @@ from onnx import TensorProto, helper
 
 from ..errors import UnsupportedError
 from ..ir.graph import Node, Tensor, is_splat
+from ..ops.quant import RANGES      # dtypes held exactly in float32: (min, max)
 
-# dtypes held exactly in float32: (min, max)
-RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
 ACCUMULATORS = ("ConvInteger", "MatMulInteger")     # int32 outputs, proven below 2**24 when lowered
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul") + ACCUMULATORS
 # ops that only move values: their integer input is copied, never combined (input 0 for Gather)
