@@ -236,9 +236,20 @@ def _scalar_zero(ctx, node, k, name):
 def _conv_common(ctx, node, k_x, k_w, k_xzp, k_wzp, bias=None):
     g = ctx.graph
     x, w, out = g.tensors[node.inputs[k_x]], g.tensors[node.inputs[k_w]], g.tensors[node.outputs[0]]
-    xzp = _scalar_zero(ctx, node, k_xzp, x.name)
+    zt = _t(ctx, _input(node, k_xzp))
+    run_zp = zt is not None and zt.data is None and zt.size == 1     # DynamicQuantizeLinear's zero point
+    xzp = None if run_zp else _scalar_zero(ctx, node, k_xzp, x.name)
     wd = _weights(ctx, node, k_w, k_wzp, w.shape[0])
     span = _span(ctx, node, x.name, xzp)
+    x_name = x.name
+    if run_zp:      # any zero point of the dtype; x - zp computed once, so a pad reads 0
+        _range(ctx, node, zt.name)
+        span = float(np.subtract(*_range(ctx, node, x.name)[::-1]))
+        x_name = ctx.new_temp(x.shape, "float32", node.name + "_centered")
+        kb = KernelBuilder(ctx, node, f"{node.op}.center")
+        axes = [Axis(f"i{j}", d) for j, d in enumerate(x.shape)]
+        ctx.add(kb.kernel(x_name, axes, Bin("-", kb.load(x.name, [a.var for a in axes]),
+                                            kb.load(zt.name, [iconst(0)], shape=[1]))))
     per_co = np.abs(wd).reshape(w.shape[0], -1).sum(axis=1) * span
     if bias is not None:
         per_co = per_co + np.abs(bias.reshape(-1))
@@ -252,7 +263,7 @@ def _conv_common(ctx, node, k_x, k_w, k_xzp, k_wzp, bias=None):
     pb, _ = _pads(node, list(x.shape[2:]), k_eff, strides, list(out.shape[2:]))
     wc = ctx.new_const(wd.astype(np.float32), node.name + "_w")
     x_zero = 0.0 if xzp is None else float(xzp.reshape(-1)[0])
-    return x, wc, out, int(node.attrs.get("group", 1)), strides, dil, pb, x_zero
+    return g.tensors[x_name], wc, out, int(node.attrs.get("group", 1)), strides, dil, pb, x_zero
 
 
 @register("ConvInteger")

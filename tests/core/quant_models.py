@@ -146,17 +146,20 @@ def ort_quantized(tmp_path, fmt="QDQ", seed=0, model=None, images=8):
 
 
 def ort_dynamic_mlp(tmp_path, seed=0):
-    """A two-layer MLP quantized by onnxruntime's quantize_dynamic: DynamicQuantizeLinear ->
-    MatMulInteger (run-time zero point, int8 weights) -> Cast(float) -> Mul(scales) -> Add."""
+    """Conv(pads) -> Relu -> Flatten -> MatMul -> Add -> Relu -> MatMul -> Add quantized by
+    onnxruntime's quantize_dynamic: DynamicQuantizeLinear -> ConvInteger / MatMulInteger (a
+    run-time zero point, int8 weights) -> Cast(float) -> Mul(scales) -> Add."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     rng = np.random.default_rng(seed)
     n = helper.make_node
     inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.2).astype(np.float32), k) for k, s in
-             (("w1", (64, 128)), ("b1", (128,)), ("w2", (128, 32)), ("b2", (32,)))]
-    nodes = [n("MatMul", ["x", "w1"], ["h0"]), n("Add", ["h0", "b1"], ["h1"]), n("Relu", ["h1"], ["h2"]),
+             (("cw", (4, 3, 3, 3)), ("cb", (4,)), ("w1", (64, 128)), ("b1", (128,)), ("w2", (128, 32)), ("b2", (32,)))]
+    nodes = [n("Conv", ["x", "cw", "cb"], ["c"], pads=[1, 1, 1, 1]), n("Relu", ["c"], ["cr"]), n("Flatten", ["cr"], ["f"]),
+             n("MatMul", ["f", "w1"], ["h0"]), n("Add", ["h0", "b1"], ["h1"]), n("Relu", ["h1"], ["h2"]),
              n("MatMul", ["h2", "w2"], ["o0"]), n("Add", ["o0", "b2"], ["y"])]
-    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TP.FLOAT, [4, 64])],
-                          [helper.make_tensor_value_info("y", TP.FLOAT, [4, 32])], initializer=inits)
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 32])], initializer=inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), tmp_path / "mlp.onnx")
-    quantize_dynamic(str(tmp_path / "mlp.onnx"), str(tmp_path / "mlp_dyn.onnx"), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(tmp_path / "mlp.onnx"), str(tmp_path / "mlp_dyn.onnx"), weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["Conv", "MatMul"])
     return onnx.load(tmp_path / "mlp_dyn.onnx")

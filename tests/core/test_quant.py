@@ -201,12 +201,13 @@ def test_check_allows_a_dequantized_output_one_quantization_step():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_onnxruntime_quantize_dynamic_mlp_is_bit_exact(target, tmp_path):
-    """quantize_dynamic's pattern: a run-time uint8 zero point into MatMulInteger (its sums
-    proven exact for any zero point), the int32 result Cast to float: onnxruntime's bytes."""
+    """quantize_dynamic's pattern: a run-time uint8 zero point into ConvInteger (padded: x - zp
+    first, so a pad adds 0) and MatMulInteger, their sums proven exact for any zero point, the
+    int32 result Cast to float: onnxruntime's bytes."""
     from quant_models import ort_dynamic_mlp
     m = ort_dynamic_mlp(tmp_path)
-    assert {n.op_type for n in m.graph.node} >= {"DynamicQuantizeLinear", "MatMulInteger", "Cast"}
-    x = np.random.default_rng(4).standard_normal((4, 64)).astype(np.float32)
+    assert {n.op_type for n in m.graph.node} >= {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "Cast"}
+    x = np.random.default_rng(4).standard_normal((1, 3, 4, 4)).astype(np.float32)
     plan, exe = build_runner(m, target, tmp_path, "dyn")
     doc = check.check_build(plan, exe, lambda ins: check.onnxruntime_reference(m, ins), {"x": x}, 0, 0, workdir=tmp_path)
     assert doc["status"] == "pass", doc.get("reason")
