@@ -235,3 +235,23 @@ def test_resnet18_quantized_by_onnxruntime_passes_check(target, tmp_path):
     assert doc["status"] == "pass", doc.get("reason")
     got, _, _, _, _ = check.run_runner(exe, plan, {name: x}, tmp_path)
     assert got[0].argmax() == ref[0].argmax()
+
+
+def test_layout_ops_copy_quantized_values_and_outputs_keep_their_dtype(tmp_path):
+    """A uint8 input reshaped, transposed (a graph output too) and cast to float, quantized to
+    int8, concatenated and dequantized: every typed output bit-exact against onnxruntime."""
+    n = helper.make_node
+    g = helper.make_graph([n("Reshape", ["u", "shp"], ["ur"]), n("Transpose", ["ur"], ["ut"], perm=[1, 0]),
+                           n("Cast", ["ut"], ["uf"], to=TP.FLOAT), n("QuantizeLinear", ["uf", "s", "z"], ["q"]),
+                           n("Concat", ["q", "q"], ["qq"], axis=0), n("DequantizeLinear", ["qq", "s", "z"], ["y"])],
+                          "layout", [helper.make_tensor_value_info("u", TP.UINT8, [2, 3, 4])],
+                          [helper.make_tensor_value_info("ut", TP.UINT8, [12, 2]), helper.make_tensor_value_info("q", TP.INT8, [12, 2]),
+                           helper.make_tensor_value_info("qq", TP.INT8, [24, 2]), helper.make_tensor_value_info("y", TP.FLOAT, [24, 2])],
+                          initializer=[numpy_helper.from_array(np.array([2, 12], np.int64), "shp"),
+                                       numpy_helper.from_array(np.float32(1.5), "s"), numpy_helper.from_array(np.int8(-5), "z")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    feed = {"u": np.random.default_rng(0).integers(0, 256, (2, 3, 4)).astype(np.uint8)}
+    plan, exe = build_runner(m, "sunway-emu", tmp_path, "layout")
+    assert [o["dtype"] for o in plan["outputs"]] == ["uint8", "int8", "int8", "float32"]
+    doc = check.check_build(plan, exe, check.onnxruntime_reference(m, feed), feed, 0, 0, workdir=tmp_path)
+    assert doc["status"] == "pass", doc.get("reason")
