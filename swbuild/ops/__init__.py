@@ -10,4 +10,5 @@ from .base import LOWERINGS
 
 
 def supported_ops():
-    return sorted(LOWERINGS)
+    """The ONNX operators (graph passes' internal ones, named `swbuild.X`, are not)."""
+    return sorted(op for op in LOWERINGS if not op.startswith("swbuild."))

@@ -33,6 +33,7 @@ from .base import KernelBuilder, attr_ints, broadcast_index, register
 from .nn import _pads, conv_kernel
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
+CAST_TO_INT = "swbuild.CastToInteger"   # a Cast into a quantized dtype inside the program (optimizer/exact_ints.py)
 EXACT = 1 << 24          # float32 holds every integer of magnitude up to 2**24
 
 
@@ -178,6 +179,26 @@ def lower_dynamic_quantize(ctx, node):
     q = quantize(xv, kb.load(ys, [iconst(0)], shape=[1]), kb.load(yz, [iconst(0)], shape=[1]), 0, 255)
     ctx.add(kb.kernel(y, axes, q, out_shape=[x.size]))
     note(ctx, node, "float32 -> uint8 held as exact float32, scale and zero point computed at run time")
+
+
+@register(CAST_TO_INT)
+def lower_cast_to_integer(ctx, node):
+    """C's conversion into a quantized dtype, on exact float32 values: truncation toward zero,
+    then the value modulo 2**bits (x86's cvttss2si keeps the low bits; beyond the int32 range
+    and for NaN it gives INT_MIN, whose low bits are 0). ONNX leaves out-of-range values
+    undefined; in range this is exact, and out of range it is what the boundary's C does."""
+    x, out = _t(ctx, node.inputs[0]), _t(ctx, node.outputs[0])
+    lo, hi = RANGES[node.attrs["to_dtype"]]
+    span = Const(float(hi - lo + 1))
+    kb = KernelBuilder(ctx, node, "Cast")
+    axes = [Axis("i", x.size)]
+    v = kb.load(x.name, [axes[0].var], shape=[x.size])
+    t = Select(Bin("<", v, Const(0.0)), Un("ceil", v), Un("floor", v))
+    wrapped = Bin("-", t, Bin("*", span, Un("floor", Bin("/", Bin("-", t, Const(float(lo))), span))))
+    y = Select(Bin("<", Un("abs", v), Const(2.0 ** 31)), wrapped, Const(0.0))
+    ctx.add(kb.kernel(out.name, axes, y, out_shape=[x.size]))
+    note(ctx, node, f"{x.dtype if x.name not in ctx.graph.exact_ints else int_dtype(ctx, x.name)} -> "
+                    f"{node.attrs['to_dtype']} held as exact float32: truncated, wrapped modulo 2^{int(math.log2(hi - lo + 1))}")
 
 
 # ---- integer products: ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul ----------

@@ -22,7 +22,7 @@ from onnx import TensorProto, helper
 
 from ..errors import UnsupportedError
 from ..ir.graph import Node, Tensor, is_splat
-from ..ops.quant import RANGES      # dtypes held exactly in float32: (min, max)
+from ..ops.quant import CAST_TO_INT, RANGES      # RANGES: dtypes held exactly in float32, (min, max)
 
 ACCUMULATORS = ("ConvInteger", "MatMulInteger")     # int32 outputs, proven below 2**24 when lowered
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul") + ACCUMULATORS
@@ -86,6 +86,11 @@ def _check(graph, exact):
             src, dst = graph.tensors[n.inputs[0]].dtype, graph.tensors[n.outputs[0]].dtype
             if reads and _cast_keeps(src, dst):
                 continue        # to float32 or a wider integer: the same exact values
+            if dst in RANGES and (reads or src == "float32"):
+                # float32 or a wider integer into a quantized dtype: truncation and wrap-around
+                # as C converts (ops/quant.py), not the alias a Cast within float32 would be
+                n.op, n.attrs = CAST_TO_INT, {"to_dtype": dst}
+                continue
             name = n.inputs[0] if reads else n.outputs[0]
             raise UnsupportedError(_why(n, name, exact[name]) + f"; a Cast {src} -> {dst} inside the program "
                                    "may change values")

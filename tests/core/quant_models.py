@@ -23,14 +23,16 @@ def _array(v):
     return np.asarray(numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
 
 
-def node_cases():
+def node_cases(expanded=False):
     """(name, model, feed, expected outputs) of every node test made of the quantization ops
-    alone (the `_expanded` forms use other ops: tests/conformance runs them)."""
+    alone, or (expanded) of DynamicQuantizeLinear's `_expanded` forms (its function body:
+    reductions, Round, a Cast to uint8 inside the program)."""
     from onnx.backend.test.case.node import collect_testcases
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = [c for c in collect_testcases(None) if c.kind == "node" and c.data_sets
-                 and {n.op_type for n in c.model.graph.node} <= set(QUANT_OPS)]
+                 and ({n.op_type for n in c.model.graph.node} <= set(QUANT_OPS) if not expanded
+                      else c.name.startswith("test_dynamicquantizelinear") and c.name.endswith("_expanded"))]
     out = []
     for c in sorted(cases, key=lambda c: c.name):
         m = onnx.ModelProto.FromString(c.model.SerializeToString())

@@ -47,6 +47,18 @@ def test_node_tests_exact_or_refused_naming_the_dtype(cases, target, tmp_path):
     assert len(ints) >= 20 and all(o["dtype"] != "float32" for o in ints)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_dynamic_quantize_expanded_casts_to_uint8_inside_the_program(target, tmp_path):
+    """DynamicQuantizeLinear's function body: Clip, Round, then a Cast to uint8 whose result
+    feeds QuantizeLinear (truncation and wrap-around as C converts, on exact float32)."""
+    cases = node_cases(expanded=True)
+    assert len(cases) == 3
+    m, feed, refs = combine_expected(cases)
+    plan, exe = build_runner(m, target, tmp_path, "qexp")
+    doc = check.check_build(plan, exe, refs, feed, 1e-6, 1e-7, workdir=tmp_path)
+    assert doc["status"] == "pass", (doc.get("reason"), [o for o in doc.get("outputs", []) if not o["pass"]])
+
+
 def _rounding_model(shape):
     """QuantizeLinear to uint8, int8 and int16 per axis (axis 0), DynamicQuantizeLinear of x
     and of an all-zero input (its scale is then 1, as onnxruntime has it)."""
@@ -253,5 +265,22 @@ def test_layout_ops_copy_quantized_values_and_outputs_keep_their_dtype(tmp_path)
     feed = {"u": np.random.default_rng(0).integers(0, 256, (2, 3, 4)).astype(np.uint8)}
     plan, exe = build_runner(m, "sunway-emu", tmp_path, "layout")
     assert [o["dtype"] for o in plan["outputs"]] == ["uint8", "int8", "int8", "float32"]
+    doc = check.check_build(plan, exe, check.onnxruntime_reference(m, feed), feed, 0, 0, workdir=tmp_path)
+    assert doc["status"] == "pass", doc.get("reason")
+
+
+def test_casts_into_quantized_dtypes_inside_the_program_truncate_and_wrap(tmp_path):
+    """float32 -> uint8/int8/int16 and int8 -> uint8 (negative values wrap) inside the program,
+    each read back by DequantizeLinear: onnxruntime's values."""
+    n = helper.make_node
+    casts = [("xr", "a", TP.UINT8), ("x", "b", TP.INT8), ("x", "c", TP.INT16), ("b", "d", TP.UINT8)]
+    nodes = [n("Relu", ["x"], ["xr"])] + [n("Cast", [i], [o], to=t) for i, o, t in casts]
+    nodes += [n("DequantizeLinear", [o, "s"], [f"y{o}"]) for _, o, _ in casts]
+    g = helper.make_graph(nodes, "casts", [helper.make_tensor_value_info("x", TP.FLOAT, [64])],
+                          [helper.make_tensor_value_info(f"y{o}", TP.FLOAT, [64]) for _, o, _ in casts],
+                          initializer=[numpy_helper.from_array(np.float32(1.0), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=9)
+    feed = {"x": np.concatenate([np.linspace(-127.9, 127.9, 40), np.linspace(-3.5, 3.5, 24)]).astype(np.float32)}
+    plan, exe = build_runner(m, "sunway-emu", tmp_path, "casts")
     doc = check.check_build(plan, exe, check.onnxruntime_reference(m, feed), feed, 0, 0, workdir=tmp_path)
     assert doc["status"] == "pass", doc.get("reason")
