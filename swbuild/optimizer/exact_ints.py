@@ -10,7 +10,8 @@ proves |sum| < 2**24 from the weights and the input dtype, or refuses naming the
 
 This is exact only where nothing computes on the integers but those ops: a run-time integer
 tensor may be read by the quantization ops, by layout ops (values copied, never combined)
-and by a Cast that cannot change them (to float32, or to a wider integer type). Anything else
+and by a Cast that cannot change them (to float32, or to a wider integer type); a Cast into
+a quantized dtype becomes `swbuild.CastToInteger` (truncation, wrap-around). Anything else
 (an Add of int8 tensors wraps around in C, not in float32) is refused here, naming the node,
 the tensor and its dtype. Graph inputs and outputs keep their dtypes in the public API: a
 Cast converts at the boundary (the existing `convert` kernels: exact both ways).
