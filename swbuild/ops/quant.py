@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, Select, Un, iconst
 from .base import KernelBuilder, attr_ints, broadcast_index, register
 from .nn import _pads, conv_kernel

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.graph import Node, Tensor, is_splat
 from ..ops.quant import CAST_TO_INT, RANGES      # RANGES: dtypes held exactly in float32, (min, max)
 

@@ -7,9 +7,9 @@ import onnx
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from swbuild import toolchain
-from swbuild.compiler import build_program
-from swbuild.errors import UnsupportedError
+from swbuild.config import toolchain
+from swbuild.driver.compiler import build_program
+from swbuild.support.errors import UnsupportedError
 
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
              "QLinearConv", "QLinearMatMul")

@@ -11,9 +11,10 @@ from onnx import helper, numpy_helper
 from core_models import build_runner
 from quant_models import node_cases, ort_as_written, qdq_conv_model, triage
 from rnn_models import combine_expected
-from swbuild import check, toolchain
-from swbuild.compiler import build_program
-from swbuild.errors import UnsupportedError
+from swbuild.driver import check
+from swbuild.config import toolchain
+from swbuild.driver.compiler import build_program
+from swbuild.support.errors import UnsupportedError
 from swbuild.frontends.onnx import import_model
 
 TARGETS = ["sunway-emu", "sunway-pro-emu", "diannao-emu"]
