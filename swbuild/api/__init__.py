@@ -205,8 +205,9 @@ def check(model: PathLike = None, *, target: str, recipe: PathLike = None, out: 
     ins, ref = jobs._reference(args, job, plan)
     spec = (lambda x: chk.spec_reference(job.model, x)) if callable(ref) else None   # beside onnxruntime's
     kept = {}
+    steps = chk.quantization_steps(job.model, [s["name"] for s in plan["outputs"]]) if callable(ref) else None
     doc = chk.check_build(plan, exe, ref, ins, float(job.check["rtol"]), float(job.check["atol"]),
-                          timeout=float(job.check["timeout"]), spec=spec, keep=kept)
+                          timeout=float(job.check["timeout"]), spec=spec, keep=kept, steps=steps)
     saved = _save(save_outputs, kept, "check") if save_outputs and kept else None   # a failed run has none
     return _check_result(doc, kept, exe, saved)
 

@@ -30,7 +30,8 @@ UNARY = {
     "atanh": "atanhf({a})", "sign": "sw_signf({a})",
 }
 CTYPE = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
-         "int64": "long long", "uint8": "unsigned char", "bool": "unsigned char"}   # tensor dtype -> C type
+         "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
+         "bool": "unsigned char"}   # tensor dtype -> C type
 # the reduction step of each combine, over the accumulator {a} and the value {v}
 COMBINE = {"sum": "{a} += {v};", "avg": "{a} += {v};", "max": "{a} = sw_fmaxf({a}, {v});",
            "min": "{a} = sw_fminf({a}, {v});", "prod": "{a} *= {v};"}

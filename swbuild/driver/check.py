@@ -201,17 +201,40 @@ def run_runner(runner, plan, inputs, workdir, timeout=None, flags=(), printed=No
     return got, st, p.stderr, p.returncode, secs
 
 
-def compare(got, ref, rtol, atol):
+def quantization_steps(model, names):
+    """Per graph output, the scale of the DequantizeLinear that produces it (a per-tensor
+    constant), else None: a float output of a quantized model may differ from onnxruntime's by
+    that one step (a rounding inside moves by an ulp of a different summation order, and
+    onnxruntime itself differs by a step between its default and unoptimised sessions)."""
+    import onnx
+    from onnx import numpy_helper
+    if hasattr(model, "to_proto"):
+        model = model.to_proto()
+    m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
+    inits = {t.name: t for t in m.graph.initializer}
+    steps = {}
+    for n in m.graph.node:
+        t = inits.get(n.input[1]) if n.op_type == "DequantizeLinear" and len(n.input) > 1 else None
+        if t is not None and n.output[0] in names and t.data_location != onnx.TensorProto.EXTERNAL:
+            s = numpy_helper.to_array(t)
+            if s.size == 1 and s.dtype == np.float32:
+                steps[n.output[0]] = float(s.reshape(-1)[0])
+    return [steps.get(x) for x in names]
+
+
+def compare(got, ref, rtol, atol, steps=None):
     """Per-output and overall errors; pass is numpy.allclose semantics (NaN equal to NaN, an
-    infinity equal to the same infinity). Per output also: `compared`, the elements whose error
+    infinity equal to the same infinity), integers and booleans exactly, an output with a
+    quantization step (`steps`, quantization_steps) within one step. Per output also: `compared`, the elements whose error
     was really judged (a float reference above `atol` in magnitude; every element of an integer or
     bool output, which compares exactly), `peak` (max |reference|), `err_vs_peak` (max_abs_err /
     peak: the error relative to the output's magnitude) and `special_mismatches` (elements where
     NaN/±inf sit in one and not the other: they have no finite error, so they are counted)."""
     per, ok = [], True
     max_abs = max_rel = 0.0
-    for g, r in zip(got, ref):
-        exact = np.asarray(r).dtype.kind in "biu" and g.dtype.kind in "biu"
+    for k, (g, r) in enumerate(zip(got, ref)):
+        step = steps[k] if steps else None
+        exact = np.asarray(r).dtype.kind in "biu" and g.dtype.kind in "biu"   # quantized outputs: exact or wrong
         r = np.asarray(r, dtype=np.float64)
         g = g.astype(np.float64)
         if g.size != r.size:
@@ -225,10 +248,15 @@ def compare(got, ref, rtol, atol):
         big = rf > atol
         rel = float(np.max(d[big] / rf[big], initial=0.0))
         peak = float(np.max(np.abs(r[np.isfinite(r)]), initial=0.0))
-        o_ok = bool(np.all(np.isclose(g, r, rtol=rtol, atol=atol, equal_nan=True)))
+        if exact:
+            o_ok = bool(np.array_equal(g, r))
+        else:
+            tol = atol if step is None else max(atol, step * (1 + 1e-6))
+            o_ok = bool(np.all(np.isclose(g, r, rtol=rtol, atol=tol, equal_nan=True)))
         per.append({"max_abs_err": a, "max_rel_err": rel, "pass": o_ok, "elements": int(r.size),
                     "compared": int(r.size) if exact else int(np.count_nonzero(np.abs(r[np.isfinite(r)]) > atol)),
-                    "peak": peak, "err_vs_peak": a / peak if peak > 0 else None, "special_mismatches": special})
+                    "peak": peak, "err_vs_peak": a / peak if peak > 0 else None, "special_mismatches": special,
+                    **({"quantization_step": step} if step else {})})
         ok &= o_ok
         max_abs, max_rel = max(max_abs, a), max(max_rel, rel)
     return ok, max_abs, max_rel, per
@@ -272,7 +300,8 @@ def _against_spec(doc, plan, got, ref, spec, inputs, rtol, atol):
     return per if ok and not ref_ok else None
 
 
-def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeout=None, spec=None, keep=None):
+def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeout=None, spec=None, keep=None,
+                steps=None):
     """Run and compare; returns the result document: status pass, fail (a timeout is a fail) or
     vacuous (nothing compared: every reference element within atol of zero). `spec(inputs)`,
     when given, computes the outputs as the ONNX spec says (spec_reference): when swbuild and the
@@ -301,7 +330,7 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     progress.step("the reference (onnxruntime)" if callable(reference) else "comparing")
     ref = reference(inputs) if callable(reference) else reference
     progress.close()
-    ok, a, r, per = compare(got, ref, rtol, atol)
+    ok, a, r, per = compare(got, ref, rtol, atol, steps)
     if plan.get("mpi"):
         from .mpi import findings as mpi_findings
         findings = mpi_findings(fam, plan, stats)

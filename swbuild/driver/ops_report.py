@@ -29,7 +29,7 @@ def analyse(model, tc, name, input_shapes=None, batch=None, options=None) -> dic
         low = _lower(model, name, input_shapes, batch, doc)
         if low is None:
             return _count(doc)
-        original, imported, graph, rows, kernels_of, program = low
+        original, imported, graph, rows, kernels_of, program, paths = low
         program.kernels = [k for k in program.kernels if k.name not in refused]
         by_kernel, refusal = _target_pass(program, tc, fam, options or {}, doc)
         if refusal is None or not refusal[0] or len(refused) >= MAX_REFUSED:
@@ -57,7 +57,19 @@ def analyse(model, tc, name, input_shapes=None, batch=None, options=None) -> dic
         else:
             doc["nodes"].append(_row(n, op, *_lowered(kernels_of.get(n, []), by_kernel, complete,
                                                       fam.summary, program.prefix)))
+        if n in paths and doc["nodes"][-1]["status"] != "folded":
+            doc["nodes"][-1]["dtype_path"] = paths[n]
+            doc["nodes"][-1]["detail"] = f"{paths[n]}; {doc['nodes'][-1]['detail']}"
     return _count(doc)
+
+
+def dtype_path(graph, notes, node):
+    """How a node treats dtypes, when it touches quantized integers (ops/quant.py's note, or
+    the integer dtypes a layout op copies as exact float32), else None."""
+    if node.name in notes:
+        return notes[node.name]
+    held = sorted({graph.exact_ints[t] for t in list(node.inputs) + list(node.outputs) if t in graph.exact_ints})
+    return f"{', '.join(held)} values held as exact float32" if held else None
 
 
 def _lower(model, name, input_shapes, batch, doc):
@@ -90,10 +102,11 @@ def _lower(model, name, input_shapes, batch, doc):
                 why = f"node '{node.name}' ({node.op}): internal error {type(e).__name__}: {e}"
             kernels_of[node.name] = [k.name for k in ctx.kernels[first:]]
         rows[node.name] = _row(node.name, node.op, "unsupported", why) if why else None
+    paths = {n.name: p for n in graph.nodes if (p := dtype_path(graph, ctx.notes, n))}
     why = boundary_problem(graph)
     if why:
         doc["problems"].append(why)
-    return original, imported, graph, rows, kernels_of, finish(ctx, name)
+    return original, imported, graph, rows, kernels_of, finish(ctx, name), paths
 
 
 def _target_pass(program, tc, fam, options, doc):

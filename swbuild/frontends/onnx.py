@@ -26,6 +26,9 @@ from .validate import check_graph, check_proto
 
 SMALL_CONST = 4096      # constants up to this many elements go to shape inference as values
 FOLD_LIMIT = 1 << 26    # do not fold nodes whose result would exceed this many elements
+# ops the reference evaluator implements only from a later opset whose meaning is a superset
+# of the earlier ones' (DequantizeLinear 10 and 13: int8/uint8/int32 per tensor or per axis)
+SINCE = {"DequantizeLinear": 19}
 
 
 class Handover:
@@ -342,7 +345,7 @@ def _evaluate(graph, n, opset):
            for k, i in enumerate(ins) if i]
     outs = [helper.make_tensor_value_info(p, 0, None) for p in pout if p]
     m = helper.make_model(helper.make_graph([node], "fold", vis, outs),
-                          opset_imports=[helper.make_opsetid("", opset)])
+                          opset_imports=[helper.make_opsetid("", max(opset, SINCE.get(n.op, 0)))])
     from onnx.reference import ReferenceEvaluator     # here: most models fold nothing it must run
     try:
         with warnings.catch_warnings():

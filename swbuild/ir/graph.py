@@ -52,6 +52,7 @@ class Graph:
     inputs: list       # graph input names (non-constant)
     outputs: list
     opset: int = 13    # the model's default-domain opset (some ops changed meaning across versions)
+    exact_ints: dict = field(default_factory=dict)   # float32 tensor -> the integer dtype it holds (optimizer/exact_ints.py)
 
     def producer(self):
         return {o: n for n in self.nodes for o in n.outputs}

@@ -5,10 +5,11 @@ declares its output an alias of an input (`ctx.alias`): reshapes cost nothing.
 """
 from __future__ import annotations
 
-from . import (control, elementwise, indexing, logical, movement, nn, norm, recurrent, reduce, resize,  # noqa: F401
-               shape)  # (each registers its lowerings)
+from . import (control, elementwise, indexing, logical, movement, nn, norm, quant, recurrent, reduce,  # noqa: F401
+               resize, shape)  # (each registers its lowerings)
 from .base import LOWERINGS
 
 
 def supported_ops():
-    return sorted(LOWERINGS)
+    """The ONNX operators (graph passes' internal ones, named `swbuild.X`, are not)."""
+    return sorted(op for op in LOWERINGS if not op.startswith("swbuild."))

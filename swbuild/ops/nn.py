@@ -57,10 +57,12 @@ def lower_conv(ctx, node):
     conv_kernel(ctx, node, x.name, w.name, bias, out.name, int(node.attrs.get("group", 1)), strides, dil, pb)
 
 
-def conv_kernel(ctx, node, x_name, w_name, bias, out_name, G, strides, dil, pb, op="Conv"):
+def conv_kernel(ctx, node, x_name, w_name, bias, out_name, G, strides, dil, pb, op="Conv", x_zero=0.0, requant=None):
     """out[n, g, co, o...] = sum_{ci, k...} x[n, g, ci, o*s + k*d - p] * w[g, co, ci, k...] (+ bias).
     Groups are a view of the same memory ([N, G, C/G, ...]), so the indices stay affine;
-    a negative pad is a crop."""
+    a negative pad is a crop. ConvInteger/QLinearConv (ops/quant.py): the input's zero point
+    `x_zero` is subtracted from every tap (and pads, so a pad adds 0); `requant(epilogue, index)`
+    wraps the epilogue, given the output channel's index."""
     g = ctx.graph
     x, w, out = g.tensors[x_name], g.tensors[w_name], g.tensors[out_name]
     N, C, *in_sp = x.shape
@@ -78,15 +80,18 @@ def conv_kernel(ctx, node, x_name, w_name, bias, out_name, G, strides, dil, pb, 
     kr = [Axis(f"k{d}", ks[d]) for d in range(nd)]
     gv = [a.var for a in g_ax]
     in_idx = [window_index(sp[d], strides[d], kr[d], dil[d], pb[d]) for d in range(nd)]
-    pad = 0.0 if any(p > 0 for p in pb) or any((o - 1) * s + ke - p > i for o, s, ke, p, i in
+    pad = float(x_zero) if any(p > 0 for p in pb) or any((o - 1) * s + ke - p > i for o, s, ke, p, i in
                                                zip(out_sp, strides, k_eff, pb, in_sp)) else None
     xv = kb.load(x.name, [n_ax.var] + gv + [ci.var] + in_idx, pad=pad, shape=[N] + [G] * bool(g_ax) + [Cig] + in_sp)
     wv = kb.load(w.name, gv + [co.var, ci.var] + [a.var for a in kr], shape=[G] * bool(g_ax) + [Cog, Cig] + ks)
     epi = None
     if bias:
         epi = Bin("+", _acc(), kb.load(bias, gv + [co.var], shape=[G] * bool(g_ax) + [Cog]))
+    if requant is not None:
+        epi = requant(kb, epi or _acc(), gv + [co.var], [G] * bool(g_ax) + [Cog])
     axes = [n_ax] + g_ax + [co] + sp
-    k = kb.kernel(out.name, axes, Bin("*", xv, wv), out_shape=[a.extent for a in axes],
+    body = Bin("*", xv if not x_zero else Bin("-", xv, Const(float(x_zero))), wv)
+    k = kb.kernel(out.name, axes, body, out_shape=[a.extent for a in axes],
                   reduce_axes=(ci, *kr), combine="sum", init=0.0, **({"epilogue": epi} if epi else {}))
     ctx.add(k)
 

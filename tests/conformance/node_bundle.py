@@ -38,6 +38,9 @@ PARAM_INPUTS = {
     "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1},
     "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
     "GRU": {1, 2, 3}, "LSTM": {1, 2, 3, 7}, "RNN": {1, 2, 3},     # weights, biases, peepholes
+    # weights, zero points and scales of integer products: their sums are proven exact at compile time
+    "ConvInteger": {1, 2, 3}, "MatMulInteger": {1, 2, 3}, "QLinearConv": {1, 2, 3, 4, 5, 6, 7, 8},
+    "QLinearMatMul": {1, 2, 3, 4, 5, 6, 7},
 }
 # kernels compute in float32 (booleans as 0/1); typed graph inputs/outputs are converted at
 # the boundary, and what the compiler cannot do it refuses with the dtype named

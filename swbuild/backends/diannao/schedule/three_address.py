@@ -26,6 +26,7 @@ class ThreeAddress:
         self.stmts, self.free, self.ntemps, self.uses = [], [], 0, {}
         self.temps = set()
         self.peak = 0
+        self.rounding = 0      # depth of integer roundings (round, floor, ceil) around the expression
 
     def run(self, expr, leaf, guard):
         self.guard = guard
@@ -77,7 +78,9 @@ class ThreeAddress:
             a, b = self._go(e.a, leaf), self._go(e.b, leaf)
             if a.kind == b.kind == "scalar":
                 return Operand("scalar", Bin(e.op, a.ref, b.ref))
-            if e.op == "/" and b.kind == "scalar":          # x / s -> x * (1 / s)
+            # x / s -> x * (1 / s): within an ulp of x / s, except under a rounding to an
+            # integer, where one ulp can move a tie (QuantizeLinear must match bit for bit)
+            if e.op == "/" and b.kind == "scalar" and not self.rounding:
                 e, b = Bin("*", e.a, e.b), Operand("scalar", simp(Bin("/", Const(1.0), b.ref)))
             if e.op in ("min", "max") and a.kind == "scalar":
                 a, b = b, a
@@ -111,7 +114,10 @@ class ThreeAddress:
             self._retire([a, b], t)
             return Operand("buf", t)
         if isinstance(e, Un):
+            inner = e.op in ("round", "floor", "ceil")
+            self.rounding += inner
             a = self._go(e.a, leaf)
+            self.rounding -= inner
             if a.kind == "scalar":
                 return Operand("scalar", Un(e.op, a.ref))
             self._release(a)

@@ -21,7 +21,7 @@ from .gather import FixedSchedule, special_prologue
 from ..schedule.kernel_schedule import ldm_align
 
 CHUNK = 1024            # elements per DMA: at most 8 KB of int64/float64 and 4 KB of float32 in LDM
-SIZES = {"float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "bool": 1}
+SIZES = {"float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "bool": 1}
 
 
 def _bufs(k):
