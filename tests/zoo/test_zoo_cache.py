@@ -38,3 +38,16 @@ def test_off_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     zoo.build_model("dcgan")
     assert not any(tmp_path.iterdir())
+
+
+def test_unset_is_off_so_zoo_weights_are_not_kept_twice(tmp_path, monkeypatch):
+    """A build keeps its own weights file: the cache is a second copy only when asked for."""
+    monkeypatch.delenv(cache.ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache.cache_dir() is None
+    zoo.build_model("dcgan")
+    assert not any(tmp_path.iterdir())
+    monkeypatch.setenv(cache.ENV, "on")
+    assert cache.cache_dir() == tmp_path / "swbuild" / "zoo"
+    zoo.build_model("dcgan")
+    assert cache.load("dcgan", 1, 0) is not None
