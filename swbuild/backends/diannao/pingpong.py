@@ -27,7 +27,7 @@ from dataclasses import replace
 from ...ir.loopnest import Bin, Var, iconst
 from ...ir.sizes import round_up
 from .devir import For, ScalarLoad, SLoop, Stmt, Sync, When, const, free_vars, simp, subst
-from .schedule.builder import ALIGN
+ALIGN = 64   # on-chip offsets, as schedule.builder.ALIGN
 
 ON_CHIP = ("NRAM", "WRAM")
 
@@ -191,3 +191,13 @@ def _rewrite(loop, st, dk, state):
     step += [Sync("io")] + when(Bin("-", iconst(hi - 2), Var(v)), _at(st["L"], v, 1, d, True))
     epi = [Sync("all")] + fixed(st["S"], hi - 1, True) + [Sync("all")]
     return pro + [For(v, loop.lo, loop.hi, step)] + epi
+
+
+def pipelined_cycles(steps, load, compute, store, pipelined=True):
+    """Cycles of `steps` tiles of one core: serialised, the sum; pipelined, what the rewrite
+    above costs in the emulator: prologue (load 0), per-step maximum of the compute queue
+    and the IO queue (load i+1 + store i-1), epilogue (the last store)."""
+    if not pipelined or steps < 2:
+        return steps * (load + compute + store)
+    return (load + max(load, compute) + (steps - 2) * max(load + store, compute)
+            + max(store, compute) + store)

@@ -37,6 +37,7 @@ class DianNaoState:
     dev: list = field(default_factory=list)       # DevKernel per kernel, in order
     partitioned: bool = True                      # option `partition` (loop partitioning ran)
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
+    double_buffer: bool = True                    # option double_buffer: tiles chosen for pingpong.py
 
 
 STATE = DianNaoState
@@ -53,6 +54,7 @@ def schedule_kernels(program, target, options):
     """Per kernel: its class, work split over the cores and staging through NRAM/WRAM/SRAM."""
     st = program.target_state
     st.store = Store()
+    st.double_buffer = option_on(options, "double_buffer")
     st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
               for k in program.kernels]
     return program

@@ -217,6 +217,9 @@ inline std::map<const Task*, std::vector<Async>>& in_flight() {
   static std::map<const Task*, std::vector<Async>> m;
   return m;
 }
+/* While a __memcpy_async checks its operands: the queue it goes to (LAND_IO / LAND_MOVE),
+ * whose earlier copies it cannot race (they complete in issue order); else 0. */
+inline int& same_queue_async() { static int q = 0; return q; }
 /* Complete t's copies of the queues in `which`, in issue order (__sync_io: IO, __sync_move:
  * move, __sync_io_move_compute, barriers and the kernel's end: both). */
 inline void land_async(const Task& t, int which = LAND_ALL) {
@@ -239,6 +242,7 @@ inline bool check_in_flight(const char* fn, const char* what, uintptr_t lo, uint
   auto it = in_flight().find(s.cur);
   if (it == in_flight().end()) return true;
   for (const Async& a : it->second) {
+    if (same_queue_async() == (a.gdram ? LAND_IO : LAND_MOVE)) continue;   /* one queue runs in order */
     bool dst = lo < a.dhi && a.dlo < hi, src = write && lo < a.shi && a.slo < hi;
     if (dst || src)
       return violation(fn, fmt("%s %s the %s of __memcpy_async #%d (%s) before %s", what,

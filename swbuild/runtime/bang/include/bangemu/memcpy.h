@@ -74,8 +74,10 @@ inline void do_memcpy(int op, void* dst, const void* src, long long size, int di
   if (sd == WRAM) da = BANGEMU_WRAM_ALIGN_BYTES;
   if (ss == WRAM) sa = BANGEMU_WRAM_ALIGN_BYTES;
   if (dir == NRAM2NRAM) da = sa = BANGEMU_NRAM2NRAM_ALIGN_BYTES;
+  same_queue_async() = op == OP_MEMCPY_ASYNC ? (sd == GDRAM || ss == GDRAM ? LAND_IO : LAND_MOVE) : 0;
   ok = operand(fn, "dst", dst, dext, wd, da);
   ok = operand(fn, "src", src, sext, ws, sa) && ok;
+  same_queue_async() = 0;
   if ((sd == WRAM || ss == WRAM) && size % BANGEMU_WRAM_SIZE_MULTIPLE_BYTES != 0)
     ok = violation(fn, fmt("WRAM copy size must be a multiple of %d B", BANGEMU_WRAM_SIZE_MULTIPLE_BYTES),
                    fmt("%s, size=%lld", dn, size)) && ok;
