@@ -32,29 +32,147 @@ ALIGN = 64   # on-chip offsets, as schedule.builder.ALIGN
 ON_CHIP = ("NRAM", "WRAM")
 
 
+UNROLL_MAX = 8   # a tile loop this short next to peeled tiles joins them as straight-line tiles
+
+
 def pipeline_kernel(dk, target):
-    """Rewrite every eligible tile loop of dk; returns how many were rewritten."""
+    """Rewrite every eligible run of tiles of dk; returns how many were rewritten."""
     budget = {"NRAM": target.nram_budget, "WRAM": target.wram_budget}
-    state = {"n": 0, "pong": {}}
-    dk.body = _walk(dk.body, dk, budget, state)
+    state = {"n": 0, "pong": {}, "budget": budget}
+    dk.body = _walk(dk.body, dk, state)
     dk.info["pipelined_loops"] = state["n"]
     return state["n"]
 
 
-def _walk(nodes, dk, budget, state):
+def _flat(nodes):
+    """Statements of a body with its unconditional scopes opened (partitioning wraps peeled
+    tiles that declare scalars in one), or None when other nodes are in it."""
     out = []
     for n in nodes:
-        if isinstance(n, For) and not n.task:
-            plan = _plan(n, dk, budget, state)
-            if plan is not None:
-                out += _rewrite(n, plan, dk, state)
-                state["n"] += 1
-                continue
-            n.body = _walk(n.body, dk, budget, state)
-        elif isinstance(n, (For, When)):
-            n.body = _walk(n.body, dk, budget, state)
-        out.append(n)
+        if isinstance(n, When) and not n.conds:
+            inner = _flat(n.body)
+            if inner is None:
+                return None
+            out += inner
+        elif isinstance(n, ScalarLoad) or (isinstance(n, Stmt) and n.mapped is not None):
+            out.append(n)
+        else:
+            return None
     return out
+
+
+def _is_store(n, dk):
+    return isinstance(n, Stmt) and n.kind == "copy" and dk.bufs[n.dst.buf].space == "GDRAM" \
+        and dk.bufs[_src_buf(n)].space == "NRAM"
+
+
+def _unroll(loop, dk):
+    lo, hi = const(loop.lo), const(loop.hi)
+    out = []
+    for i in range(lo, hi):
+        env = {loop.var: iconst(i)}
+        for n in _flat(loop.body):
+            if isinstance(n, ScalarLoad):
+                out.append(ScalarLoad(n.name, simp(subst(n.src, env)), tuple(simp(subst(c, env)) for c in n.guard)))
+            else:
+                out.append(replace(n, mapped=_subst_mapped(n.mapped, env, {}, iconst(0))))
+    return out
+
+
+def _walk(nodes, dk, state):
+    # 1. children first; tile loops stay loops (rewritten later) or, when short and next to
+    #    straight-line tiles, are unrolled into them
+    items = []
+    for n in nodes:
+        if isinstance(n, For) and not n.task:
+            tile = _flat(n.body)
+            if tile is not None and _stages(tile, dk) is not None and const(n.lo) is not None \
+                    and const(n.hi) is not None:
+                items.append(("loop", n))
+                continue
+            n.body = _walk(n.body, dk, state)
+        elif isinstance(n, For) or (isinstance(n, When) and n.conds):
+            n.body = _walk(n.body, dk, state)
+        elif isinstance(n, When):
+            flat = _flat(n.body)
+            if flat is not None:
+                items += [("stmt", x) for x in flat]
+                continue
+            n.body = _walk(n.body, dk, state)
+        items.append(("stmt", n) if isinstance(n, (Stmt, ScalarLoad)) else ("other", n))
+    for j, (kind, n) in enumerate(items):
+        if kind == "loop" and const(n.hi) - const(n.lo) <= UNROLL_MAX and \
+                any(0 <= j + d < len(items) and items[j + d][0] == "stmt" for d in (-1, 1)):
+            items[j] = ("tiles", _unroll(n, dk))
+    # 2. chunks of straight-line statements, each ending after its stores
+    seq, out = [], []
+    for kind, n in items:
+        if kind == "stmt":
+            seq.append(n)
+        elif kind == "tiles":
+            seq += n
+        else:
+            out += _pipeline_straight(seq, dk, state)
+            seq = []
+            if kind == "loop":
+                out += _pipeline_loop(n, dk, state)
+            else:
+                out.append(n)
+    return out + _pipeline_straight(seq, dk, state)
+
+
+def _chunks(seq, dk):
+    chunks, cur = [], []
+    for j, n in enumerate(seq):
+        cur.append(n)
+        if _is_store(n, dk) and not (j + 1 < len(seq) and _is_store(seq[j + 1], dk)):
+            chunks.append(cur)
+            cur = []
+    return chunks, cur
+
+
+def _pipeline_straight(seq, dk, state):
+    """Consecutive tiles of straight-line code (peeled by partitioning, or unrolled)."""
+    if not seq:
+        return []
+    chunks, rest = _chunks(seq, dk)
+    out, run = [], []
+
+    def flush():
+        nonlocal run
+        if len(run) >= 2:
+            emitted = _static(run, dk, state)
+            if emitted is not None:
+                out.extend(emitted)
+                state["n"] += 1
+                run = []
+                return
+        for _, st in run:
+            out.extend(_scope(st["body"]))
+        run = []
+
+    for ch in chunks:
+        st = _stages(ch, dk)
+        if st is not None:
+            run.append((ch, st))
+            continue
+        # a serial prefix (weights, barriers...) then a tile: it starts a new run
+        flush()
+        for p in range(1, len(ch)):
+            st = _stages(ch[p:], dk)
+            if st is not None:
+                out.extend(_scope(ch[:p]))
+                run.append((ch[p:], st))
+                break
+        else:
+            out.extend(_scope(ch))
+    flush()
+    return out + _scope(rest)
+
+
+def _scope(stmts):
+    """Statements declaring scalars keep their own C scope."""
+    return [When((), stmts)] if any(isinstance(n, ScalarLoad) for n in stmts) else list(stmts)
 
 
 def _src_buf(s):
@@ -70,19 +188,13 @@ def _bufs(s):
     return r, w
 
 
-def _plan(loop, dk, budget, state):
-    """Stages of an eligible loop: {"F": [...], "L": [...], "C": [...], "S": [...], "double": [...]}."""
-    lo, hi = const(loop.lo), const(loop.hi)
-    if lo is None or hi is None or hi - lo < 2:
-        return None
-    body = loop.body
-    if not all(isinstance(n, ScalarLoad) or (isinstance(n, Stmt) and n.mapped is not None) for n in body):
-        return None
+def _stages(body, dk):
+    """A tile's statements by stage: {"F", "L", "C", "S"} (fills preparing a load's buffer,
+    loads, compute, stores), or None when the body is not one tile."""
     space = lambda b: dk.bufs[b].space   # noqa: E731
-    stages = {"F": [], "L": [], "C": [], "S": []}
-    touched = set()          # buffers compute or stores used so far
-    loaded = set()
-    later = [set() for _ in body]    # buffers loaded at or after each position
+    stages = {"F": [], "L": [], "C": [], "S": [], "body": body}
+    touched, loaded = set(), set()         # buffers compute or stores used so far; loaded so far
+    later = [set() for _ in body]          # buffers loaded at or after each position
     for j in range(len(body) - 1, -1, -1):
         n = body[j]
         later[j] = set(later[j + 1]) if j + 1 < len(body) else set()
@@ -116,30 +228,68 @@ def _plan(loop, dk, budget, state):
             return None   # a stored buffer used again after its store
         stages["C"].append(n)
         touched |= r | w
-    if not stages["L"] or not stages["C"]:
+    if not stages["L"] or not any(isinstance(n, Stmt) for n in stages["C"]):
         return None
-    filled = {s.dst.buf for s in stages["F"]}
-    stored = {_src_buf(s) for s in stages["S"]}
+    stages["loaded"], stages["stored"] = loaded, {_src_buf(s) for s in stages["S"]}
+    stages["filled"] = {s.dst.buf for s in stages["F"]}
+    return stages
+
+
+def _double(dk, state, loaded, stored, filled):
+    """Pong halves of the buffers loads write and stores read ({buffer: element delta}),
+    or None when they do not fit."""
     if filled & stored:
         return None      # F(i+2) would overwrite what S(i) has not stored yet
     double = sorted(loaded | stored)
     top = {sp: dk.info[f"{sp.lower()}_bytes"] for sp in ON_CHIP}
     pong = {}
     for b in double:
-        sp = space(b)
+        sp = dk.bufs[b].space
         if b in state["pong"]:
             pong[b] = state["pong"][b]
             continue
         off = round_up(top[sp], ALIGN)
         top[sp] = off + round_up(dk.bufs[b].elems * 4, ALIGN)
         pong[b] = off
-    if any(top[sp] > budget[sp] for sp in ON_CHIP):
+    if any(top[sp] > state["budget"][sp] for sp in ON_CHIP):
         return None
     for sp in ON_CHIP:
         dk.info[f"{sp.lower()}_bytes"] = top[sp]
     state["pong"].update(pong)
-    stages["delta"] = {b: (pong[b] - dk.bufs[b].offset) // 4 for b in double}
-    return stages
+    return {b: (pong[b] - dk.bufs[b].offset) // 4 for b in double}
+
+
+def _static(run, dk, state):
+    """Tiles 0..n-1 of straight-line code: the pipeline with each tile's halves fixed."""
+    union = lambda k: set().union(*(st[k] for _, st in run))   # noqa: E731
+    d = _double(dk, state, union("loaded"), union("stored"), union("filled"))
+    if d is None:
+        return None
+    n = len(run)
+
+    def at(i, k, asynchronous=False):
+        return [x if isinstance(x, ScalarLoad) else
+                replace(x, mapped=_subst_mapped(x.mapped, {}, d, iconst(i % 2)), asynchronous=asynchronous)
+                for x in run[i][1][k]]
+
+    out = at(0, "F") + (at(1, "F") if n > 1 else []) + [Sync("compute")] + at(0, "L", True)
+    for i in range(n):
+        out += [Sync("all")] + (at(i - 1, "S", True) if i else []) + _scope(at(i, "C"))
+        out += (at(i + 2, "F") if i + 2 < n else []) + [Sync("io")] + (at(i + 1, "L", True) if i + 1 < n else [])
+    return out + [Sync("all")] + at(n - 1, "S", True) + [Sync("all")]
+
+
+def _pipeline_loop(loop, dk, state):
+    lo, hi = const(loop.lo), const(loop.hi)
+    st = _stages(_flat(loop.body), dk)
+    if hi - lo < 2:
+        return [loop]
+    d = _double(dk, state, st["loaded"], st["stored"], st["filled"])
+    if d is None:
+        return [loop]
+    st["delta"] = d
+    state["n"] += 1
+    return _rewrite(loop, st, dk, state)
 
 
 def _subst_mapped(m, env, delta, parity):
