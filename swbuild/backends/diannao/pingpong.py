@@ -151,16 +151,20 @@ def _pipeline_straight(seq, dk, state):
             out.extend(_scope(st["body"]))
         run = []
 
-    for ch in chunks:
-        st = _stages(ch, dk)
-        if st is not None:
-            run.append((ch, st))
-            continue
-        # a serial prefix (weights, barriers...) then a tile: it starts a new run
+    for j, ch in enumerate(chunks):
+        if run:
+            st = _stages(ch, dk)
+            carried = set().union(*(x["loaded"] | x["stored"] for _, x in run))
+            if st is not None and not (_exposed(ch, dk) & (st["loaded"] | carried)):
+                run.append((ch, st))
+                continue
         flush()
-        for p in range(1, len(ch)):
+        # a serial prefix (weights, barriers, per-channel operands the next tiles read) then
+        # the tile that starts a run
+        nxt = _exposed(chunks[j + 1], dk) if j + 1 < len(chunks) else set()
+        for p in range(len(ch)):
             st = _stages(ch[p:], dk)
-            if st is not None:
+            if st is not None and not (st["loaded"] & nxt):
                 out.extend(_scope(ch[:p]))
                 run.append((ch[p:], st))
                 break
@@ -168,6 +172,18 @@ def _pipeline_straight(seq, dk, state):
             out.extend(_scope(ch))
     flush()
     return out + _scope(rest)
+
+
+def _exposed(body, dk):
+    """On-chip buffers a body reads before it writes them: values from before the tile."""
+    seen, exp = set(), set()
+    for n in body:
+        if isinstance(n, ScalarLoad):
+            continue
+        r, w = _bufs(n)
+        exp |= {b for b in r if b not in seen and dk.bufs[b].space in ON_CHIP}
+        seen |= w
+    return exp
 
 
 def _scope(stmts):
@@ -262,6 +278,8 @@ def _double(dk, state, loaded, stored, filled):
 def _static(run, dk, state):
     """Tiles 0..n-1 of straight-line code: the pipeline with each tile's halves fixed."""
     union = lambda k: set().union(*(st[k] for _, st in run))   # noqa: E731
+    if any(_exposed(ch, dk) & (union("loaded") | union("stored")) for ch, _ in run):
+        return None      # a doubled buffer would carry a value from one tile to the next
     d = _double(dk, state, union("loaded"), union("stored"), union("filled"))
     if d is None:
         return None
