@@ -199,9 +199,7 @@ def _bufs(s):
     """(buffers read, buffers written) by a mapped statement."""
     w = {s.mapped.ops["dst"][0]} if "dst" in s.mapped.ops else set()
     r = {v[0] for k, v in s.mapped.ops.items() if k != "dst"}
-    if s.combine or s.dst.buf in r:
-        r.add(s.dst.buf)
-    return r, w
+    return r, w   # a reduction (conv, pool) writes its dst: it does not accumulate into it
 
 
 def _stages(body, dk):
