@@ -16,8 +16,15 @@ to overwrite (in-place element-wise kernels); the IO queue runs them in order an
 costs nothing. A step costs max(compute, load + store) in the emulator (bangemu: queues
 overlap until a sync), the loop prologue + per-step maxima + epilogue.
 
+Straight-line tiles (partitioning peels a task's first and last tiles and substitutes
+one-iteration loops; a tile loop of at most UNROLL_MAX iterations next to such tiles is
+unrolled into them) get the same schedule with the halves fixed per tile: a chunk of
+statements ending with its stores is a tile; what precedes the first tile's loads that is
+not one (weights through SRAM, barriers, per-channel operands the later tiles read) stays
+a serial prefix, and no doubled buffer may carry a value from one tile to the next.
+
 What is not rewritten stays serial: bodies with barriers, nested loops, run-time guards,
-scalar statements or on-chip copies through SRAM, and loops whose doubled buffers would
+scalar statements or on-chip copies through SRAM, and runs whose doubled buffers would
 not fit the on-chip budgets.
 """
 from __future__ import annotations
@@ -27,11 +34,9 @@ from dataclasses import replace
 from ...ir.loopnest import Bin, Var, iconst
 from ...ir.sizes import round_up
 from .devir import For, ScalarLoad, SLoop, Stmt, Sync, When, const, free_vars, simp, subst
-ALIGN = 64   # on-chip offsets, as schedule.builder.ALIGN
 
+ALIGN = 64   # on-chip offsets, as schedule.builder.ALIGN (which imports this module)
 ON_CHIP = ("NRAM", "WRAM")
-
-
 UNROLL_MAX = 8   # a tile loop this short next to peeled tiles joins them as straight-line tiles
 
 
@@ -297,9 +302,10 @@ def _static(run, dk, state):
 
 def _pipeline_loop(loop, dk, state):
     lo, hi = const(loop.lo), const(loop.hi)
-    st = _stages(_flat(loop.body), dk)
-    if hi - lo < 2:
-        return [loop]
+    body = _flat(loop.body)
+    st = _stages(body, dk)
+    if hi - lo < 2 or _exposed(body, dk) & (st["loaded"] | st["stored"]):
+        return [loop]     # one tile, or a value carried from one iteration to the next
     d = _double(dk, state, st["loaded"], st["stored"], st["filled"])
     if d is None:
         return [loop]
