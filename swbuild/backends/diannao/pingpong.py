@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...ir.loopnest import Bin, Var, iconst
+from ...ir.loopnest import Bin, Load, Var, children, iconst
 from ...ir.sizes import round_up
 from .devir import For, ScalarLoad, SLoop, Stmt, Sync, When, const, free_vars, simp, subst
 
@@ -67,7 +67,7 @@ def _flat(nodes):
 
 
 def _is_store(n, dk):
-    return isinstance(n, Stmt) and n.kind == "copy" and dk.bufs[n.dst.buf].space == "GDRAM" \
+    return isinstance(n, Stmt) and n.mapped is not None and n.kind == "copy" and dk.bufs[n.dst.buf].space == "GDRAM" \
         and dk.bufs[_src_buf(n)].space == "NRAM"
 
 
@@ -200,8 +200,18 @@ def _src_buf(s):
     return s.mapped.ops["src"][0] if s.mapped and "src" in s.mapped.ops else None
 
 
+def _loads(e, out):
+    if isinstance(e, Load):
+        out.add(e.buf)
+    for c in children(e):
+        _loads(c, out)
+    return out
+
+
 def _bufs(s):
-    """(buffers read, buffers written) by a mapped statement."""
+    """(buffers read, buffers written) by a statement."""
+    if s.mapped is None:     # scalar code: the loads of its expression
+        return _loads(s.expr, set()), {s.dst.buf}
     w = {s.mapped.ops["dst"][0]} if "dst" in s.mapped.ops else set()
     r = {v[0] for k, v in s.mapped.ops.items() if k != "dst"}
     return r, w   # a reduction (conv, pool) writes its dst: it does not accumulate into it
@@ -217,12 +227,14 @@ def _stages(body, dk):
     for j in range(len(body) - 1, -1, -1):
         n = body[j]
         later[j] = set(later[j + 1]) if j + 1 < len(body) else set()
-        if isinstance(n, Stmt) and n.kind == "copy" and space(n.dst.buf) in ON_CHIP and space(_src_buf(n)) == "GDRAM":
+        if isinstance(n, Stmt) and n.mapped is not None and n.kind == "copy" and space(n.dst.buf) in ON_CHIP and space(_src_buf(n)) == "GDRAM":
             later[j].add(n.dst.buf)
     for j, n in enumerate(body):
         if isinstance(n, ScalarLoad):
             stages["C"].append(n)
             continue
+        if n.mapped is None:
+            return None   # scalar code stays where it is
         r, w = _bufs(n)
         d = n.dst.buf
         if n.kind == "copy":
