@@ -1,5 +1,6 @@
 """The emulator's queues (tests/bang/pipeline.mlu): copies issued with __memcpy_async run on
-the IO queue, compute on the compute queue, overlapping until a __sync_* joins them; a
+the IO queue, on-chip ones on the move queue, compute on the compute queue, overlapping until
+a __sync_* joins them; a
 synchronous __memcpy blocks. The same copies and compute cost their sum serialised and
 prologue + per-step maximum + epilogue pipelined (numbers from toolchains/diannao.toml),
 and a copy that races compute is reported."""
@@ -58,7 +59,25 @@ def test_serialised_costs_the_sum_pipelined_the_per_step_maximum(exe, tmp_path, 
     assert piped["instruction_cycles"]["__memcpy_async"] == serial["instruction_cycles"]["__memcpy"]
 
 
+@pytest.mark.parametrize("reps", [1, 12])
+def test_on_chip_copies_overlap_compute_until_sync_move(exe, tmp_path, reps):
+    hw = hardware()
+    L, C, S = costs(hw, reps)
+    move = hw["memcpy_startup_cycles"] + math.ceil(TILE * 4 / hw["nram_bytes_per_cycle"])
+    add = costs(hw, 1)[1]
+    out, stats = tmp_path / "m.bin", tmp_path / "m.json"
+    run(exe, "move", 2, reps, out, stats=stats)
+    (k,) = json.loads(stats.read_text())["kernels"]
+    assert k["violations"] == 0
+    assert k["cycles"] == L + max(move, C) + add + S + hw["launch_cycles"]
+    x = (np.arange(16 * TILE) % 1000 - 500).astype(np.float32)   # task t: tile t
+    got = np.fromfile(out, np.float32)[:16 * TILE]
+    np.testing.assert_array_equal(got, x * np.float32(2.0 ** reps) + x)
+
+
 @pytest.mark.parametrize("mode, message", [
+    ("move_unsynced", r"__bang_mul_scalar: src reads the destination of __memcpy_async #1 \(NRAM2NRAM\) "
+                      r"before __sync_move \(src=NRAM\+\d+, bytes=16384\)"),
     ("store_before_compute", r"__memcpy_async: src reads what __bang_mul_scalar still writes before __sync_compute "
                              r"\(src=NRAM\+\d+, bytes=16384\)"),
     ("load_over_compute", r"__memcpy_async: dst overwrites what __bang_mul_scalar still reads before __sync_compute "
