@@ -1,7 +1,6 @@
 """The emulator's queues (tests/bang/pipeline.mlu): copies issued with __memcpy_async run on
 the IO queue, on-chip ones on the move queue, compute on the compute queue, overlapping until
-a __sync_* joins them; a
-synchronous __memcpy blocks. The same copies and compute cost their sum serialised and
+a __sync_* joins them; a synchronous __memcpy blocks. The same copies and compute cost their sum serialised and
 prologue + per-step maximum + epilogue pipelined (numbers from toolchains/diannao.toml),
 and a copy that races compute is reported."""
 import json
