@@ -52,7 +52,7 @@ def main(argv=None):
     ap.add_argument("--grouping", choices=["on", "off"], help="GraphTurbo grouping of every case")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
-    from swbuild import toolchain
+    from swbuild.config import toolchain
     tc = toolchain.load(a.target)
     if tc.family != "sunway" and not a.compile_only:     # the bundle links Athread host + slave objects
         ap.error(f"running the cases is built for Sunway targets; on {a.target} ({tc.family}) use --compile-only")

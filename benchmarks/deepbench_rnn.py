@@ -135,8 +135,9 @@ def diannao_summary(program, tc):
 
 def emulate(model, target, name):
     """Build, run and check on an emulated target; the check's verdict and the measured numbers."""
-    from swbuild import build, check, toolchain
-    from swbuild.compiler import compile_to
+    from swbuild.driver import build, check
+    from swbuild.config import toolchain
+    from swbuild.driver.compiler import compile_to
     tc = toolchain.load(target)
     with tempfile.TemporaryDirectory(prefix="deepbench-") as d:
         d = Path(d)
@@ -162,9 +163,9 @@ def emulate(model, target, name):
 
 
 def one(model, name, emulated):
-    from swbuild import toolchain
-    from swbuild.compiler import build_program
-    from swbuild.errors import SwbuildError
+    from swbuild.config import toolchain
+    from swbuild.driver.compiler import build_program
+    from swbuild.support.errors import SwbuildError
     row = {}
     for target, summary in (("sunway-emu", sunway_summary), ("diannao-emu", diannao_summary)):
         tc = toolchain.load(target)

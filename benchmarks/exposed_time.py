@@ -31,9 +31,9 @@ import onnx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from swbuild import toolchain  # noqa: E402
+from swbuild.config import toolchain  # noqa: E402
 from swbuild.backends.sunway.cost.predict import simulate  # noqa: E402
-from swbuild.compiler import build_program  # noqa: E402
+from swbuild.driver.compiler import build_program  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 DEFAULT = ["light_resnet50", "light_inception_v1"]

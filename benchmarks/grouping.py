@@ -63,7 +63,7 @@ def one(name, target, work, mode, timeout):
                            # producers recomputed in their consumer's LDM (stitch_producers.py)
                            "stitched": len(g.get("stitched", []))}
         inner = [e for k in rep["kernels"] for e in k.get("kernels") or ()]
-        if rep.get("family") != "diannao":      # cross-layer weight prefetch (backends/sunway/prefetch.py)
+        if rep.get("family") != "diannao":      # cross-layer weight prefetch (backends/sunway/passes/prefetch.py)
             doc["grouping"]["prefetch"] = {"targets": sum(1 for e in inner if e.get("prefetched")),
                                            "saved_ms": 1e3 * sum(e.get("prefetch_saved_seconds", 0.0) for e in inner)}
     doc["status"] = "pass" if chk.get("status") == "pass" and ok else "fail"

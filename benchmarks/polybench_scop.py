@@ -29,9 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
-from swbuild import build, toolchain  # noqa: E402
-from swbuild.errors import SwbuildError  # noqa: E402
-from swbuild.frontends import scop_cli  # noqa: E402
+from swbuild.driver import build
+from swbuild.config import toolchain  # noqa: E402
+from swbuild.support.errors import SwbuildError  # noqa: E402
+from swbuild.driver import scop as scop_cli  # noqa: E402
 
 LINEAR_ALGEBRA = ["blas/gemm", "blas/gemver", "blas/gesummv", "blas/symm", "blas/syr2k", "blas/syrk",
                   "blas/trmm", "kernels/2mm", "kernels/3mm", "kernels/atax", "kernels/bicg",

@@ -26,9 +26,10 @@ sys.path.insert(0, str(ROOT / "tests" / "scop"))
 from scop_fuzzgen import program  # noqa: E402
 from scop_helpers import numbers, same_numbers  # noqa: E402  (also puts swbuild on the path)
 
-from swbuild import build, toolchain  # noqa: E402
-from swbuild.errors import SwbuildError  # noqa: E402
-from swbuild.frontends import scop_cli  # noqa: E402
+from swbuild.driver import build
+from swbuild.config import toolchain  # noqa: E402
+from swbuild.support.errors import SwbuildError  # noqa: E402
+from swbuild.driver import scop as scop_cli  # noqa: E402
 
 LOCATED = re.compile(r"^\S+\.c:\d+(:\d+)?: ")
 

@@ -6,7 +6,7 @@
 Prints one JSON document: per kernel the in-process generation time (preprocess, parse,
 polyhedral passes, printing; median of --repeat runs after one warm-up) as wall-clock and
 as CPU seconds (this process plus the preprocessor), the number of CPE kernels, and the
-means. --cli also times a fresh `python -m swbuild.frontends.scop_cli`
+means. --cli also times a fresh `python -m swbuild.driver.scop`
 process per kernel (interpreter start and imports included), as the paper's 0.66 s does.
 --polybench DIR (or $POLYBENCH_DIR) times PolyBench/C 4.2.1's 13 linear-algebra kernels as
 distributed instead of the team's own (tests/scop/kernels), with PolyBench's flags.
@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from swbuild import toolchain  # noqa: E402
-from swbuild.frontends import scop_cli  # noqa: E402
+from swbuild.config import toolchain  # noqa: E402
+from swbuild.driver import scop as scop_cli  # noqa: E402
 
 KERNELS_DIR = ROOT / "tests" / "scop" / "kernels"
 KERNELS = ["gemm", "2mm", "3mm", "atax", "bicg", "mvt", "gesummv", "gemver", "syrk", "syr2k",
@@ -85,7 +85,7 @@ def main(argv=None):
                    "cpe_kernels": sum(len(p.kernels) for p in res["plans"])}
             if args.cli:
                 t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "swbuild.frontends.scop_cli", str(src), "--target",
+                subprocess.run([sys.executable, "-m", "swbuild.driver.scop", str(src), "--target",
                                 args.target, "-o", str(out)] + [f"-I{i}" for i in inc]
                                + [f"-D{d}" for d in defines], check=True, cwd=ROOT)
                 row["cli_seconds"] = round(time.perf_counter() - t0, 4)

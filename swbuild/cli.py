@@ -7,10 +7,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, toolchain
-from .errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
-from .names import model_name_problem
-from .outlock import locked
+from . import __version__
+from .config import toolchain
+from .support.errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
+from .support.names import model_name_problem
+from .support.outlock import locked
 
 EPILOG = """examples:
   swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
@@ -80,7 +81,7 @@ def _set_args(args) -> list:
 
 
 def make_job(args) -> Job:
-    from . import recipe as rc
+    from .config import recipe as rc
     sets = rc.parse_sets(_set_args(args))
     shapes = dict(_shape(s) for s in args.input or [])
     if args.recipe:
@@ -118,7 +119,7 @@ def make_job(args) -> Job:
 def _normalized(job, tc):
     if job.recipe is not None:
         return job.recipe.normalized()
-    from .recipe import sha256_file
+    from .config.recipe import sha256_file
     return {"model": job.name, "source": {"onnx": job.model_path.name, "sha256": sha256_file(job.model_path)},
             "inputs": [{"name": k, "shape": list(v)} for k, v in sorted(job.input_shapes.items())],
             "batch": job.batch, "options": job.options, "check": job.check}
@@ -127,7 +128,7 @@ def _normalized(job, tc):
 def blame_inputs(job, e):
     """Input names the model lacks, blamed where the user wrote them: the recipe's
     `inputs[i].name` line, or the --input flag."""
-    from .errors import did_you_mean
+    from .support.errors import did_you_mean
     given = [i.name for i in job.recipe.inputs] if job.recipe is not None else []
     errors = []
     for name in e.names:
@@ -146,9 +147,9 @@ def do_compile(job, tc, out_dir, last_use=False):
     `last_use`: nothing reads job.model afterwards, so a ModelProto's weights are freed during
     the compile (held next to the graph's arrays they are vgg16's 550 MB twice)."""
     from .backends import family_of
-    from .compiler import compile_to
-    from .lockfile import write_lock
-    from .mpi import compile_hook
+    from .driver.compiler import compile_to
+    from .config.lockfile import write_lock
+    from .driver.mpi import compile_hook
     shapes, batch, post = compile_hook(job, tc)
     model = job.model
     if last_use and post is None and job.model_path is None:   # the MPI post step compiles job.model again
@@ -170,7 +171,7 @@ def do_compile(job, tc, out_dir, last_use=False):
 def scons_build(args, job, tc, out):
     """Build (or find up to date) the model's library and runner through SCons, on the
     same description a project's SConstruct uses (swbuild/scons/driver.py); returns the runner."""
-    from .recipe import project_dir_of
+    from .config.recipe import project_dir_of
     from .scons import driver
     if job.recipe is not None:
         spec = driver.job_spec(tc, out, bool(args.out), project_dir_of(args.recipe), recipe=args.recipe,
@@ -179,19 +180,19 @@ def scons_build(args, job, tc, out):
         spec = driver.job_spec(tc, out, bool(args.out), Path.cwd(), onnx=args.model, inputs=job.input_shapes,
                                name=args.name, sets=_set_args(args), verbose=args.verbose)
     driver.build(spec, quiet=getattr(args, "quiet", False))
-    from .names import c_prefix
+    from .support.names import c_prefix
     return Path(out) / f"{c_prefix(job.name)}_runner"
 
 
 def _out_dir(args, job, tc):
-    from .build import variant_name
-    from .recipe import parse_sets
+    from .driver.build import variant_name
+    from .config.recipe import parse_sets
     return Path(args.out) if args.out else Path("build") / tc.name / variant_name(job.name, parse_sets(_set_args(args)))
 
 
 def _toolchain(args):
     """The target's description; a project's own toolchains/ (beside its recipes/) wins."""
-    from .recipe import project_dir_of
+    from .config.recipe import project_dir_of
     project = project_dir_of(args.recipe) if getattr(args, "recipe", None) else Path.cwd()
     return toolchain.load(args.target, project)
 
@@ -200,7 +201,7 @@ def _scop_recipe(args):
     """The recipe when it names a C file with #pragma scop regions, else None."""
     if not getattr(args, "recipe", None):
         return None
-    from . import recipe as rc
+    from .config import recipe as rc
     r = rc.load_recipe(args.recipe).with_overrides(rc.parse_sets(args.set))
     if r.source_kind != "scop":
         return None
@@ -209,8 +210,8 @@ def _scop_recipe(args):
 
 
 def _scop_compile(r, tc, args):
-    from .frontends.scop_cli import generate
-    from .scop_recipe import build_program
+    from .driver.scop import generate
+    from .driver.scop_recipe import build_program
     out = Path(args.out) if args.out else Path("build") / tc.name / r.name
     if getattr(args, "exe", False) or getattr(args, "fn", None) is cmd_check:
         return build_program(r, tc, out, args.verbose, log=lambda m: print(m, file=sys.stderr))
@@ -250,7 +251,7 @@ def _prepare_run(args, job, tc):
         out = runner.parent
         if not runner.is_file():
             raise SwbuildError(f"--runner {runner}: no such program (build it first)")
-        from .names import c_prefix
+        from .support.names import c_prefix
         plan_path = out / f"{c_prefix(job.name)}.plan.json"
     else:
         runner = scons_build(args, job, tc, out)
@@ -259,7 +260,7 @@ def _prepare_run(args, job, tc):
 
 
 def _reference(args, job, plan):
-    from . import check
+    from .driver import check
     names_out = [s["name"] for s in plan["outputs"]]
     light = None if args.inputs else check.light_reference(job.model_path, plan["inputs"])
     if args.inputs:
@@ -280,7 +281,7 @@ def _reference(args, job, plan):
 
 
 def cmd_check(args):
-    from . import check
+    from .driver import check
     try:
         tc = _toolchain(args)
         r = _scop_recipe(args)
@@ -289,7 +290,7 @@ def cmd_check(args):
                 raise SwbuildError(f"target {tc.name} is a real chip; run checks on its emulated twin")
             with locked(Path(args.out) if args.out else Path("build") / tc.name / r.name):
                 runner = Path(args.runner) if args.runner else _scop_compile(r, tc, args)
-                from .scop_recipe import check as scop_check
+                from .driver.scop_recipe import check as scop_check
                 doc = scop_check(r, tc, runner, runner.parent)
         else:
             job = make_job(args)
@@ -333,9 +334,9 @@ def write_result(args, doc):
 def cmd_report(args):
     import tempfile
 
-    from . import check
+    from .driver import check
     from .backends import family_of
-    from .report_text import format_report
+    from .driver.report_text import format_report
     if args.plot:
         _plot_needs()
     tc = _toolchain(args)
@@ -348,7 +349,7 @@ def cmd_report(args):
     if code != 0:
         raise SwbuildError(f"runner failed with status {code}: {err.strip()[-500:]}")
     if plan.get("mpi"):     # one report of a rank's kernels (rank 0's counters), plus the ranks
-        from . import mpi
+        from .driver import mpi
         rep = dict(fam.report(plan, stats[0][0], tc), mpi=mpi.report(fam, plan, stats))
         if args.plot:
             mpi.plot(rep["mpi"], args.plot)
@@ -374,7 +375,7 @@ def _plot_needs():
 
 def cmd_ops(args):
     """Without MODEL: the operators (of a target); with MODEL: per node, supported or why not."""
-    from . import ops_report
+    from .driver import ops_report
     from .ops import supported_ops
     if not args.model and not args.recipe:
         if args.target:
@@ -397,10 +398,10 @@ def cmd_ops(args):
 
 def cmd_export(args):
     """Generate the model's sources in a scratch directory and archive them with a Makefile
-    and metadata (swbuild/export.py)."""
+    and metadata (swbuild/driver/export.py)."""
     import tempfile
 
-    from .export import export
+    from .driver.export import export
     tc = _toolchain(args)
     if _scop_recipe(args) is not None:
         raise SwbuildError(f"{args.recipe}: export takes ONNX models; a C SCoP recipe's output is C already "
@@ -498,7 +499,7 @@ def parser():
     p.add_argument("--target", "-t", required=True, help="target name: " + ", ".join(toolchain.available()))
     p.set_defaults(fn=cmd_pipeline)
     try:
-        from .frontends import scop_cli
+        from .driver import scop as scop_cli
         scop_cli.add_parser(sub)
     except ImportError:
         pass
@@ -509,8 +510,8 @@ RECIPE_SUFFIXES = (".yaml", ".yml", ".toml")
 
 
 def main(argv=None):
-    from .allocator import keep_freed_memory
-    from .blas import load_numpy_single_threaded
+    from .support.allocator import keep_freed_memory
+    from .support.blas import load_numpy_single_threaded
     keep_freed_memory()
     load_numpy_single_threaded()
     args = parser().parse_args(argv)
@@ -521,7 +522,7 @@ def main(argv=None):
             return 2
         args.recipe, args.model = model, None
     if getattr(args, "quiet", False):
-        from .progress import quiet
+        from .support.progress import quiet
         quiet()
     try:
         return args.fn(args)

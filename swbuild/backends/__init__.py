@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import ToolchainError
+from ..support.errors import ToolchainError
 from .common import BANG_EXIT, LDM_EXIT, file_names
 
 
@@ -36,7 +36,7 @@ class Family:
 
     def optimize(self, program, target, options):
         """Run the pipeline over a lowered program."""
-        from ..progress import Steps
+        from ..support.progress import Steps
         program.target_state = self.state()
         with Steps(len(self.pipeline), program.name) as p:
             for run in self.pipeline:
@@ -46,7 +46,8 @@ class Family:
 
 
 def _sunway():
-    from .sunway import mpi, outputs, pipeline, report, summary
+    from .sunway.mpi import render as mpi
+    from .sunway import outputs, pipeline, report, summary
     return Family("sunway", pipeline.PIPELINE, pipeline.STATE, outputs.render, outputs.plan, report.build_report,
                   report.emulator_findings, report.plot_report, outputs.FILES, outputs.UNITS,
                   {LDM_EXIT: "emulated hardware limit violated"}, mpi.render, summary)

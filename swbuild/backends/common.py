@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import __version__
-from ..names import c_comment
+from ..support.names import c_comment
 from ..optimizer.grouping import model_compulsory_bytes
 
 LDM_EXIT = 86       # the emulation runtimes' exit status for a hardware-limit violation
@@ -41,7 +41,7 @@ def plan_head(program, tc):
 def model_header(program, version, run_args, workspace, mpi=None):
     """The public header <prefix>.h: workspace size (the family's `workspace` lines), I/O
     sizes, init/run/teardown with `run_args`; `mpi`: the declarations of a build over MPI
-    ranks (swbuild/mpi.py), which then includes <mpi.h>."""
+    ranks (swbuild/driver/mpi.py), which then includes <mpi.h>."""
     P, U = program.prefix, program.prefix.upper()
     g = program.graph
     guard = f"{U}_H"

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from ..errors import ModelError, UnknownInputs, UnsupportedError
+from ..support.errors import ModelError, UnknownInputs, UnsupportedError
 from ..ir.graph import Graph, Node, Tensor
 from ..zoo.array_model import ArrayModel
 from . import layout_fold

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import onnx
 
-from ..errors import ModelError, UnsupportedError
+from ..support.errors import ModelError, UnsupportedError
 
 # Largest tensor the generated C indexes (32-bit signed offsets in the kernels and runtimes).
 MAX_ELEMENTS = (1 << 31) - 1

@@ -122,7 +122,7 @@ class Buffer:
 class Stage:
     """Buffer stitching: the consumer's loads of `buf` read its producer recomputed in LDM
     from boxes of the producer's inputs, not a tensor in main memory
-    (backends/sunway/stitch_producers.py)."""
+    (backends/sunway/passes/stitch_producers.py)."""
     buf: str              # the buffer name the consumer's loads use (no tensor behind it)
     shape: tuple          # their view shape: the producer's output
     producer: "Kernel"

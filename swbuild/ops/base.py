@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Axis, Buffer, Kernel, Load, Var, iconst
 
 LOWERINGS = {}

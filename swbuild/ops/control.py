@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.graph import Node, Tensor
 from ..ir.loopnest import Axis
 from ..ir.program import LoopSlice, StaticLoop

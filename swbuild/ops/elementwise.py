@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Bin, Const, Select, Un, iconst
 from .base import KernelBuilder, axes_for, broadcast_index, register
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Axis, Bin, iconst
 from .base import KernelBuilder, axes_for, broadcast_index, const_input, register
 

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, Un
 from .base import KernelBuilder, register
 

@@ -8,14 +8,14 @@ recurrence kernel per direction that runs all the steps (never one kernel per st
 The bias folds W's and R's biases where the equations add both outside any product (every
 gate except GRU's h gate with linear_before_reset=1, whose recurrent bias stays inside
 r * (h R + Rb)). The recurrence kernel's step math is data here (activations as loop-nest
-expressions of Var("x")); each backend prints the step itself (backends/sunway/recurrence.py,
+expressions of Var("x")); each backend prints the step itself (backends/sunway/kinds/recurrence.py,
 backends/diannao/recurrence.py) with the cell's C from backends/cell_c.py.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, Load, Select, Un, Var
 from .base import KernelBuilder, const_input, register
 

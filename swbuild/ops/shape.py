@@ -1,7 +1,7 @@
 """Data-movement ops: reshapes are aliases (free), Transpose/Concat/Split are copies."""
 from __future__ import annotations
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from .base import KernelBuilder, axes_for, register
 
 ALIASES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity")

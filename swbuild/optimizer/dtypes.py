@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ..errors import UnsupportedError
+from ..support.errors import UnsupportedError
 from ..ir.graph import Node, Tensor, is_splat
 
 

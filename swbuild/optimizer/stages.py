@@ -1,5 +1,5 @@
 """Cutting a program's kernel list into consecutive stages (pipeline over MPI ranks,
-swbuild/mpi.py): what is live across a cut, and cuts that balance modelled times."""
+swbuild/driver/mpi.py): what is live across a cut, and cuts that balance modelled times."""
 from __future__ import annotations
 
 import numpy as np

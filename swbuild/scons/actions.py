@@ -21,7 +21,7 @@ def is_abs_arg(arg):
 def fail_action(message):
     """A Python action that prints `message` and fails the build (no traceback)."""
     def swbuild_fail(target, source, env):
-        from swbuild.errors import ToolchainError
+        from swbuild.support.errors import ToolchainError
 
         from .driver import record_failure
         sys.stderr.write(f"swbuild: error: {message}\n")

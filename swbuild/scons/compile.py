@@ -1,4 +1,4 @@
-"""swbuild.build's description of a model (and of the emulation runtime) as SCons' own
+"""swbuild.driver.build's description of a model (and of the emulation runtime) as SCons' own
 C builders: StaticObject, StaticLibrary, Program, each in a clone of the user's
 environment that takes the target's compiler and flags from the toolchain file first and
 keeps the user's CCFLAGS, CPPDEFINES, CPPPATH, LINKFLAGS, LIBS and *COMSTR after them, so
@@ -13,7 +13,7 @@ import SCons.Action
 import SCons.Defaults
 import SCons.Tool
 
-from swbuild.build import asm_include_args
+from swbuild.driver.build import asm_include_args
 
 from .actions import is_abs_arg
 
@@ -63,7 +63,7 @@ def _compile_env(env, c, verbose):
 
 
 def objects(env, compiles, verbose, gate=None):
-    """StaticObject nodes, one per swbuild.build.Compile."""
+    """StaticObject nodes, one per swbuild.driver.build.Compile."""
     _ensure_c_tools(env)
     out = []
     for c in compiles:
@@ -100,7 +100,7 @@ def program(env, b, runner_obj, lib_node, runtime_node, verbose):
 
 
 def model(env, b, runtime_node, verbose, gate=None):
-    """A swbuild.build.ModelBuild → (library node, runner node)."""
+    """A swbuild.driver.build.ModelBuild → (library node, runner node)."""
     members = objects(env, b.compiles, verbose, gate)
     lib = library(env, b.lib, members, b.ar, b.ar_flags, verbose)
     runner_obj = objects(env, [b.runner], verbose, gate)

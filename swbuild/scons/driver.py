@@ -17,8 +17,8 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
-from ..errors import SwbuildError, ToolchainError, UnsupportedError
-from ..outlock import locked
+from ..support.errors import SwbuildError, ToolchainError, UnsupportedError
+from ..support.outlock import locked
 
 SCONSTRUCT = Path(__file__).resolve().parent / "driver_sconstruct.py"
 FAIL_FILE = "SWBUILD_FAIL_FILE"     # the generator writes why it failed here (cli.main)

@@ -1,5 +1,5 @@
 """The `export` and `export-<model>` aliases: <build dir>/<target>/<model>/<prefix>-<target>.tar,
-the archive `swbuild export` writes (swbuild/export.py), made from the sources SCons already
+the archive `swbuild export` writes (swbuild/driver/export.py), made from the sources SCons already
 generated, so exporting an up-to-date build costs one archive and no code generation."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from SCons.Action import Action
 
 def _archive(target, source, env):
     """A function action without a closure: SCons signs its code and the varlist values."""
-    from swbuild.export import export
+    from swbuild.driver.export import export
     export(target[0].dir.abspath, env["SWBUILD_TOOLCHAIN"], env["SWBUILD_PREFIX"], target[0].abspath)
 
 

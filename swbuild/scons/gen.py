@@ -1,7 +1,7 @@
 """The SWGEN builder: recipe → every file `swbuild compile` writes for one model.
 
 SCons cannot declare an unknown number of outputs, so the emitter names them all from
-the model's C prefix and the target family (swbuild.build.generated_files).
+the model's C prefix and the target family (swbuild.driver.build.generated_files).
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from SCons.Builder import Builder
 from SCons.Scanner import Scanner
 
 import swbuild
-from swbuild import build
-from swbuild.recipe import load_recipe
+from swbuild.driver import build
+from swbuild.config.recipe import load_recipe
 
 PACKAGE_DIR = Path(swbuild.__file__).resolve().parent
 
@@ -36,7 +36,7 @@ def swgen_emitter(target, source, env):
     if not isinstance(out, SCons.Node.FS.Dir):
         out = out.dir  # called with a file in the output directory
     files = list(build.generated_files(env.subst("$SWBUILD_PREFIX"), env.subst("$SWBUILD_FAMILY")).values())
-    if env.subst("$SWBUILD_MPI") == "1":    # a data-parallel build adds its MPI entry (swbuild/mpi.py)
+    if env.subst("$SWBUILD_MPI") == "1":    # a data-parallel build adds its MPI entry (swbuild/driver/mpi.py)
         files += [env.subst("${SWBUILD_PREFIX}_mpi.c"), env.subst("${SWBUILD_PREFIX}_job.sh")]
     return [out.File(name) for name in files], source
 

@@ -4,7 +4,7 @@
     host, slave, header = env.SwScop('src/kernel.c')
 
 The three outputs land in $SWSCOP_DIR (default build/<target>/scop). The action runs
-`python -m swbuild.frontends.scop_cli` with the environment's CPPPATH and CPPDEFINES, the
+`python -m swbuild.driver.scop` with the environment's CPPPATH and CPPDEFINES, the
 C scanner follows the file's #includes through CPPPATH, so editing a header the kernel
 includes (a size macro, say) regenerates it, and so does a change to swbuild itself or to
 the target description. The generated files are then ordinary sources for env.Program /
@@ -19,7 +19,7 @@ import SCons.Scanner.C
 from SCons.Action import Action
 from SCons.Builder import Builder
 
-SWSCOPCOM = ("$( $PYTHON $) -m swbuild.frontends.scop_cli $SOURCE --target $SWBUILD_TARGET "
+SWSCOPCOM = ("$( $PYTHON $) -m swbuild.driver.scop $SOURCE --target $SWBUILD_TARGET "
              "-o ${TARGET.dir} $_SWSCOPINCFLAGS $_SWSCOPDEFFLAGS $SWSCOPFLAGS")
 
 

@@ -12,8 +12,8 @@ import SCons.Script
 from SCons.Util import CLVar
 from SCons.Variables import BoolVariable, EnumVariable, PathVariable, Variables
 
-from swbuild import recipe, toolchain
-from swbuild.errors import SwbuildError
+from swbuild.config import recipe, toolchain
+from swbuild.support.errors import SwbuildError
 
 from .tool import abort, generate
 

@@ -13,10 +13,11 @@ import SCons.Script
 from SCons.Action import Action
 
 import swbuild
-from swbuild import build, toolchain
-from swbuild.errors import SwbuildError
-from swbuild.names import c_prefix
-from swbuild.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
+from swbuild.driver import build
+from swbuild.config import toolchain
+from swbuild.support.errors import SwbuildError
+from swbuild.support.names import c_prefix
+from swbuild.config.recipe import OPTIONS, find_recipe, load_recipe, parse_sets
 
 from . import compile, question
 from .actions import fail_action
@@ -189,7 +190,7 @@ def _onnx_model(env, onnx, inputs, name, sets, out_dir):
 
 
 def _compile_and_run(env, model, r, prefix, out, sources, mpi, meta, run_deps):
-    """SCons' C builders over the generated sources (swbuild.build.model_build), then the
+    """SCons' C builders over the generated sources (swbuild.driver.build.model_build), then the
     `check` and `report` targets: JSON files that are up to date while the runner, the
     plan, the recipe and swbuild are."""
     tc = env["SWBUILD_TOOLCHAIN"]

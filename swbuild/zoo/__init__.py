@@ -6,7 +6,7 @@ the same model bytes, on every machine.
 """
 from __future__ import annotations
 
-from ..errors import ModelError
+from ..support.errors import ModelError
 from . import cache
 from . import bert, dcgan, mobilenet, resnet, shufflenet, vgg, yolov3  # noqa: F401  (each registers its models)
 from .registry import MODELS

@@ -30,7 +30,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from .. import __version__
-from ..cachedir import user_cache_dir
+from ..support.cachedir import user_cache_dir
 from .array_model import ArrayModel
 
 ENV = "SWBUILD_ZOO_CACHE"

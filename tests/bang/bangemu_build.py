@@ -3,7 +3,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from swbuild import toolchain
+from swbuild.config import toolchain
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE.parents[1] / "swbuild" / "runtime" / "bang" / "include"

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from swbuild import toolchain
+from swbuild.config import toolchain
 
 from bangemu_build import INCLUDE, bangemu_defines, hardware, run
 

@@ -12,7 +12,9 @@ import tarfile
 import pytest
 
 from cli_models import conv_softmax_pad
-from swbuild import build, cli, toolchain
+from swbuild.driver import build
+from swbuild import cli
+from swbuild.config import toolchain
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from swbuild import build, toolchain
+from swbuild.driver import build
+from swbuild.config import toolchain
 from swbuild.backends.cexpr import CTYPE
-from swbuild.errors import SwbuildError, UnsupportedError
+from swbuild.support.errors import SwbuildError, UnsupportedError
 from swbuild.ops import supported_ops
 
 # input positions bound as constants, per op (see the module docstring)
@@ -109,7 +110,7 @@ def bind_params(tc, index):
 
 
 def compile_case(case, tc, out_dir, options=None):
-    from swbuild.compiler import compile_to
+    from swbuild.driver.compiler import compile_to
     case.prefix = f"c{case.index}"
     if case.status == "unsupported":
         return case

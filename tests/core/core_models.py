@@ -4,8 +4,9 @@ import json
 from onnx import helper
 
 from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
-from swbuild import build, check, toolchain
-from swbuild.compiler import compile_to
+from swbuild.driver import build, check
+from swbuild.config import toolchain
+from swbuild.driver.compiler import compile_to
 
 
 def build_runner(m, target, tmp_path, name):

@@ -6,7 +6,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from core_models import build_runner
-from swbuild import check
+from swbuild.driver import check
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 

@@ -1,4 +1,4 @@
-"""The swbuild command loads numpy with one OpenBLAS thread (swbuild/blas.py), unless the user
+"""The swbuild command loads numpy with one OpenBLAS thread (swbuild/support/blas.py), unless the user
 chose a count, and leaves the environment of the programs it starts as it found it."""
 import ast
 import os
@@ -9,7 +9,7 @@ import pytest
 
 PROBE = r"""
 import os, sys
-from swbuild.blas import load_numpy_single_threaded
+from swbuild.support.blas import load_numpy_single_threaded
 took = load_numpy_single_threaded()
 import numpy
 threads = len(os.listdir("/proc/self/task"))

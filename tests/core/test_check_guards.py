@@ -10,8 +10,9 @@ import pytest
 from onnx import helper
 
 from core_models import make, rand
-from swbuild import build, check, toolchain
-from swbuild.compiler import compile_to
+from swbuild.driver import build, check
+from swbuild.config import toolchain
+from swbuild.driver.compiler import compile_to
 
 
 def _built(tmp_path, target="sunway-emu"):

@@ -8,9 +8,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rnn_models import check_on, combine, combine_expected, node_test_models
-from swbuild import toolchain
-from swbuild.compiler import build_program
-from swbuild.errors import UnsupportedError
+from swbuild.config import toolchain
+from swbuild.driver.compiler import build_program
+from swbuild.support.errors import UnsupportedError
 
 T, N = 5, 4
 

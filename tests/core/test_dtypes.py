@@ -12,10 +12,10 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 from core_models import build_and_run, rand
-from swbuild import check
-from swbuild.errors import UnsupportedError
+from swbuild.driver import check
+from swbuild.support.errors import UnsupportedError
 from swbuild.frontends.onnx import import_model
-from swbuild.lowering import lower
+from swbuild.driver.lowering import lower
 
 S, H, V = 16, 8, 50
 

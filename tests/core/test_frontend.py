@@ -4,9 +4,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from core_models import make, rand
-from swbuild.errors import ModelError, UnsupportedError
+from swbuild.support.errors import ModelError, UnsupportedError
 from swbuild.frontends.onnx import import_model, load_model
-from swbuild.lowering import lower
+from swbuild.driver.lowering import lower
 
 
 def test_corrupt_and_truncated_files_give_one_clear_error(tmp_path):

@@ -6,8 +6,9 @@ import pytest
 from onnx import helper
 
 from core_models import make
-from swbuild import build, check, toolchain
-from swbuild.compiler import compile_to
+from swbuild.driver import build, check
+from swbuild.config import toolchain
+from swbuild.driver.compiler import compile_to
 
 NAMES = ["NULL", "asm", "typeof", "class", "new", "this", "template", "bool", "operator", "EOF", "assert",
          "athread_spawn", "athread_running_kernel", "i", "ws", "workspace"]

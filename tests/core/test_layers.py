@@ -254,6 +254,6 @@ def test_pipeline_command_prints_the_passes_in_order(capsys, target, family):
 
 def test_a_family_without_a_backend_is_a_clear_error():
     from swbuild.backends import family
-    from swbuild.errors import ToolchainError
+    from swbuild.support.errors import ToolchainError
     with pytest.raises(ToolchainError, match="target gpu-x: no backend for target family 'cuda' \\(known: diannao, sunway\\)"):
         family("cuda", "gpu-x")

@@ -7,7 +7,7 @@ from onnx import helper
 from core_models import make, rand
 from swbuild.frontends.onnx import import_model
 from swbuild.ir.interp import run_program
-from swbuild.lowering import lower
+from swbuild.driver.lowering import lower
 from swbuild.optimizer.fuse import fuse_epilogues
 
 

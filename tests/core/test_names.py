@@ -2,7 +2,7 @@ import re
 
 import subprocess
 
-from swbuild.names import UniqueNames, c_comment, c_ident, c_prefix, c_string
+from swbuild.support.names import UniqueNames, c_comment, c_ident, c_prefix, c_string
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -70,6 +70,6 @@ def test_unique_names_avoid_the_models_own_globals():
 def test_kernel_name_pieces_keep_op_names():
     """A piece of a prefixed identifier is only sanitised: `abs`, `not` or `LRN` need no renaming
     there, and hostile text still cannot leave the identifier."""
-    from swbuild.names import c_part
+    from swbuild.support.names import c_part
     assert [c_part(op).lower() for op in ("Abs", "Not", "LRN", "Conv")] == ["abs", "not", "lrn", "conv"]
     assert c_part("a*/b\n#x") == "a_b_x" and c_part("") == "t"

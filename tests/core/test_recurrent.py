@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from rnn_models import check_on, combine, combine_expected, node_test_models, rnn_node_model, torch_export_pattern
-from swbuild import toolchain
-from swbuild.compiler import build_program
-from swbuild.errors import UnsupportedError
+from swbuild.config import toolchain
+from swbuild.driver.compiler import build_program
+from swbuild.support.errors import UnsupportedError
 
 ACTS = {"activations": ["LeakyRelu", "Affine", "HardSigmoid", "ScaledTanh"], "activation_alpha": [0.3, 0.7, 0.25, 1.2],
         "activation_beta": [0.2, 0.4, 0.9], "clip": 1.5}

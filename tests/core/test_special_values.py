@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 
 from core_models import build_and_run, make
-from swbuild import check
+from swbuild.driver import check
 
 UNARY = ["Relu", "HardSigmoid", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh", "Abs", "Neg", "Sign", "Floor", "Elu",
          "Selu", "Softplus", "Softsign", "ThresholdedRelu", "Shrink", "Exp", "Erf", "Round", "Ceil", "Reciprocal"]

@@ -73,7 +73,8 @@ def test_hostile_names_never_reach_the_c_text(swbuild_cli, cnn_file, tmp_path):
 
 
 def test_two_models_link_into_one_binary(swbuild_cli, tmp_path):
-    from swbuild import build, toolchain
+    from swbuild.driver import build
+    from swbuild.config import toolchain
     tc = toolchain.load("sunway-emu")
     m1 = make([helper.make_node("Relu", ["x"], ["y"])], [("x", [4, 5])], [("y", [4, 5])])
     m2 = make([helper.make_node("Sigmoid", ["x"], ["y"])], [("x", [4, 5])], [("y", [4, 5])])
@@ -208,6 +209,6 @@ def test_emulated_host_names_every_kernel_buffer_and_the_real_one_does_not(swbui
 def test_assembler_include_survives_a_comma_in_the_directory():
     """gcc's -Wa splits its argument at commas: a build directory like "out,v2" would lose the
     weights' .incbin path; -Xassembler passes it whole."""
-    from swbuild.build import asm_include_args
+    from swbuild.driver.build import asm_include_args
     assert asm_include_args("/tmp/out") == ["-Wa,-I,/tmp/out"]
     assert asm_include_args("/tmp/out,v2") == ["-Xassembler", "-I", "-Xassembler", "/tmp/out,v2"]

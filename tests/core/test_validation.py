@@ -8,9 +8,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from core_models import make, rand
-from swbuild.errors import ModelError
+from swbuild.support.errors import ModelError
 from swbuild.frontends.onnx import import_model
-from swbuild.lowering import lower
+from swbuild.driver.lowering import lower
 
 
 def _refused(m, pattern, **kw):
@@ -119,16 +119,16 @@ def test_cli_gives_one_line_for_every_hostile_input(swbuild_cli, tmp_path):
 
 
 def test_dtype_of_npz_that_cannot_cast_is_refused(tmp_path):
-    from swbuild.check import load_npz
-    from swbuild.errors import SwbuildError
+    from swbuild.driver.check import load_npz
+    from swbuild.support.errors import SwbuildError
     np.savez(tmp_path / "s.npz", x=np.array([["a", "b"]]))
     with pytest.raises(SwbuildError, match=r"s.npz: input 'x' has dtype <U1; the model needs float32"):
         load_npz(tmp_path / "s.npz", [{"name": "x", "shape": [1, 2], "dtype": "float32"}], "input")
 
 
 def test_recipe_timeout_option_is_typed(tmp_path):
-    from swbuild.errors import RecipeError
-    from swbuild.recipe import load_recipe
+    from swbuild.support.errors import RecipeError
+    from swbuild.config.recipe import load_recipe
     p = tmp_path / "t.yaml"
     p.write_text("model: t\nsource: {zoo: vgg16}\ncheck: {timeout: 30}\n")
     assert load_recipe(p).check["timeout"] == 30

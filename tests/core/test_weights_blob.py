@@ -6,8 +6,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from swbuild.backends.blob import WeightsBlob
-from swbuild.compiler import write_outputs
-from swbuild.errors import ModelError
+from swbuild.driver.compiler import write_outputs
+from swbuild.support.errors import ModelError
 from swbuild.frontends.onnx import Handover, import_model, load_model
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from swbuild.backends.blob import WeightsBlob
-from swbuild.compiler import write_outputs
+from swbuild.driver.compiler import write_outputs
 
 
 def blob(values):

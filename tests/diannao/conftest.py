@@ -1,7 +1,7 @@
 """Fixtures of the DianNao backend tests (helpers: dn_build.py, models: dn_models.py)."""
 import pytest
 
-from swbuild import toolchain
+from swbuild.config import toolchain
 
 
 @pytest.fixture(scope="session")

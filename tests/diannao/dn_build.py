@@ -4,8 +4,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from swbuild import build, check
-from swbuild.compiler import compile_to
+from swbuild.driver import build, check
+from swbuild.driver.compiler import compile_to
 
 
 def build_model(tc, model, name, out_dir, partition="on", grouping=None, double_buffer=None):

@@ -5,7 +5,7 @@ from onnx import helper
 
 from dn_build import build_model, run_check
 from onnx_builders import make, rand
-from swbuild import check
+from swbuild.driver import check
 
 OPS = ["Add", "Sub", "Mul", "Sum", "Mean"]
 

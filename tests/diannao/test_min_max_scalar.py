@@ -7,7 +7,7 @@ from onnx import helper
 
 from dn_build import build_model, run_check
 from onnx_builders import make
-from swbuild import check
+from swbuild.driver import check
 
 
 def test_min_and_max_with_an_infinite_run_time_scalar_match_onnxruntime(tc, tmp_path):

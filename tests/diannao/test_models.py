@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from swbuild import check
+from swbuild.driver import check
 from swbuild.backends.launches import kernel_entries
 
 from dn_build import build_model, run_check

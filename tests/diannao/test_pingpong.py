@@ -7,9 +7,9 @@ from onnx import helper
 
 from dn_build import build_model, run_check
 from onnx_builders import make, rand
-from swbuild import check
+from swbuild.driver import check
 from swbuild.backends.diannao.pingpong import pipelined_cycles
-from swbuild.compiler import compile_to
+from swbuild.driver.compiler import compile_to
 
 
 def _both(tc, model, name, tmp_path, inputs):

@@ -6,7 +6,7 @@ one program (one build per partition setting)."""
 import numpy as np
 import pytest
 
-from swbuild import check
+from swbuild.driver import check
 
 from dn_build import build_model, cycles_by_kernel, run_check
 from dn_models import CONV_CASES, EW_OPS, EW_SHAPES, table2_conv, table2_elementwise

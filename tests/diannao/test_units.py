@@ -2,7 +2,8 @@
 the ISA mapper and its descriptions, guard resolution, toolchain and build wiring."""
 import random
 
-from swbuild import build, toolchain
+from swbuild.driver import build
+from swbuild.config import toolchain
 from swbuild.backends.diannao import isa
 from swbuild.backends.diannao.devir import DBuf, DevKernel, For, SLoop, Stmt, simp, stmts
 from swbuild.backends.diannao.layout import NHWC, view_strides

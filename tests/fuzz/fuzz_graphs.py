@@ -264,9 +264,10 @@ def run(seed, n, targets, work, options=None):
     options for the combined program (e.g. {"grouping": "on"})."""
     from pathlib import Path
 
-    from swbuild import build, check, toolchain
-    from swbuild.compiler import compile_to
-    from swbuild.errors import SwbuildError, UnsupportedError
+    from swbuild.driver import build, check
+    from swbuild.config import toolchain
+    from swbuild.driver.compiler import compile_to
+    from swbuild.support.errors import SwbuildError, UnsupportedError
     work = Path(work)
     kept = cases(seed, n)
     doc = {"seed": seed, "drawn": n, "kept": len(kept), "targets": {}}

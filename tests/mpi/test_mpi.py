@@ -1,4 +1,4 @@
-"""Builds over MPI ranks (swbuild/mpi.py): batch split, pipeline stages, generated entry points,
+"""Builds over MPI ranks (swbuild/driver/mpi.py): batch split, pipeline stages, generated entry points,
 `swbuild check` under mpirun against onnxruntime, per-rank counters, the cost model.
 
 These need OpenMPI (mpicc, mpirun) and do not skip without it: .ci/run and ci/Dockerfile
@@ -14,8 +14,10 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from swbuild import cli, mpi, toolchain
-from swbuild.errors import SwbuildError
+from swbuild import cli
+from swbuild.driver import mpi
+from swbuild.config import toolchain
+from swbuild.support.errors import SwbuildError
 from swbuild.optimizer.stages import balance
 
 ITEM_IN, ITEM_OUT = 3 * 6 * 6 * 4, 10 * 4      # bytes of one batch item of the tiny model
@@ -320,7 +322,7 @@ int main(int argc, char **argv)
 def test_per_rank_io_with_mpi_slice(tmp_path, capsys):
     import os
     import subprocess
-    from swbuild.check import onnxruntime_reference
+    from swbuild.driver.check import onnxruntime_reference
     model = tiny_model(tmp_path / "tiny.onnx")
     out = tmp_path / "b"
     assert cli.main(["compile", str(model), "--target", "sunway-emu", "--set", "batch=5", "--set", "core_groups=3",

@@ -8,12 +8,13 @@ from onnx import helper
 
 from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
 
-from swbuild import backends, toolchain
+from swbuild import backends
+from swbuild.config import toolchain
 from swbuild.backends.sunway.pipeline import PIPELINE
 from swbuild.backends.sunway.schedule import passes
-from swbuild.errors import LdmError
+from swbuild.support.errors import LdmError
 from swbuild.frontends.onnx import import_model
-from swbuild.lowering import lower
+from swbuild.driver.lowering import lower
 from swbuild.optimizer.fuse import fuse_epilogues
 
 

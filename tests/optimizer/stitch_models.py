@@ -1,5 +1,5 @@
 """Small models with a producer that buffer stitching may recompute in its consumer's LDM
-(backends/sunway/stitch_producers.py): an Inception-like pool branch and a DenseNet-like
+(backends/sunway/passes/stitch_producers.py): an Inception-like pool branch and a DenseNet-like
 BatchNormalization + Relu on a Concat feeding a 1x1 convolution."""
 from onnx import helper
 
@@ -45,7 +45,7 @@ def stitched_consumer(model, op="MaxPool"):
     """The consumer of the model's `op` kernel with that kernel stitched in (the rewrite alone,
     without grouping or the cost model), and its graph: for tests of the tile search."""
     from opt_models import program
-    from swbuild.backends.sunway.stitch_producers import _stitchable, _stitched
+    from swbuild.backends.sunway.passes.stitch_producers import _stitchable, _stitched
     p = program(model)
     prod = next(k for k in p.kernels if k.op == op)
     t = p.root(prod.buffers[prod.out].tensor)

@@ -11,13 +11,13 @@ from onnx import helper
 
 from opt_models import checked_plan, make, rand
 from swbuild.backends.launches import kernel_entries
-from swbuild.backends.sunway import channel_blocks
-from swbuild.backends.sunway.channel_blocks import _channel
+from swbuild.backends.sunway.passes import channel_blocks
+from swbuild.backends.sunway.passes.channel_blocks import _channel
 from swbuild.backends.sunway.cost.predict import predict_program
-from swbuild.compiler import build_program
-from swbuild.toolchain import load
+from swbuild.driver.compiler import build_program
+from swbuild.config.toolchain import load
 from swbuild.ir.loopnest import Var, iconst
-from swbuild.recipe import OPTIONS
+from swbuild.config.recipe import OPTIONS
 
 
 def mixed_model(c=16, hw=12):

@@ -99,8 +99,9 @@ def _run_pinned(model, target, options, tmp_path, monkeypatch=None, **pins):
     """Compile with options and pinned schedule decisions (opt_models.pinned), build, run under
     the emulator; (plan, stats, outputs)."""
     from opt_models import pin_pipeline
-    from swbuild import build, check, toolchain
-    from swbuild.compiler import compile_to
+    from swbuild.driver import build, check
+    from swbuild.config import toolchain
+    from swbuild.driver.compiler import compile_to
     if monkeypatch is not None:
         pin_pipeline(monkeypatch, **pins)
     tc = toolchain.load(target)
@@ -120,7 +121,7 @@ def _run_pinned(model, target, options, tmp_path, monkeypatch=None, **pins):
 @pytest.mark.parametrize("mode", ["cyclic", "block"])
 def test_double_buffered_reduce_tiles_over_several_tiles_per_cpe(tmp_path, monkeypatch, target, mode):
     from opt_models import conv_model
-    from swbuild import check
+    from swbuild.driver import check
     model = conv_model(c=32, hw=12, co=16, pads=(1, 2, 0, 1))
     pins = dict(tiles={"Conv": {"ci": 4, "co": 4, "o0": 1, "o1": 8, "k0": 2}}, double_buffer=True, partition=mode)
     plan, stats, got, ref = _run_pinned(model, target, {}, tmp_path, monkeypatch, **pins)
@@ -138,7 +139,7 @@ def test_reduction_split_over_cpes(tmp_path, target):
     """A 1x1 convolution with a long reduction and few output pixels: the cost model splits the
     reduction into partial sums plus a summing kernel, and the result is still exact."""
     from opt_models import conv_model
-    from swbuild import check
+    from swbuild.driver import check
     model = conv_model(c=1024, hw=14, co=256, k=1, pads=(0, 0, 0, 0))
     # without row sharing (SW26010's broadcast makes the unsplit kernel good enough here)
     plan, stats, got, ref = _run_pinned(model, target, {"row_share": "off"}, tmp_path)
@@ -167,7 +168,7 @@ def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape,
     test_predict.py), and the kernel reads fewer bytes in fewer DMAs than with every CPE
     fetching its own copy under the same tiles."""
     from opt_models import conv_model
-    from swbuild import check
+    from swbuild.driver import check
     c, hw, co = shape
     model = conv_model(c=c, hw=hw, co=co)
     axis, width = (lane, 8) if isinstance(lane, str) else lane

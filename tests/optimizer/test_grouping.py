@@ -6,7 +6,7 @@ from onnx import helper
 
 from opt_models import make, program, rand, sunway
 
-from swbuild import toolchain
+from swbuild.config import toolchain
 from swbuild.optimizer.grouping import Budget, grouping_of, group_kernels, model_compulsory_bytes, target_budget
 from swbuild.optimizer.grouping.binding import bind_cores, scopes_and_moves
 from swbuild.optimizer.grouping.instances import Edge, order_instances

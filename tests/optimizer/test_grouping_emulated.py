@@ -13,7 +13,7 @@ import pytest
 from onnx import helper
 
 from opt_models import checked_plan, make, rand
-from swbuild.toolchain import load
+from swbuild.config.toolchain import load
 
 
 def grouped_model(c=8, hw=16, gain=1.0):

@@ -5,7 +5,7 @@ import pytest
 
 from opt_models import conv_model, make, program, rand, schedule, sunway
 from onnx import helper
-from swbuild.errors import LdmError
+from swbuild.support.errors import LdmError
 from swbuild.backends.sunway.cost import model
 from swbuild.backends.sunway.schedule import ldm, simd
 

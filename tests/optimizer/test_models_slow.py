@@ -60,9 +60,10 @@ def test_vgg16_traffic_target_trades_time_for_traffic():
     """Below what the time-optimal schedule moves (1.23x with array sharing), the Lagrangian
     traffic price meets 1.15x compulsory traffic, and the 3x3 convolutions stay at >= 50% of
     their roofline."""
-    from swbuild import toolchain, zoo
+    from swbuild.config import toolchain
+    from swbuild import zoo
     from swbuild.backends import family_of
-    from swbuild.compiler import build_program
+    from swbuild.driver.compiler import build_program
     tc = toolchain.load("sunway-emu")
     model = zoo.build("vgg16")
     ratios = {}

@@ -9,8 +9,8 @@ from onnx import helper
 from opt_models import make, rand, sunway
 
 from swbuild.backends.sunway.schedule import ldm, parallel, split
-from swbuild.compiler import compile_to
-from swbuild.errors import SwbuildError
+from swbuild.driver.compiler import compile_to
+from swbuild.support.errors import SwbuildError
 
 
 def eight_layer_model():

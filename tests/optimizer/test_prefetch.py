@@ -1,4 +1,4 @@
-"""Cross-layer prefetch in grouped launches (backends/sunway/prefetch.py): the previous
+"""Cross-layer prefetch in grouped launches (backends/sunway/passes/prefetch.py): the previous
 kernel of a launch issues the next one's first fetch of the boxes it does not write.
 
 Under the emulator the prefetched build still matches onnxruntime with every launch's DMA
@@ -16,10 +16,11 @@ from onnx import helper
 
 from opt_models import checked_plan, make, rand
 from swbuild.backends.sunway.cost.predict import predict_program
-from swbuild.backends.sunway.prefetch import _heaviest_independent, adjust_entries, candidates, prefetched_halves
-from swbuild.compiler import build_program
+from swbuild.backends.sunway.passes.prefetch import (_heaviest_independent, adjust_entries, candidates,
+                                                     prefetched_halves)
+from swbuild.driver.compiler import build_program
 from swbuild.optimizer.stages import storage
-from swbuild.toolchain import load
+from swbuild.config.toolchain import load
 from test_grouping_emulated import grouped_model
 
 

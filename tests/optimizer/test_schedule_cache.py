@@ -8,7 +8,7 @@ from onnx import helper
 from opt_models import make, rand, sunway
 
 from swbuild.backends.sunway.schedule import cache, ldm, split
-from swbuild.compiler import compile_to
+from swbuild.driver.compiler import compile_to
 
 
 def two_layer_model():

@@ -1,4 +1,4 @@
-"""Buffer stitching by recomputation (backends/sunway/stitch_producers.py, option `stitch`):
+"""Buffer stitching by recomputation (backends/sunway/passes/stitch_producers.py, option `stitch`):
 a pooling or element-wise producer read by one kernel of its group is recomputed in that
 kernel's LDM from a box of its input.
 
@@ -13,10 +13,10 @@ from onnx import helper
 from opt_models import checked_plan
 from stitch_models import dense_layer, pool_branch
 from swbuild.backends.grouping_report import grouping_summary
-from swbuild.backends.sunway import stitch_producers
+from swbuild.backends.sunway.passes import stitch_producers
 from swbuild.backends.sunway.cost.predict import predict_program
-from swbuild.compiler import build_program
-from swbuild.toolchain import load
+from swbuild.driver.compiler import build_program
+from swbuild.config.toolchain import load
 
 CASES = {"maxpool": lambda: pool_branch(c=16, hw=8, kind="MaxPool"),
          "averagepool": lambda: pool_branch(c=16, hw=8, kind="AveragePool"),   # count_include_pad=0: border divisors
@@ -108,7 +108,7 @@ def test_the_cost_models_refusal_agrees_with_the_predictor(monkeypatch):
 def test_a_stitched_consumer_that_fits_no_tiling_is_not_stitched(monkeypatch):
     """The stage's buffer counts against LDM: where no tiling of the stitched consumer fits,
     the pair stays as it was (and the build does not fail)."""
-    from swbuild.errors import LdmError
+    from swbuild.support.errors import LdmError
     real = stitch_producers.search_tiles
 
     def tiles(s):

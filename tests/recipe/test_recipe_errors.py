@@ -7,9 +7,9 @@ import re
 import pytest
 
 from swbuild import cli
-from swbuild.errors import RecipeError
-from swbuild.recipe import load_recipe
-from swbuild.recipe_checks import sha256_file
+from swbuild.support.errors import RecipeError
+from swbuild.config.recipe import load_recipe
+from swbuild.config.recipe_checks import sha256_file
 
 BAD = """\
 modle: tiny

@@ -4,9 +4,9 @@ import json
 import os
 import shutil
 
-from swbuild import toolchain
-from swbuild.lockfile import read_lock, write_lock
-from swbuild.recipe import load_recipe
+from swbuild.config import toolchain
+from swbuild.config.lockfile import read_lock, write_lock
+from swbuild.config.recipe import load_recipe
 
 
 def _build_dir(root, sha):

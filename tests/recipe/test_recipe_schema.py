@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from swbuild.errors import RecipeError
-from swbuild.recipe import (OPTIONS, InputSpec, find_recipe, list_models, load_recipe, parse_sets)
+from swbuild.support.errors import RecipeError
+from swbuild.config.recipe import OPTIONS, InputSpec, find_recipe, list_models, load_recipe, parse_sets
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,8 @@
 built (the toolchain's compilers, flags, runtime defines), for the runtime test suites."""
 from pathlib import Path
 
-from swbuild import build, toolchain
+from swbuild.driver import build
+from swbuild.config import toolchain
 
 C_DIR = Path(__file__).parent / "c"
 

@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from swbuild import build, toolchain
+from swbuild.driver import build
+from swbuild.config import toolchain
 from swbuild.runtime import slavecc
 
 C_DIR = Path(__file__).parent / "c"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from swbuild import toolchain
+from swbuild.config import toolchain
 from swemu_build import build_program
 
 C_DIR = Path(__file__).parent / "c"

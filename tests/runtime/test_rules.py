@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from swbuild import toolchain
-from swbuild.toolchain import RUNTIME_DIR
+from swbuild.config import toolchain
+from swbuild.config.toolchain import RUNTIME_DIR
 
 DEFAULT = re.compile(r"^\s*#\s*(ifndef|define)\s+(SWEMU|BANGEMU)_\w+(\s+[-\w.()*/ ]+)?\s*$")
 
@@ -72,8 +72,8 @@ def test_main_memory_per_core_group_is_a_rule(tmp_path):
     from onnx import helper
     from onnx_builders import make, rand
 
-    from swbuild import compiler
-    from swbuild.errors import SwbuildError
+    from swbuild.driver import compiler
+    from swbuild.support.errors import SwbuildError
 
     w = rand(64, 64)
     m = make([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [4, 64])], [("y", [4, 64])], inits=[("w", w)])

@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from swbuild import build, toolchain
+from swbuild.driver import build
+from swbuild.config import toolchain
 
 
 @pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])

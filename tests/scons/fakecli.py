@@ -7,10 +7,10 @@ import os
 import subprocess
 import sys
 
-from swbuild.build import generated_files
-from swbuild.names import c_prefix
-from swbuild.recipe import load_recipe, parse_sets
-from swbuild.toolchain import load
+from swbuild.driver.build import generated_files
+from swbuild.support.names import c_prefix
+from swbuild.config.recipe import load_recipe, parse_sets
+from swbuild.config.toolchain import load
 
 ap = argparse.ArgumentParser()
 ap.add_argument("cmd", choices=["compile", "check", "report"])

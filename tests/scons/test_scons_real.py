@@ -7,7 +7,7 @@ import pytest
 
 from scons_project import make_project, run_scons
 
-from swbuild.build import generated_files
+from swbuild.driver.build import generated_files
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):

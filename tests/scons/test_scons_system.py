@@ -5,7 +5,7 @@ import shutil
 
 from scons_project import gen_runs, run_scons
 
-from swbuild.build import generated_files
+from swbuild.driver.build import generated_files
 
 OUT = "build/fake-emu/tiny"
 

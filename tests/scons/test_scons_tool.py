@@ -4,7 +4,7 @@ from SCons.Environment import Environment
 from SCons.Variables import Variables
 
 import swbuild.scons as tool
-from swbuild.build import generated_files
+from swbuild.driver.build import generated_files
 from SCons.Action import Action
 
 from swbuild.scons.compile import cmd_list
@@ -94,7 +94,7 @@ def test_swmodel_nodes(proj):
     deps = {str(d) for d in b.sources[0].depends}
     assert any(d.endswith("toolchains/fake-emu.toml") for d in deps)
     assert any(d.endswith("toolchains/sunway.toml") for d in deps)      # what fake-emu emulates
-    assert any(d.endswith("swbuild/recipe.py") for d in deps)
+    assert any(d.endswith("swbuild/config/recipe.py") for d in deps)
     value = [d for d in b.sources[0].depends if d.__class__.__name__ == "Value"]
     assert len(value) == 1 and '"batch": 3' in value[0].read() and '"target": "fake-emu"' in value[0].read()
     assert str(proj) not in value[0].read()
@@ -104,7 +104,7 @@ def test_swmodel_nodes(proj):
 
 def test_package_sources_exclude_the_tool():
     srcs = package_sources()
-    assert any(s.endswith("swbuild/recipe.py") for s in srcs)
+    assert any(s.endswith("swbuild/config/recipe.py") for s in srcs)
     assert not any("/swbuild/scons/" in s for s in srcs)
 
 
@@ -124,7 +124,7 @@ def test_variables(proj):
     assert env["target"] == "sunway" and env["model"] == "all" and env["batch"] == "4"
     assert v.UnknownVariables() == {"traget": "x"}
     text = v.GenerateHelpText(env)
-    from swbuild.toolchain import available
+    from swbuild.config.toolchain import available
     assert "|".join(available(proj)) in text and "fake-emu" in text and "(tiny|all)" in text
 
 
@@ -140,7 +140,7 @@ def test_toolpath_shim_restores_the_package():
 
 
 def test_variant_names():
-    from swbuild.build import variant_name
+    from swbuild.driver.build import variant_name
     assert variant_name("vgg16", {}) == "vgg16"
     assert variant_name("vgg16", {"simd": "off", "batch": 2}) == "vgg16-batch2-simdoff"
     assert variant_name("m", {"rtol": 0.1, "atol": 1, "timeout": 5}) == "m"      # check-only

@@ -32,8 +32,9 @@ SIZES = {
 sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
-from swbuild import build, toolchain  # noqa: E402
-from swbuild.frontends import scop_cli  # noqa: E402
+from swbuild.driver import build
+from swbuild.config import toolchain  # noqa: E402
+from swbuild.driver import scop as scop_cli  # noqa: E402
 
 _NUM = re.compile(r"[-+]?\d\.\d+e[-+]\d+")
 

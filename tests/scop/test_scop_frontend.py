@@ -4,7 +4,7 @@ import textwrap
 import pytest
 
 from scop_helpers import KERNELS_DIR
-from swbuild import toolchain
+from swbuild.config import toolchain
 from swbuild.frontends import scop
 from swbuild.frontends.scop import ScopError
 

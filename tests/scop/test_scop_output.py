@@ -6,10 +6,11 @@ import sys
 import textwrap
 
 from scop_helpers import KERNELS_DIR, ROOT, check_results
-from swbuild import build, toolchain
-from swbuild.backends.sunway import scop_printer
-from swbuild.backends.sunway.cpe_api import api_of
-from swbuild.frontends import scop_cli
+from swbuild.driver import build
+from swbuild.config import toolchain
+from swbuild.backends.sunway.emit import scop_printer
+from swbuild.backends.sunway.emit.cpe_api import api_of
+from swbuild.driver import scop as scop_cli
 
 EMU = toolchain.load("sunway-emu")
 
@@ -23,7 +24,7 @@ def test_generation_is_deterministic_across_dirs_and_hash_seeds(tmp_path):
     for k, seed in enumerate(("1", "2")):
         out = tmp_path / f"o{k}" / ("deeper/" * k)
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        subprocess.run([sys.executable, "-m", "swbuild.frontends.scop_cli", str(KERNELS_DIR / "syr2k.c"),
+        subprocess.run([sys.executable, "-m", "swbuild.driver.scop", str(KERNELS_DIR / "syr2k.c"),
                         "--target", "sunway-emu", "-o", str(out), "-I", str(KERNELS_DIR), "-DSYMBOLIC"],
                        check=True, env=env, cwd=ROOT)
         outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
@@ -127,7 +128,7 @@ def test_serial_fallback_keeps_region_and_results(tmp_path, build_kernels):
     bad = tmp_path / "mixed.c"
     text = src.read_text().replace("R[i] = R[i - 1] * 0.5 + Y[i][0];", "R[i] = R[i - 1] * 0.5 + Y[i][(i * i) % 7];")
     bad.write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "swbuild.frontends.scop_cli", str(bad), "--target", "sunway-emu",
+    proc = subprocess.run([sys.executable, "-m", "swbuild.driver.scop", str(bad), "--target", "sunway-emu",
                            "-o", str(tmp_path / "o"), "-I", str(KERNELS_DIR)], capture_output=True, text=True, cwd=ROOT)
     line = text.split("\n").index(next(ln for ln in text.split("\n") if "(i * i) % 7" in ln)) + 1
     assert proc.returncode == 2
@@ -166,7 +167,7 @@ def test_cli_exe_links_other_files_unchanged(tmp_path, runtime_libs):
         }
         """))
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "swbuild.frontends.scop_cli", str(tmp_path / "kern.c"),
+    p = subprocess.run([sys.executable, "-m", "swbuild.driver.scop", str(tmp_path / "kern.c"),
                         str(tmp_path / "main.c"), "--target", "sunway-emu", "-o", str(out), "--exe", "prog"],
                        capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr

@@ -5,8 +5,8 @@ import islpy as isl
 import pytest
 
 from scop_helpers import KERNELS, KERNELS_DIR, SIZES
-from swbuild import toolchain
-from swbuild.errors import LdmError
+from swbuild.config import toolchain
+from swbuild.support.errors import LdmError
 from swbuild.frontends import scop
 from swbuild.optimizer.polyhedral import dependences, plan_region, verify
 
@@ -95,6 +95,6 @@ def test_interleaved_write_sets_never_share_a_write_back_box(tmp_path):
         return scop.extract(src, TC)[0]
     kp = plan_region(region(2), TC).kernels[0]
     assert kp.tiling.members == (1,), kp.tiling
-    from swbuild.errors import UnsupportedError
+    from swbuild.support.errors import UnsupportedError
     with pytest.raises(UnsupportedError, match=r"w3.c:4: .*may overlap other CPEs' writes"):
         plan_region(region(3), TC)

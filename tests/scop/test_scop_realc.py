@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from scop_helpers import check_results
-from swbuild import build, toolchain
-from swbuild.errors import SwbuildError
-from swbuild.frontends import scop, scop_cli
+from swbuild.driver import build
+from swbuild.config import toolchain
+from swbuild.support.errors import SwbuildError
+from swbuild.frontends import scop
+from swbuild.driver import scop as scop_cli
 from swbuild.frontends.scop import ScopError
 from swbuild.optimizer.polyhedral import plan_region
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from swbuild.errors import RecipeError
-from swbuild.recipe import load_recipe
+from swbuild.support.errors import RecipeError
+from swbuild.config.recipe import load_recipe
 
 KERNELS = Path(__file__).parent / "kernels"
 REPO = Path(__file__).resolve().parents[2]

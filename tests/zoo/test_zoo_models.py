@@ -157,7 +157,7 @@ def test_bn_statistics_are_not_trivial():
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_recipe(name):
     """recipes/<name>.yaml builds zoo model <name> at batch 1; batch=8 overrides it."""
-    from swbuild.recipe import load_recipe
+    from swbuild.config.recipe import load_recipe
     r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
     assert (r.name, r.source_kind, r.source, r.batch) == (name, "zoo", name, 1)
     assert r.allows("sunway-emu")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ... import __version__
-from ...names import UniqueNames
+from ...support.names import UniqueNames
 from ..common import CompileUnit, file_names, plan_head
 from .devir import stmts
 from .printer import Image, device_file, host_file, model_header, runner_file, weights_asm

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from ...optimizer.fuse import fuse_epilogues
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
-from ...recipe import option_on
+from ...config.recipe import option_on
 from .devir import stmts
 from .layout import choose_layouts, eliminate_identity_copies
 from .mapper import map_kernel, map_stmt

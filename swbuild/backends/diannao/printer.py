@@ -16,7 +16,7 @@ import numpy as np
 
 from ...ir.graph import is_splat
 from ...ir.loopnest import Bin, Const, index_range
-from ...names import c_comment
+from ...support.names import c_comment
 from .. import cexpr, common, watchdog
 from ..blob import WeightsBlob
 from ..cexpr import COMBINE, CTYPE, Writer as W

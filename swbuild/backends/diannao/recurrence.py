@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
-from ...errors import UnsupportedError
+from ...support.errors import UnsupportedError
 from ...ir.graph import Tensor
 from ...ir.sizes import round_up
-from ...names import c_comment
+from ...support.names import c_comment
 from ..cell_c import flops as cell_flops, gru_gates, masked_update, scratch
 from .schedule.builder import KB
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 from ... import __version__
 from ..common import CompileUnit, file_names, plan_head
 from .cost.predict import Simulations, predict_program
-from .prefetch import adjust_entries
-from .host import Storage, host_c, model_header, para_header, runner_c, weights_asm
-from .slave import kernel_c
-from .slave_file import slave_file
-from .stitch import launch_c, launch_entries
-from .cpe_api import api_of
+from .passes.prefetch import adjust_entries
+from .emit.host import Storage, host_c, model_header, para_header, runner_c, weights_asm
+from .emit.slave import kernel_c
+from .emit.slave_file import slave_file
+from .passes.stitch import launch_c, launch_entries
+from .emit.cpe_api import api_of
 
 FILES = {"host": "{prefix}_host.c", "slave": "{prefix}_slave.c", "para": "{prefix}_para.h", "header": "{prefix}.h",
          "weights": "{prefix}_weights.bin", "weights_asm": "{prefix}_weights.S", "runner": "{prefix}_runner.c",

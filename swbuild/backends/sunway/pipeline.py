@@ -8,14 +8,14 @@ from __future__ import annotations
 from ...optimizer.fuse import fuse_epilogues
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import inplace_concat, plan_memory
-from .channel_blocks import channel_blocks
+from .passes.channel_blocks import channel_blocks
 from .schedule.passes import (SunwayState, block_constants, choose_buffering, choose_partition, choose_row_sharing,
                               choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic,
                               schedule_special_kernels)
 from .schedule.split import split_reductions
-from .prefetch import prefetch_next_kernel
-from .stitch import group_launches
-from .stitch_producers import stitch_producers
+from .passes.prefetch import prefetch_next_kernel
+from .passes.stitch import group_launches
+from .passes.stitch_producers import stitch_producers
 
 STATE = SunwayState
 

@@ -5,7 +5,7 @@ Extraction only (PPCG's first step): preprocess with the target's own preprocess
 and describe every statement by an iteration domain, access relations and a 2d+1 source
 schedule in isl syntax (`builder`, into the dataclasses of `model`). Dependences, mapping,
 tiling and copies live in swbuild.optimizer.polyhedral; printing in
-swbuild.backends.sunway.scop_printer.
+swbuild.backends.sunway.emit.scop_printer.
 """
 from .cparse import GNU_DEFINES, parse, preprocess, reduce_system_headers
 from .extract import extract

@@ -13,7 +13,7 @@ import subprocess
 import pycparser
 from pycparser import c_parser
 
-from ...errors import ToolchainError
+from ...support.errors import ToolchainError
 from .model import ScopError
 
 # gcc -E keeps GNU syntax that pycparser cannot read; these turn it into plain C99.

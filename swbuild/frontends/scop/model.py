@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pycparser import c_ast
 
-from ...errors import UnsupportedError
+from ...support.errors import UnsupportedError
 
 # Calls a statement may make: pure, and available on the CPEs (libm_slave).
 MATH_FUNCS = frozenset("""sqrt sqrtf exp expf exp2 log logf log2 log10 pow powf fabs fabsf

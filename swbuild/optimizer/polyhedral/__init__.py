@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from ...errors import LdmError, UnsupportedError
+from ...support.errors import LdmError, UnsupportedError
 from . import copies, dependences, mapping, tiling
 
 

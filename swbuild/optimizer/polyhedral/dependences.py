@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from ...errors import UnsupportedError
+from ...support.errors import UnsupportedError
 
 CTX = isl.DEFAULT_CONTEXT
 # Outer band members are made coincident where possible: they become the CPE dimensions.

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
-from ...errors import LdmError, UnsupportedError
+from ...support.errors import LdmError, UnsupportedError
 
 INF = math.inf
 UNKNOWN_EXTENT = 512           # assumed loop extent for cost estimates of symbolic sizes

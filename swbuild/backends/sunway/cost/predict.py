@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 from ..schedule import simd
-from ..convert import convert_predict
-from ..gather import gather_predict
-from ..recurrence import recurrence_predict
+from ..kinds.convert import convert_predict
+from ..kinds.gather import gather_predict
+from ..kinds.recurrence import recurrence_predict
 from ..schedule.dma import box_plans, transfers
 from ..schedule.grid import all_cpe_sequences, mixed_radix
 from . import model

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from .... import __version__
-from ....cachedir import user_cache_dir
+from ....support.cachedir import user_cache_dir
 
 ENV = "SWBUILD_SCHEDULE_CACHE"
 FORMAT = 1

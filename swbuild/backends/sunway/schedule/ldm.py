@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import math
 
-from ....errors import LdmError
-from ....recipe import option_on
+from ....support.errors import LdmError
+from ....config.recipe import option_on
 from ..cost import model
 from . import batch, cache, reorder, simd
 from .dma import blockable, box_plans

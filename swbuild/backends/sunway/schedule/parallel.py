@@ -22,7 +22,7 @@ import gc
 import os
 import signal
 
-from ....errors import SwbuildError
+from ....support.errors import SwbuildError
 from . import ldm
 
 ENV = "SWBUILD_JOBS"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from ....errors import LdmError
-from ....progress import Steps
+from ....support.errors import LdmError
+from ....support.progress import Steps
 from ....ir.loopnest import Acc, Const, substitute_acc
 from ..cost.predict import boxes_key, compulsory_bytes, simulate
-from ..convert import convert_schedule
-from ..gather import gather_schedule
-from ..recurrence import recurrence_schedule
+from ..kinds.convert import convert_schedule
+from ..kinds.gather import gather_schedule
+from ..kinds.recurrence import recurrence_schedule
 from . import parallel, reorder
 from .dma import apply_blocking
 from .grid import ROW, spatial_tiles

@@ -24,7 +24,7 @@ from dataclasses import replace as _replace
 
 from ....ir.graph import Tensor
 from ....ir.loopnest import Acc, Axis, Bin, Buffer, Kernel, Load, Var, iconst, iter_loads, transform
-from ....recipe import option_on
+from ....config.recipe import option_on
 from ..cost import model
 from ..cost.predict import compulsory_bytes
 from . import cache, parallel
