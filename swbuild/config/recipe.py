@@ -117,7 +117,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("timeout", "int", 3600, "seconds `check` lets the runner run before it stops it and names the kernel "
            "that was running", "check.timeout", 1),
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
-    Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory", "options.double_buffer", families=("sunway",)),
+    Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory "
+           "(DianNao: the load / compute / store pipeline over ping-pong NRAM)", "options.double_buffer"),
     Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd", families=("sunway",)),
     Option("row_share", "onoff", "on", "Sunway: the 8 CPEs of a mesh row share input tiles through one broadcast DMA "
            "(where the cost model says it wins)", "options.row_share", families=("sunway",)),

@@ -8,10 +8,12 @@ from swbuild.driver import build, check
 from swbuild.driver.compiler import compile_to
 
 
-def build_model(tc, model, name, out_dir, partition="on", grouping=None):
-    """compile + build; returns (plan dict, runner path). `grouping`: None for the default (on)."""
+def build_model(tc, model, name, out_dir, partition="on", grouping=None, double_buffer=None):
+    """compile + build; returns (plan dict, runner path). `grouping`, `double_buffer`: None for
+    the default (on)."""
     out_dir = Path(out_dir)
-    options = {"partition": partition} | ({"grouping": grouping} if grouping else {})
+    options = {"partition": partition} | ({"grouping": grouping} if grouping else {}) \
+        | ({"double_buffer": double_buffer} if double_buffer else {})
     prog, _ = compile_to(model, tc, out_dir, name, options=options)
     steps, _, exe = build.model_steps(tc, prog.prefix, out_dir, out_dir)
     build.run_steps(steps, log=lambda s: None)

@@ -123,14 +123,14 @@ def test_sunway_only_options_are_refused_by_name_on_diannao(tmp_path, capsys):
     from onnx_builders import make
     onnx.save(make([helper.make_node("Relu", ["x"], ["y"])], [("x", [4, 64])], [("y", [4, 64])]), tmp_path / "r.onnx")
     code = cli.main(["compile", str(tmp_path / "r.onnx"), "--target", "diannao-emu", "--set", "ldm_reserve=65536",
-                     "--set", "double_buffer=off", "-o", str(tmp_path / "o")])
+                     "--set", "simd=off", "-o", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2
-    assert "option double_buffer=off does not apply to the diannao family" in err
+    assert "option simd=off does not apply to the diannao family" in err
     assert "option ldm_reserve=65536 does not apply to the diannao family (it is read by sunway targets only" in err
     assert not (tmp_path / "o").exists()
     # a shared recipe's defaults (double_buffer: on, ldm_reserve: auto) change nothing: accepted
     assert cli.main(["compile", str(tmp_path / "r.onnx"), "--target", "diannao-emu", "--set", "ldm_reserve=auto",
-                     "--set", "double_buffer=on", "-o", str(tmp_path / "o")]) == 0
+                     "--set", "simd=on", "-o", str(tmp_path / "o")]) == 0
     assert cli.main(["compile", str(tmp_path / "r.onnx"), "--target", "sunway-emu", "--set", "ldm_reserve=32768",
                      "-o", str(tmp_path / "s")]) == 0

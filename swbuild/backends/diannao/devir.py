@@ -214,6 +214,7 @@ class Stmt:
     sid: str = ""            # source statement (tensorized-fraction bookkeeping)
     mapped: object = None    # mapper.Mapped once selected
     note: str = ""
+    asynchronous: bool = False   # a copy issued with __memcpy_async (pingpong.py)
 
     def vars(self):
         return [lp.var for lp in self.loops] + [lp.var for lp in self.red]
@@ -231,6 +232,13 @@ class For:
 @dataclass
 class Barrier:
     kind: str = "cluster"    # cluster | all
+
+
+@dataclass
+class Sync:
+    """Queue barrier of one core (pingpong.py): io = __sync_io(), compute = __sync_compute(),
+    all = __sync_io_move_compute()."""
+    kind: str
 
 
 @dataclass

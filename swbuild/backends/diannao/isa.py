@@ -169,13 +169,13 @@ DESCRIPTIONS = [
     # data movement between the memory levels: contiguous, strided (segments), gather
     Desc("__memcpy", "copy", ((s, segs), (i, n)), Load("dst", (s * ds + i,)), Load("src", (s * ss + i,)),
          rules=COPY_RULES,
-         emit=lambda m: (f"__memcpy({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction}, "
+         emit=lambda m: (f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction}, "
                          f"{m.bytes('ds')}, {m.bytes('ss')}, {m.val('segs')} - 1);")),
     Desc("__memcpy", "copy", ((i, n),), Load("dst", (i,)), Load("src", (i,)), rules=COPY_RULES,
-         emit=lambda m: f"__memcpy({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction});"),
+         emit=lambda m: f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction});"),
     Desc("__memcpy", "copy", ((s, segs),), Load("dst", (s * ds,)), Load("src", (s * ss,)), rules=COPY_RULES,
          derived={"n": lambda p: 1},
-         emit=lambda m: (f"__memcpy({m.ptr('dst')}, {m.ptr('src')}, 4, {m.direction}, "
+         emit=lambda m: (f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, 4, {m.direction}, "
                          f"{m.bytes('ds')}, {m.bytes('ss')}, {m.val('segs')} - 1);")),
 ]
 

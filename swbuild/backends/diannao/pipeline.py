@@ -3,7 +3,8 @@
     fuse epilogues → storage layouts (NHWC around convolutions, identity copies removed)
     → static arena → work split and staging (schedule) → loop partitioning (Algorithm 2,
     option `partition`) → pre-processing of what is left (Algorithm 1: extra computation,
-    padded lengths) → instruction mapping (ISA Mapper) → BANG C.
+    padded lengths) → instruction mapping (ISA Mapper) → load / compute / store pipelines
+    (option `double_buffer`) → BANG C.
 
 Every pass is `(Program, Target, Options) -> Program`; `program.target_state` is a
 `DianNaoState` while they run and what the printer reads after. See docs/diannao.md.
@@ -20,6 +21,7 @@ from .devir import stmts
 from .layout import choose_layouts, eliminate_identity_copies
 from .mapper import map_kernel, map_stmt
 from .partition import partition_kernel
+from .pingpong import pipeline_kernel
 from .preprocess import align_extents, choose_fills, resolve_guards
 from .recurrence import sched_recurrence
 from .schedule import schedule_kernel
@@ -35,6 +37,7 @@ class DianNaoState:
     dev: list = field(default_factory=list)       # DevKernel per kernel, in order
     partitioned: bool = True                      # option `partition` (loop partitioning ran)
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
+    double_buffer: bool = True                    # option double_buffer: tiles chosen for pingpong.py
 
 
 STATE = DianNaoState
@@ -51,6 +54,7 @@ def schedule_kernels(program, target, options):
     """Per kernel: its class, work split over the cores and staging through NRAM/WRAM/SRAM."""
     st = program.target_state
     st.store = Store()
+    st.double_buffer = option_on(options, "double_buffer")
     st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
               for k in program.kernels]
     return program
@@ -97,6 +101,14 @@ def map_instructions(program, target, options):
     return program
 
 
+def pipeline_tiles(program, target, options):
+    """Option `double_buffer`: tile loops as load / compute / store over ping-pong buffers."""
+    if option_on(options, "double_buffer"):
+        for dk in program.target_state.dev:
+            pipeline_kernel(dk, target)
+    return program
+
+
 PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     choose_storage_layouts,     # NHWC around convolutions
@@ -107,5 +119,6 @@ PIPELINE = [
     partition_loops,            # Algorithm 2: loop partitioning
     preprocess_guards,          # Algorithm 1: extra computation, padded lengths
     map_instructions,           # ISA Mapper
+    pipeline_tiles,             # option double_buffer: __memcpy_async over ping-pong halves
     group_launches,             # option grouping: a group's kernels in one launch
 ]

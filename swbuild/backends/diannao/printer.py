@@ -21,11 +21,12 @@ from .. import cexpr, common, watchdog
 from ..blob import WeightsBlob
 from ..runner_main import runner_main, tensors
 from ..cexpr import COMBINE, CTYPE, Writer as W
-from .devir import Barrier, For, ScalarLoad, Stmt, When, const, simp
+from .devir import Barrier, For, ScalarLoad, Stmt, Sync, When, const, simp
 from .recurrence import recurrence_body
 from .stitch import launch_params, launches_of
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
+SYNC = {"io": "__sync_io();", "compute": "__sync_compute();", "all": "__sync_io_move_compute();"}
 INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
 
 
@@ -100,6 +101,8 @@ class KernelPrinter:
                 w.close()
             elif isinstance(n, Barrier):
                 w("__sync_cluster();" if n.kind == "cluster" else "__sync_all();")
+            elif isinstance(n, Sync):
+                w(SYNC[n.kind])
             elif isinstance(n, ScalarLoad):
                 load = f"{n.src.buf}[{self.ix(n.src.index[0])}]"
                 if n.guard:
@@ -117,7 +120,7 @@ class KernelPrinter:
                 w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
                 opened += 1
             dyn = [k for k in ("n", "segs") if k in m.params and not isinstance(m.params[k], int) and const(m.params[k]) is None]
-            ctx = Emit(self, m)
+            ctx = Emit(self, m, s.asynchronous)
             if dyn:   # run-time sizes (guards resolved without partitioning): name them, skip empty ones
                 w.open("")
                 w.lines[-1] = "    " * (w.depth - 1) + "{"
@@ -163,8 +166,9 @@ class KernelPrinter:
 class Emit:
     """What an instruction description's `emit` reads."""
 
-    def __init__(self, kp, m):
+    def __init__(self, kp, m, asynchronous=False):
         self.kp, self.m = kp, m
+        self.memcpy = "__memcpy_async" if asynchronous else "__memcpy"
         self.direction = m.direction
         self.local = {}
 

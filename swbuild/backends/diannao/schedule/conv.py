@@ -8,6 +8,7 @@ from ....ir.loopnest import Acc, Bin, Load, Var, iconst
 from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, simp
 from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
+from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
@@ -26,13 +27,18 @@ def sched_conv(kb, pool=False):
                          Operand("scalar", Var("v")) if kinds[e] == "scalar" else Operand("buf", f"q{loads.index(e)}"),
                          chan)
     n_lane_bufs = 1 + len(staged) + ta_peak            # acc + staged epilogue operands + temps
+    n_pixel = sum(kinds[ld] == "pixel" for ld in loads)
     budget = kb.nram_budget()
+    # pingpong.py pipelines the row tiles when no input-channel loop sits inside them: their
+    # input, per-pixel operands and result then take two halves each
+    piped = getattr(kb.p.target_state, "double_buffer", False)
 
     def nram(R, Cib, Cob, NIB):
         lanes = R * G.Wo * Cob
         rin = (R - 1) * G.sh + G.kh
-        return (round_up(round_up(rin * W_in * Cib, ve) * 4, ALIGN) + (NIB > 1) * round_up(round_up(lanes, ve) * 4, ALIGN)
-                + n_lane_bufs * round_up(round_up(lanes, ve) * 4, ALIGN))
+        xin_b, lane_b = round_up(round_up(rin * W_in * Cib, ve) * 4, ALIGN), round_up(round_up(lanes, ve) * 4, ALIGN)
+        extra = (xin_b + (1 + n_pixel) * lane_b) if piped and NIB == 1 else 0
+        return xin_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
 
     if pool:
         Cp = round_up(G.Cog, pool_c_elems(hw))
@@ -57,9 +63,41 @@ def sched_conv(kb, pool=False):
                 return R
         return None
 
+    def estimate_piped(mode, cand, R):
+        """Prologue + per-step maxima + epilogue of the pipelined row tiles (pingpong.py)."""
+        Cob, Cib, NIB = cand
+        cpg, gb, seg = hw["gdram_cycles_per_granule"], hw["gdram_granule_bytes"], hw["strided_segment_cycles"]
+        ms = hw["memcpy_startup_cycles"]
+        rin = (R - 1) * G.sh + G.kh
+        lanes = R * G.Wo * Cob
+
+        def copy(rows, pixels, chans, xst, write):
+            """Copies of a tile: a strided copy per row when channels are contiguous (HWC),
+            else one element-gather copy per pixel (each element its own granule)."""
+            if xst["c"] == 1:
+                return rows * (ms + (pixels - 1) * seg + pixels * ceil_div(chans * 4, gb) * (1 + write) * cpg)
+            return rows * pixels * (ms + (chans - 1) * seg + chans * (1 + write) * cpg)
+        load = copy(rin, W_in, Cib, G.xst, False) + n_pixel * copy(R, G.Wo, Cob, G.ost, False)
+        store = copy(R, G.Wo, Cob, G.ost, True)
+        NRT = ceil_div(G.Ho, R)
+        if pool:
+            comp = hw["vector_startup_cycles"] + R * G.Wo * K1 * ceil_div(Cob * 4, hw["vector_bytes_per_cycle"])
+            return G.N * ceil_div(G.Cog, Cob) * pipelined_cycles(ceil_div(NRT, 16), load, comp, store)
+        NCB = ceil_div(round_up(G.Cog, int(hw.get("conv_co_multiple", 64))), Cob)
+        rate = max(1, int(hw.get("conv_float_macs_per_cycle", 512)))
+        comp = lanes * K1 * Cib / rate + hw["conv_startup_cycles"]
+        blk = Cob * K1 * Cib * 4
+        gran = cpg / gb
+        if mode == "rows":
+            steps = pipelined_cycles(ceil_div(NRT, 16), load, comp, store)
+            return G.N * G.G * NCB * (steps + blk * gran / 4 + blk / hw["sram_bytes_per_cycle"])
+        return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
+
     def estimate(mode, cand, R):
         Cob, Cib, NIB = cand
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
+        if piped and NIB == 1:
+            return estimate_piped(mode, cand, R)
         if pool:   # per task: its row tiles of every channel block, window + input copy
             rin = (R - 1) * G.sh + G.kh
             per = ceil_div(ceil_div(G.Ho, R), 16)
@@ -88,7 +126,9 @@ def sched_conv(kb, pool=False):
             R = best_rows(cand, ceil_div(G.Ho, 16) if mode == "rows" else G.Ho)
             if R is None:
                 continue
-            options.append((estimate(mode, cand, R), mode != "rows", -cand[0], cand, mode, R))
+            # pipelined: fewer rows per tile buy overlap; every R that fits is a candidate
+            for r in (range(R, 0, -1) if piped and cand[2] == 1 else (R,)):
+                options.append((estimate(mode, cand, r), mode != "rows", -cand[0], cand, mode, r))
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
     _, _, _, (Cob, Cib, NIB), mode, R = min(options)

@@ -49,8 +49,10 @@ def sched_elementwise(kb):
     m = len(ax)
     ve = vector_elems(kb.hw)
     nb = len(loads) + 1
+    # pingpong.py doubles the loaded and stored tiles: each gets half the room
+    budget = kb.nram_budget() // (2 if getattr(kb.p.target_state, "double_buffer", False) else 1)
     for _ in range(4):
-        tmax = max(ve, (kb.nram_budget() // max(nb, 1) // 4) // ve * ve)
+        tmax = max(ve, (budget // max(nb, 1) // 4) // ve * ve)
         j = 0
         while j < m - 1 and math.prod(ext[j + 1:]) > tmax:
             j += 1

@@ -210,19 +210,29 @@ struct Async {
   char* dst; const char* src; long long size, dst_stride, src_stride, segnum;
   int dir, seq;
   uintptr_t dlo, dhi, slo, shi;   /* hulls of both sides */
+  bool gdram;                     /* IO queue (lands at __sync_io), else move (__sync_move) */
 };
+enum { LAND_IO = 1, LAND_MOVE = 2, LAND_ALL = 3 };
 inline std::map<const Task*, std::vector<Async>>& in_flight() {
   static std::map<const Task*, std::vector<Async>> m;
   return m;
 }
-/* Complete t's copies in issue order (__sync_io, barriers, kernel end). */
-inline void land_async(const Task& t) {
+/* While a __memcpy_async checks its operands: the queue it goes to (LAND_IO / LAND_MOVE),
+ * whose earlier copies it cannot race (they complete in issue order); else 0. */
+inline int& same_queue_async() { static int q = 0; return q; }
+/* Complete t's copies of the queues in `which`, in issue order (__sync_io: IO, __sync_move:
+ * move, __sync_io_move_compute, barriers and the kernel's end: both). */
+inline void land_async(const Task& t, int which = LAND_ALL) {
   auto it = in_flight().find(&t);
   if (it == in_flight().end()) return;
-  for (const Async& a : it->second)
+  std::vector<Async> left;
+  for (const Async& a : it->second) {
+    if (!((a.gdram ? LAND_IO : LAND_MOVE) & which)) { left.push_back(a); continue; }
     for (long long i = 0; i <= a.segnum; ++i)
       memmove(a.dst + i * a.dst_stride, a.src + i * a.src_stride, (size_t)a.size);
-  in_flight().erase(it);
+  }
+  if (left.empty()) in_flight().erase(it);
+  else it->second = left;
 }
 /* An operand [lo, hi) that `fn` reads (write = false) or writes: not a copy in flight's
  * destination, and not its source when written. */
@@ -232,13 +242,27 @@ inline bool check_in_flight(const char* fn, const char* what, uintptr_t lo, uint
   auto it = in_flight().find(s.cur);
   if (it == in_flight().end()) return true;
   for (const Async& a : it->second) {
+    if (same_queue_async() == (a.gdram ? LAND_IO : LAND_MOVE)) continue;   /* one queue runs in order */
     bool dst = lo < a.dhi && a.dlo < hi, src = write && lo < a.shi && a.slo < hi;
     if (dst || src)
-      return violation(fn, fmt("%s %s the %s of __memcpy_async #%d (%s) before __sync_io", what,
+      return violation(fn, fmt("%s %s the %s of __memcpy_async #%d (%s) before %s", what,
                                write ? "overwrites" : "reads", dst ? "destination" : "source", a.seq,
-                               dir_name(a.dir)),
+                               dir_name(a.dir), a.gdram ? "__sync_io" : "__sync_move"),
                        fmt("%s=%s, bytes=%lld", what, where((const void*)lo).c_str(), (long long)(hi - lo)));
   }
+  return true;
+}
+/* A __memcpy_async's side [lo, hi) (its source when !write) against compute still running
+ * (issued since the last __sync_compute or join): the copy would read what compute has not
+ * written yet, or overwrite what it still reads or writes; a race on the chip. */
+inline bool check_computing(const char* what, uintptr_t lo, uintptr_t hi, bool write) {
+  Task& t = cur();
+  for (const Task::Span& c : t.computing)
+    if (lo < c.hi && c.lo < hi && (write || c.write))
+      return violation("__memcpy_async", fmt("%s %s what %s %s before __sync_compute", what,
+                                             write ? "overwrites" : "reads", c.fn,
+                                             c.write ? "still writes" : "still reads"),
+                       fmt("%s=%s, bytes=%lld", what, where((const void*)lo).c_str(), (long long)(hi - lo)));
   return true;
 }
 
@@ -337,6 +361,8 @@ inline bool operand(const char* fn, const char* what, const void* p, long long e
   if (ok) {
     KernelStats* ks = S().launch->ks;
     ks->peak[sp] = std::max(ks->peak[sp], off + extent);
+    if (strncmp(fn, "__memcpy", 8) != 0)   /* compute: runs on the compute queue */
+      cur().computing.push_back(Task::Span{(uintptr_t)p, (uintptr_t)p + extent, write, fn});
   }
   return ok;
 }

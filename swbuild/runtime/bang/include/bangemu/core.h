@@ -166,8 +166,16 @@ struct Task {
   enum { NEW, READY, RUNNING, BLOCKED, DONE };
   int id = 0, cluster = 0, core = 0, phys = 0, st = NEW, waiting = 0;
   bool go = false, saved = false;
-  long long clock = 0;  // cycles of this task on its core (compute and synchronous copies)
-  long long io = 0;     // when the queue of __memcpy_async copies drains
+  /* A core issues to three queues that run side by side until a __sync_* joins them (the
+   * mlu-ops three-stage pipeline): clock is where issue stands (synchronous __memcpy and
+   * the __sync_* move it), comp / io / move are when the compute, IO (copies touching
+   * GDRAM) and move (on-chip copies) queues drain. */
+  long long clock = 0;
+  long long comp = 0;   // __bang_* and fills
+  long long io = 0;     // __memcpy_async to or from GDRAM
+  long long move = 0;   // __memcpy_async between on-chip spaces
+  struct Span { uintptr_t lo, hi; bool write; const char* fn; };
+  std::vector<Span> computing;   // on-chip operands of compute issued since the last join
   std::condition_variable cv;
   std::vector<char> nram, wram;  // contents while the task is suspended at a barrier
   char* stack = nullptr;         // this task thread's stack mapping (sched.h: stack in NRAM)
@@ -314,22 +322,45 @@ inline Task& cur() {
 }
 inline Launch& launch_() { cur(); return *S().launch; }
 
-/* Count one instruction and its cycles on the running task's core. */
+/* Count one instruction and its cycles. */
+inline void count(int op, long long cycles) {
+  S().launch->ks->instr[op]++;
+  S().launch->ks->instr_cycles[op] += cycles;
+}
+/* Compute (vector, pool, conv, fills): on the compute queue, behind earlier compute and not
+ * before issue; copies issued after it do not wait for it unless a sync says so. */
 inline void charge(int op, long long cycles) {
   Task& t = cur();
-  t.clock += cycles;
-  S().launch->ks->instr[op]++;
-  S().launch->ks->instr_cycles[op] += cycles;
+  t.comp = std::max(t.comp, t.clock) + cycles;
+  count(op, cycles);
 }
-/* __memcpy_async: queued behind earlier async copies, overlapping the task's other work
- * until __sync_io, a barrier or the end of the kernel joins the two clocks. */
-inline void charge_async(int op, long long cycles) {
+/* The three queues joined: issue waits for all of them. */
+inline void join_all(Task& t) {
+  t.clock = std::max(std::max(t.clock, t.comp), std::max(t.io, t.move));
+  t.computing.clear();
+}
+/* Synchronous __memcpy: waits for everything issued before it (the data it moves may come
+ * from compute or copies still running) and blocks issue until it is done. */
+inline void charge_sync_copy(int op, long long cycles) {
   Task& t = cur();
-  t.io = std::max(t.io, t.clock) + cycles;
-  S().launch->ks->instr[op]++;
-  S().launch->ks->instr_cycles[op] += cycles;
+  join_all(t);
+  t.clock += cycles;
+  count(op, cycles);
+}
+/* __memcpy_async: queued behind earlier async copies of its queue (IO when it touches
+ * GDRAM, else move), overlapping compute and the other queue until a __sync_* joins them. */
+inline void charge_async(int op, long long cycles, bool gdram) {
+  Task& t = cur();
+  long long& q = gdram ? t.io : t.move;
+  q = std::max(q, t.clock) + cycles;
+  count(op, cycles);
 }
 inline void join_io(Task& t) { t.clock = std::max(t.clock, t.io); }
+inline void join_move(Task& t) { t.clock = std::max(t.clock, t.move); }
+inline void join_compute(Task& t) {
+  t.clock = std::max(t.clock, t.comp);
+  t.computing.clear();
+}
 inline long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 
 /* Where p is, for messages: "NRAM+128" (deterministic) or "GDRAM". */

@@ -74,8 +74,10 @@ inline void do_memcpy(int op, void* dst, const void* src, long long size, int di
   if (sd == WRAM) da = BANGEMU_WRAM_ALIGN_BYTES;
   if (ss == WRAM) sa = BANGEMU_WRAM_ALIGN_BYTES;
   if (dir == NRAM2NRAM) da = sa = BANGEMU_NRAM2NRAM_ALIGN_BYTES;
+  same_queue_async() = op == OP_MEMCPY_ASYNC ? (sd == GDRAM || ss == GDRAM ? LAND_IO : LAND_MOVE) : 0;
   ok = operand(fn, "dst", dst, dext, wd, da);
   ok = operand(fn, "src", src, sext, ws, sa) && ok;
+  same_queue_async() = 0;
   if ((sd == WRAM || ss == WRAM) && size % BANGEMU_WRAM_SIZE_MULTIPLE_BYTES != 0)
     ok = violation(fn, fmt("WRAM copy size must be a multiple of %d B", BANGEMU_WRAM_SIZE_MULTIPLE_BYTES),
                    fmt("%s, size=%lld", dn, size)) && ok;
@@ -95,19 +97,24 @@ inline void do_memcpy(int op, void* dst, const void* src, long long size, int di
   Task& t = cur();
   if (sd == GDRAM)
     for (long long i = 0; i <= segnum; ++i) record_write(t, (char*)dst + i * dst_stride, size);
-  if (op == OP_MEMCPY_ASYNC) {     /* lands at __sync_io, a barrier or the kernel's end */
+  bool gdram = sd == GDRAM || ss == GDRAM;
+  if (op == OP_MEMCPY_ASYNC && sd != GDRAM && !check_computing("dst", (uintptr_t)dst, (uintptr_t)dst + dext, true))
+    return;
+  if (op == OP_MEMCPY_ASYNC && ss != GDRAM && !check_computing("src", (uintptr_t)src, (uintptr_t)src + sext, false))
+    return;
+  if (op == OP_MEMCPY_ASYNC) {     /* lands at __sync_io (__sync_move on chip), a barrier or the end */
     auto& q = in_flight()[&t];
     q.push_back(Async{(char*)dst, (const char*)src, size, dst_stride, src_stride, segnum, dir,
                       (int)q.size() + 1, (uintptr_t)dst, (uintptr_t)dst + dext, (uintptr_t)src,
-                      (uintptr_t)src + sext});
+                      (uintptr_t)src + sext, gdram});
   } else {
     for (long long i = 0; i <= segnum; ++i)
       memmove((char*)dst + i * dst_stride, (const char*)src + i * src_stride, (size_t)size);
   }
   L.ks->bytes[dir] += size * (segnum + 1);
   long long c = memcpy_cycles(dst, src, size, sd, ss, dst_stride, src_stride, segnum + 1);
-  if (op == OP_MEMCPY_ASYNC) charge_async(op, c);
-  else charge(op, c);
+  if (op == OP_MEMCPY_ASYNC) charge_async(op, c, gdram);
+  else charge_sync_copy(op, c);
 }
 
 }  // namespace bangemu

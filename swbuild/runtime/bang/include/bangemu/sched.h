@@ -104,7 +104,7 @@ inline void barrier(int kind) {
   S().launch->ks->instr[kind == 1 ? OP_SYNC_CLUSTER : OP_SYNC_ALL]++;
   check_redzones(fn);
   land_async(t);
-  join_io(t);
+  join_all(t);
   std::unique_lock<std::mutex> lk(L.m);
   int& count = kind == 1 ? L.arrived[t.cluster] : L.arrived_all;
   int need = kind == 1 ? L.core_dim : L.ntasks;
@@ -201,7 +201,7 @@ inline void run_task(Launch* L, Task* t, const std::function<void()>* fn) {
               fmt("%zu copies in flight, the first #%d %s", fl->second.size(), fl->second[0].seq,
                   dir_name(fl->second[0].dir)));
   land_async(*t);
-  join_io(*t);
+  join_all(*t);
   std::unique_lock<std::mutex> lk(L->m);
   t->st = Task::DONE;
   L->ndone++;
@@ -226,12 +226,23 @@ inline void run_task(Launch* L, Task* t, const std::function<void()>* fn) {
 
 inline void __sync_cluster() { ::bangemu::barrier(1); }
 inline void __sync_all() { ::bangemu::barrier(2); }
-/* Queue barriers: compute waits for the async copies, or the copies for compute. */
+/* Queue barriers: issue waits for the copies of the IO queue (which land), the move queue,
+ * the compute queue, or all three. */
 inline void __sync_io() {
   ::bangemu::check_redzones("__sync_io");
-  ::bangemu::land_async(::bangemu::cur());
+  ::bangemu::land_async(::bangemu::cur(), ::bangemu::LAND_IO);
   ::bangemu::join_io(::bangemu::cur());
 }
-inline void __sync_compute() { ::bangemu::Task& t = ::bangemu::cur(); t.io = std::max(t.io, t.clock); }
+inline void __sync_move() {
+  ::bangemu::check_redzones("__sync_move");
+  ::bangemu::land_async(::bangemu::cur(), ::bangemu::LAND_MOVE);
+  ::bangemu::join_move(::bangemu::cur());
+}
+inline void __sync_compute() { ::bangemu::join_compute(::bangemu::cur()); }
+inline void __sync_io_move_compute() {
+  ::bangemu::check_redzones("__sync_io_move_compute");
+  ::bangemu::land_async(::bangemu::cur(), ::bangemu::LAND_ALL);
+  ::bangemu::join_all(::bangemu::cur());
+}
 
 #endif
