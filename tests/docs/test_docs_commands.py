@@ -68,26 +68,36 @@ def _variants(cmd):
     return [bare, full]
 
 
+# a block that unpacks and builds an archive (`tar xf`, `make`) is a script: a command after
+# such lines needs them, and the commands before them, to have run first
+SCRIPT_LINE = re.compile(r"(tar|make) ")
+
+
 def doc_commands():
-    """(where, command) of every swbuild/scons command in the docs' code blocks and --help."""
+    """(where, command, prelude) of every swbuild/scons command in the docs' code blocks and
+    --help; `prelude`: the lines of its block that must run before it (script blocks), or ()."""
     found = []
     for path in DOCS:
         text = path.read_text()
         for block in FENCE.finditer(text):
             first = text.count("\n", 0, block.start(1)) + 1
+            lines = [_strip_comment(ln) for ln in _lines(block.group(1))]
+            script = any(SCRIPT_LINE.match(ln) for ln in lines)
             for i, ln in enumerate(_lines(block.group(1))):
                 for seg in ln.split("&&"):        # `... && scons target=... check` (the README's set-up)
                     seg = _strip_comment(seg)
                     if re.match(r"(swbuild|scons)( |$)", seg):
-                        found.append((f"{path.relative_to(REPO)}:{first + i}", seg))
+                        before = [x for x in lines[:i] if x and (SCRIPT_LINE.match(x) or re.match(r"(swbuild|scons) ", x))]
+                        found.append((f"{path.relative_to(REPO)}:{first + i}", seg,
+                                      tuple(before) if script and any(SCRIPT_LINE.match(x) for x in before) else ()))
     for ln in cli.EPILOG.splitlines():
         ln = ln.strip()
         if ln.startswith("swbuild "):
-            found.append(("swbuild --help", re.sub(r"\s{2,}\(.*\)$", "", ln).strip()))
+            found.append(("swbuild --help", re.sub(r"\s{2,}\(.*\)$", "", ln).strip(), ()))
     out = []
-    for where, cmd in found:
+    for where, cmd, prelude in found:
         for v in _variants(cmd):
-            out.append((where, v))
+            out.append((where, v, prelude))
     return out
 
 
@@ -100,8 +110,8 @@ def expected_failure(cmd):
     """The message a command must fail with on this machine, or None when it must pass: a
     build for a real chip needs its compiler (SW5CC=... when given, else PATH)."""
     target = _target(cmd)
-    if not target or re.search(r"(^scons -h)|( export( |$))|(^swbuild (export|ops|pipeline) )", cmd):
-        return None     # exporting, help and listings compile nothing
+    if not target or re.search(r"(^scons -h)|( export( |$))|(^swbuild (export|ops|pipeline|calibrate) )", cmd):
+        return None     # exporting, calibration archives, help and listings compile nothing
     if cmd.startswith("swbuild compile") and "--exe" not in cmd:
         return None     # sources only
     tc = toolchain.load(target)
@@ -119,9 +129,9 @@ def expected_failure(cmd):
 
 def _params():
     out = []
-    for where, cmd in doc_commands():
+    for where, cmd, prelude in doc_commands():
         slow = bool(SLOW.search(cmd)) or (cmd.startswith("scons") and "model=" not in cmd and cmd != "scons -h")
-        out.append(pytest.param(cmd, id=f"{where}: {cmd}", marks=[pytest.mark.slow] if slow else []))
+        out.append(pytest.param(cmd, prelude, id=f"{where}: {cmd}", marks=[pytest.mark.slow] if slow else []))
     return out
 
 
@@ -182,19 +192,27 @@ def project(tmp_path_factory):
 
 
 def test_the_docs_have_commands():
-    cmds = [c for _, c in doc_commands()]
+    cmds = [c for _, c, _ in doc_commands()]
     assert len(cmds) >= 30
     for needed in ("scons -h", "swbuild pipeline --target sunway-emu", "swbuild ops --target sunway-emu"):
         assert needed in cmds
     assert not [c for c in cmds if "light_vgg19.onnx --target" in c and c.split()[2] == "light_vgg19.onnx"]
 
 
-@pytest.mark.parametrize("cmd", _params())
-def test_doc_command_runs_as_written(project, cmd):
+@pytest.mark.parametrize("cmd,prelude", _params())
+def test_doc_command_runs_as_written(project, cmd, prelude, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SW5CC", "SWGCC", "CNCC"))}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    r = subprocess.run(["bash", "-c", cmd], cwd=project, env=env, capture_output=True, text=True, timeout=3600)
+    cwd = project
+    if prelude:     # a script block: its lines first, in a directory of its own (it may write toolchains/)
+        cwd = tmp_path
+        for q in project.iterdir():
+            (cwd / q.name).symlink_to(q)
+        pre = subprocess.run(["bash", "-c", " && ".join(prelude)], cwd=cwd, env=env, capture_output=True, text=True,
+                             timeout=3600)
+        assert pre.returncode == 0, (pre.stdout + pre.stderr)[-3000:]
+    r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=3600)
     out = r.stdout + r.stderr
     assert "Traceback" not in out, out[-3000:]
     fail = expected_failure(cmd)
