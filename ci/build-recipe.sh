@@ -79,8 +79,9 @@ docker run --rm \
             [ "$rc" = 0 ] || break
             if [ "$s" = check ] && [ "$CHECK" != 1 ]; then continue; fi
             if [ "$s" = report ] && [ "$REPORT" != 1 ]; then continue; fi
-            echo "build-recipe: scons target=$T model=$M $* $s"
-            { scons target="$T" model="$M" "$@" "$s"; echo $? > /tmp/rc; } 2>&1 | tee "/tmp/$M.$s.log"
+            json=""; [ "$s" = report ] && json="json=1"    # report prints its table unless asked for the document
+            echo "build-recipe: scons target=$T model=$M $* $json $s"
+            { scons target="$T" model="$M" "$@" $json "$s"; echo $? > /tmp/rc; } 2>&1 | tee "/tmp/$M.$s.log"
             rc=$(cat /tmp/rc)
             python3 /opt/swbuild-ci/last_json.py "/tmp/$M.$s.log" > "/tmp/$M.$s.json" || rc=1
         done

@@ -27,7 +27,9 @@ def vit_patch_and_fc1():
 def test_vit_kernels_with_nram_nearly_full_run_without_a_stack_violation(tmp_path):
     tc = toolchain.load("diannao-emu")
     m = vit_patch_and_fc1()
-    plan, exe = build_model(tc, m, "vit", tmp_path)
+    # unpipelined tiles, as vit_b_16 failed: pipelining (double_buffer, issue 34) halves the tiles
+    # and would leave NRAM far from full
+    plan, exe = build_model(tc, m, "vit", tmp_path, double_buffer="off")
     ins = check.seeded_inputs(plan["inputs"], 0)
     doc, stats = run_check(plan, exe, check.onnxruntime_reference(m, ins), ins)
     declared = stats["nram_declared_bytes"]

@@ -115,6 +115,10 @@ class KernelPrinter:
         w = self.w
         m = s.mapped
         if m is not None:
+            fixed = [m.params[k] if isinstance(m.params[k], int) else const(m.params[k])
+                     for k in ("n", "segs") if k in m.params]
+            if any(v is not None and v <= 0 for v in fixed):
+                return      # statically empty (a pipelined tile's piece of nothing): no instruction, no segnum -1
             opened = 0
             for lp in m.outer:
                 w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
