@@ -208,17 +208,25 @@ def quantization_steps(model, names):
     onnxruntime itself differs by a step between its default and unoptimised sessions)."""
     import onnx
     from onnx import numpy_helper
-    if hasattr(model, "to_proto"):
-        model = model.to_proto()
-    m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
+    arrays = {}
+    if hasattr(model, "arrays"):        # the zoo's ArrayModel: nodes from its proto, constants as arrays
+        m, arrays = model.proto, model.arrays   # (to_proto would copy vgg16's 553 MB to read nothing)
+    else:
+        m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
     inits = {t.name: t for t in m.graph.initializer}
     steps = {}
     for n in m.graph.node:
-        t = inits.get(n.input[1]) if n.op_type == "DequantizeLinear" and len(n.input) > 1 else None
-        if t is not None and n.output[0] in names and t.data_location != onnx.TensorProto.EXTERNAL:
+        if n.op_type != "DequantizeLinear" or len(n.input) < 2 or n.output[0] not in names:
+            continue
+        t = inits.get(n.input[1])
+        if n.input[1] in arrays:
+            s = np.asarray(arrays[n.input[1]])
+        elif t is not None and t.data_location != onnx.TensorProto.EXTERNAL:
             s = numpy_helper.to_array(t)
-            if s.size == 1 and s.dtype == np.float32:
-                steps[n.output[0]] = float(s.reshape(-1)[0])
+        else:
+            continue
+        if s.size == 1 and s.dtype == np.float32:
+            steps[n.output[0]] = float(s.reshape(-1)[0])
     return [steps.get(x) for x in names]
 
 
