@@ -1,7 +1,9 @@
 """Small ONNX models written by the tests (never committed as files)."""
 import json
 
-from onnx import helper
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 
 from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
 from swbuild.driver import build, check
@@ -48,3 +50,36 @@ def cnn(input_name="gpu_0/data_0", hw=12):
              ("w2", rand(8, 4, 3, 3, seed=3, scale=0.3)), ("b2", rand(8, seed=4)),
              ("fw", rand(10, 8 * a_hw * a_hw, seed=5, scale=0.1)), ("fb", rand(10, seed=6))]
     return make(nodes, [(input_name, [1, 3, hw, hw])], [("prob/0", [1, 10])], inits)
+
+
+def node_tests(select, params):
+    """The onnx package's backend node tests whose op types `select(set)` accepts, as
+    (name, model, feed, expected outputs); inputs listed in `params` ({op: input positions})
+    are bound as initializers (weights, scales and zero points that the compiler needs
+    constant), the rest stay graph inputs fed from the test's data."""
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = [c for c in collect_testcases(None) if c.kind == "node" and c.data_sets and select(c)]
+    def array(v):
+        return np.asarray(numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
+
+    out = []
+    for c in sorted(cases, key=lambda c: c.name):
+        m = onnx.ModelProto.FromString(c.model.SerializeToString())
+        ins, outs = c.data_sets[0]
+        bound = {n.input[k] for n in m.graph.node for k in params.get(n.op_type, ()) if k < len(n.input) and n.input[k]}
+        keep, feed = [], {}
+        for vi, v in zip(list(m.graph.input), ins):
+            v = array(v)
+            if vi.name in bound:
+                m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
+            else:
+                keep.append(vi)
+                feed[vi.name] = v
+        del m.graph.input[:]
+        m.graph.input.extend(keep)
+        out.append((c.name, m, feed, [array(o) for o in outs]))
+    return out

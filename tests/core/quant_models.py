@@ -1,12 +1,11 @@
 """The onnx package's node tests of the quantization ops, and small QDQ graphs built with
 onnx.helper, for tests/core/test_quant.py."""
-import warnings
-
 import numpy as np
 import onnx
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
+from core_models import node_tests
 from swbuild.config import toolchain
 from swbuild.driver.compiler import build_program
 from swbuild.support.errors import UnsupportedError
@@ -19,37 +18,14 @@ PARAMS = {"ConvInteger": {1, 2, 3}, "MatMulInteger": {1, 2, 3}, "QLinearConv": {
           "QLinearMatMul": {1, 2, 3, 4, 5, 6, 7}}
 
 
-def _array(v):
-    return np.asarray(numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
-
-
 def node_cases(expanded=False):
     """(name, model, feed, expected outputs) of every node test made of the quantization ops
     alone, or (expanded) of DynamicQuantizeLinear's `_expanded` forms (its function body:
     reductions, Round, a Cast to uint8 inside the program)."""
-    from onnx.backend.test.case.node import collect_testcases
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = [c for c in collect_testcases(None) if c.kind == "node" and c.data_sets
-                 and ({n.op_type for n in c.model.graph.node} <= set(QUANT_OPS) if not expanded
-                      else c.name.startswith("test_dynamicquantizelinear") and c.name.endswith("_expanded"))]
-    out = []
-    for c in sorted(cases, key=lambda c: c.name):
-        m = onnx.ModelProto.FromString(c.model.SerializeToString())
-        ins, outs = c.data_sets[0]
-        bound = {n.input[k] for n in m.graph.node for k in PARAMS.get(n.op_type, ()) if k < len(n.input) and n.input[k]}
-        keep, feed = [], {}
-        for vi, v in zip(list(m.graph.input), ins):
-            if vi.name in bound:
-                m.graph.initializer.append(v if isinstance(v, onnx.TensorProto) else numpy_helper.from_array(_array(v), vi.name))
-                m.graph.initializer[-1].name = vi.name
-            else:
-                keep.append(vi)
-                feed[vi.name] = _array(v)
-        del m.graph.input[:]
-        m.graph.input.extend(keep)
-        out.append((c.name, m, feed, [_array(o) for o in outs]))
-    return out
+    if expanded:
+        return node_tests(lambda c: c.name.startswith("test_dynamicquantizelinear") and c.name.endswith("_expanded"),
+                          PARAMS)
+    return node_tests(lambda c: {n.op_type for n in c.model.graph.node} <= set(QUANT_OPS), PARAMS)
 
 
 def triage(cases, target):

@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from core_models import build_runner
+from core_models import build_runner, node_tests
 from swbuild.driver import check
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -130,32 +130,9 @@ PARAMS = {"GRU": {1, 2, 3}, "LSTM": {1, 2, 3, 7}, "RNN": {1, 2, 3},    # as test
 
 
 def node_test_models(ops=("GRU", "LSTM", "RNN")):
-    """The onnx package's backend node tests of `ops` as (model, feed, expected outputs), the
-    weights, biases and peepholes bound as initializers."""
-    import warnings
-
-    from onnx.backend.test.case.node import collect_testcases
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cases = [c for c in collect_testcases(None) if c.kind == "node" and c.data_sets
-                 and {n.op_type for n in c.model.graph.node} <= set(ops)]
-    out = []
-    for c in sorted(cases, key=lambda c: c.name):
-        m = onnx.ModelProto.FromString(c.model.SerializeToString())
-        ins, outs = c.data_sets[0]
-        bound = {n.input[k] for n in m.graph.node for k in PARAMS.get(n.op_type, ()) if k < len(n.input) and n.input[k]}
-        keep, feed = [], {}
-        for vi, v in zip(list(m.graph.input), ins):
-            v = np.asarray(numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
-            if vi.name in bound:
-                m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
-            else:
-                keep.append(vi)
-                feed[vi.name] = v
-        del m.graph.input[:]
-        m.graph.input.extend(keep)
-        out.append((c.name, m, feed, [np.asarray(o) for o in outs]))
-    return out
+    """The onnx package's backend node tests made of `ops` alone, as (name, model, feed,
+    expected outputs), the weights, biases and peepholes bound as initializers."""
+    return node_tests(lambda c: {n.op_type for n in c.model.graph.node} <= set(ops), PARAMS)
 
 
 def combine_expected(cases):
