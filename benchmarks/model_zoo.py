@@ -6,6 +6,8 @@ in a Python that has them (--torch-python, or $SWBUILD_TORCH_PYTHON; default thi
     python benchmarks/model_zoo.py --list
     python benchmarks/model_zoo.py --models resnet18 distilbert --exporters dynamo --targets sunway-emu
     python benchmarks/model_zoo.py --out zoo.json            # everything: hours on two cores
+    python benchmarks/model_zoo.py --models resnet18 mobilenet_v2 shufflenet_v2_x1_0 --grouping on off
+    python benchmarks/model_zoo.py --table zoo1.json zoo2.json   # the Markdown table of earlier runs
 
 Every model gets random weights (seeded; nothing is downloaded). BatchNorm statistics are
 recalibrated on random batches in training mode before the export, so the outputs are not
@@ -148,12 +150,13 @@ def export(py, name, exporter, path, timeout):
     return {"status": "ok", "seconds": sec}
 
 
-def check(path, target, out, timeout):
+def check(path, target, out, timeout, grouping=None):
     """`swbuild check` in a process of its own; its last stdout line is the verdict document."""
     t0 = time.perf_counter()
     try:
         p = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(path), "--target", target,
-                            "-o", str(out), "-Q"], capture_output=True, text=True, timeout=timeout)
+                            "-o", str(out), "-Q"] + (["--grouping", grouping] if grouping else []),
+                           capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"status": "error", "error": f"check did not finish in {timeout} s", "seconds": timeout}
     sec = round(time.perf_counter() - t0, 1)
@@ -188,6 +191,37 @@ def summary(rows, exporters, targets):
     return out
 
 
+def table(paths):
+    """A Markdown table of the rows of earlier runs' JSON documents (--out files): a line per
+    model, a column per exporter and target; a refusal or failure shows its reason."""
+    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
+    targets = sorted({t for r in rows for t in r["checks"]})
+    cols = [(e, t) for e in sorted({r["exporter"] for r in rows}) for t in targets]
+    lines = ["| model | " + " | ".join(f"{e} {t}" for e, t in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    notes = []
+    for m in models:
+        cells = []
+        for e, t in cols:
+            r = next((r for r in rows if r["model"] == m and r["exporter"] == e), None)
+            if r is None:
+                cells.append("")
+            elif r["export"]["status"] != "ok":
+                notes.append(f"{m} ({e}): export failed: {r['export'].get('error', '')[-200:]}")
+                cells.append(f"export error [{len(notes)}]")
+            elif t not in r["checks"]:
+                cells.append("")
+            else:
+                c = r["checks"][t]
+                if c["status"] == "pass":
+                    cells.append(f"pass ({c['seconds']:.0f} s)")
+                else:
+                    notes.append(f"{m} ({e}, {t}): {c.get('reason') or c.get('error') or ''}".strip()[:300])
+                    cells.append(f"{c['status']} [{len(notes)}]")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return "\n".join(lines + [""] + [f"[{i}] {n}" for i, n in enumerate(notes, 1)])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--torch-python", default=os.environ.get("SWBUILD_TORCH_PYTHON", sys.executable),
@@ -195,11 +229,17 @@ def main(argv=None):
     ap.add_argument("--models", nargs="+", default=list(MODELS), help="names from --list (default: all)")
     ap.add_argument("--exporters", nargs="+", default=["torchscript", "dynamo"], choices=["torchscript", "dynamo"])
     ap.add_argument("--targets", nargs="+", default=["sunway-emu", "sunway-pro-emu", "diannao-emu"])
+    ap.add_argument("--grouping", nargs="+", choices=["on", "off"],
+                    help="check with grouping on and/or off (default: the target's default); a check per mode")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per export and per check")
     ap.add_argument("--keep", help="export and build here instead of a temporary directory")
     ap.add_argument("--out", help="also write the JSON document to this file")
     ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    ap.add_argument("--table", nargs="+", metavar="JSON", help="print the Markdown table of earlier --out files and exit")
     a = ap.parse_args(argv)
+    if a.table:
+        print(table(a.table))
+        return 0
     if a.list:
         for n, (src, _, ins) in MODELS.items():
             print(f"{n:32} {src:13} " + ", ".join(f"{i}{s}" for i, s, _ in ins))
@@ -223,12 +263,15 @@ def main(argv=None):
                    "export": export(a.torch_python, name, exporter, path, a.timeout), "checks": {}}
             if row["export"]["status"] == "ok":
                 for t in a.targets:
-                    row["checks"][t] = check(path, t, work / "build" / f"{name}.{exporter}.{t}", a.timeout)
+                    for mode in a.grouping or [None]:
+                        key = t if mode is None else f"{t} grouping={mode}"
+                        row["checks"][key] = check(path, t, work / "build" / f"{name}.{exporter}.{key.replace(' ', '.')}",
+                                                   a.timeout, mode)
             rows.append(row)
             print(f"{name} {exporter}: " + (", ".join(f"{t} {c['status']}" for t, c in row["checks"].items())
                                             or row["export"]["status"]), file=sys.stderr, flush=True)
     doc = {"torch_torchvision_transformers": probe.stdout.strip(), "rows": rows,
-           "summary": summary(rows, a.exporters, a.targets)}
+           "summary": summary(rows, a.exporters, sorted({t for r in rows for t in r["checks"]}))}
     text = json.dumps(doc, indent=1, sort_keys=True)
     if a.out:
         Path(a.out).write_text(text + "\n")
