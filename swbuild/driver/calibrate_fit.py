@@ -131,6 +131,14 @@ def _need(fit, meas, kind, key, why):
     return True
 
 
+def _mean_per_op(fit, ms, key, why, field):
+    """`key` = the mean of `field` per operation over the measurements `ms`, or not fitted (why)."""
+    if ms:
+        fit.values[key] = sum(m[field] / m["ops"] for m in ms) / len(ms)
+    else:
+        fit.not_fitted[key] = why
+
+
 def fit_sunway(tc, meas) -> Fit:
     hw, fit = tc.hardware, Fit()
     clock = float(hw["clock_hz"])
@@ -160,16 +168,14 @@ def fit_sunway(tc, meas) -> Fit:
         fit.notes.append(f"broadcast to {m['width']} CPEs of {m['bytes']} B (+ barrier): "
                          f"{m['cycles'] / m['ops']:.0f} cycles")
     for width, key in ((8, "row_sync_cycles"), (64, "array_sync_cycles")):
-        ms = [m for m in meas.get("sync", []) if m["width"] == width]
-        if ms:
-            fit.values[key] = sum(m["cycles"] / m["ops"] for m in ms) / len(ms)
-        else:
-            fit.not_fitted[key] = f"no barrier measurements of {width} CPEs"
+        _mean_per_op(fit, [m for m in meas.get("sync", []) if m["width"] == width], key,
+                     f"no barrier measurements of {width} CPEs", "cycles")
     if _need(fit, meas, "regcomm", "regcomm_latency_cycles", "no register messages measured (CRTS has none)"):
         fit.values["regcomm_latency_cycles"] = sum(m["cycles"] / (2 * m["round_trips"]) for m in meas["regcomm"]) \
             / len(meas["regcomm"])
-    if _need(fit, meas, "spawn", "spawn_seconds", "no spawn measurements"):
-        fit.values["spawn_seconds"] = sum(m["cycles"] / m["ops"] for m in meas["spawn"]) / len(meas["spawn"]) / clock
+    _mean_per_op(fit, meas.get("spawn"), "spawn_seconds", "no spawn measurements", "cycles")
+    if "spawn_seconds" in fit.values:
+        fit.values["spawn_seconds"] /= clock
     for kind, key in (("fma_simd", "fma_per_cycle_simd"), ("fma_scalar", "fma_per_cycle_scalar")):
         ms = meas.get(kind, [])
         if not ms:
@@ -221,13 +227,9 @@ def fit_diannao(tc, meas) -> Fit:
     else:
         fit.not_fitted["conv_startup_cycles"] = "need __bang_conv measured at two sizes"
     for scope, key in (("cluster", "sync_cluster_cycles"), ("all", "sync_all_cycles")):
-        ms = [m for m in meas.get("sync", []) if m["scope"] == scope]
-        if ms:
-            fit.values[key] = sum(m["time"] / m["ops"] for m in ms) / len(ms)
-        else:
-            fit.not_fitted[key] = f"no __sync_{scope} measurements"
-    if _need(fit, meas, "launch", "launch_cycles", "no launch measurements"):
-        fit.values["launch_cycles"] = sum(m["time"] / m["ops"] for m in meas["launch"]) / len(meas["launch"])
+        _mean_per_op(fit, [m for m in meas.get("sync", []) if m["scope"] == scope], key,
+                     f"no __sync_{scope} measurements", "time")
+    _mean_per_op(fit, meas.get("launch"), "launch_cycles", "no launch measurements", "time")
     return fit
 
 
