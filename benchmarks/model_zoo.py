@@ -232,7 +232,8 @@ def main(argv=None):
     ap.add_argument("--grouping", nargs="+", choices=["on", "off"],
                     help="check with grouping on and/or off (default: the target's default); a check per mode")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per export and per check")
-    ap.add_argument("--keep", help="export and build here instead of a temporary directory")
+    ap.add_argument("--keep", help="export and build here instead of a temporary directory; an export already"
+                    " there is reused (delete it to export again)")
     ap.add_argument("--out", help="also write the JSON document to this file")
     ap.add_argument("--list", action="store_true", help="print the model names and exit")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="print the Markdown table of earlier --out files and exit")
@@ -259,8 +260,10 @@ def main(argv=None):
     for name in a.models:
         for exporter in a.exporters:
             path = work / f"{name}.{exporter}.onnx"
-            row = {"model": name, "source": MODELS[name][0], "exporter": exporter,
-                   "export": export(a.torch_python, name, exporter, path, a.timeout), "checks": {}}
+            done = a.keep and path.exists()
+            row = {"model": name, "source": MODELS[name][0], "exporter": exporter, "checks": {},
+                   "export": {"status": "ok", "reused": True} if done else export(a.torch_python, name, exporter,
+                                                                                  path, a.timeout)}
             if row["export"]["status"] == "ok":
                 for t in a.targets:
                     for mode in a.grouping or [None]:
