@@ -185,6 +185,7 @@ void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
         wait_turn(c, op, &seen, &since, &spins);
     }
     swemu_clock_tick(c);               /* a new epoch: what came before is ordered before the gets */
+    c->cycles += swemu_regcomm_message();   /* the put's issue interval (timing.c), broadcast or not */
     for (int i = 0; i < nto; i++) {
         rc_fifo *f = &rx[to[i]][dir];
         rc_msg *m = &f->m[(f->head + f->n) % SWEMU_REGCOMM_DEPTH];
@@ -202,7 +203,7 @@ void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
         f->last_from = c->id;
         f->last_stamp = c->vc[c->id];
     }
-    c->rc_puts++;
+    c->rc_puts[dir]++;
     moves++;
     for (int i = 0; i < nto; i++) wake(to[i]);     /* a receiver waiting in a get */
     pthread_mutex_unlock(&mu);
@@ -225,7 +226,7 @@ void swemu_rc_get(int dir, void *v, size_t size, const char *op)
     m = f->m[f->head];
     f->head = (f->head + 1) % SWEMU_REGCOMM_DEPTH;
     f->n--;
-    c->rc_gets++;
+    c->rc_gets[dir]++;
     moves++;
     for (int i = 0; i < nmembers(dir); i++)        /* a sender waiting for room: one of my row/column */
         wake(peer(c->id, dir, i));
