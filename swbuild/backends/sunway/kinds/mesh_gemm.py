@@ -19,8 +19,8 @@ deadlocks (a phase only waits on CPEs of its own or an earlier phase).
 Cost (`mesh_seconds`): the CPEs run in lock step, so each phase costs its slowest CPE: a
 message `regcomm_message_cycles` (toolchain, sourced), plus `regcomm_latency_cycles` per
 phase; DMA at the core group's curve per CPE (cost/model.py), not overlapped; the inner loop
-one vector multiply-add per 4 pixels with an unaligned load of X and a load and store of
-the accumulator. `mesh_counts` gives the exact DMA and message counts the emulator measures.
+a register-blocked micro-kernel (`micro_cycles`: ROWS output channels x VECS vectors of 4
+pixels in registers over the kc slice, each X vector loaded once, unaligned, for the ROWS). `mesh_counts` gives the exact DMA and message counts the emulator measures.
 """
 from __future__ import annotations
 
@@ -215,8 +215,6 @@ def mesh_seconds(k, hw, g, mc, pc, kc, para_bytes):
     lat = float(model.hwget(hw, "regcomm_latency_cycles") or 0.0)
     nco, nk, npt = g.CO // (MESH * mc), g.CI // (MESH * kc), math.ceil(g.P / (MESH * pc))
     dma = lambda nbytes, chunk: model.dma_seconds_per_cpe(hw, nbytes, chunk)   # noqa: E731
-    unal = float(model.hwget(hw, "simd_unaligned_load_cost"))
-    vec_iter = model.issue(hw, 1, 2 * unal + 1, simd=True)      # acc += a * X: X and acc loaded, acc stored
     t = dma(para_bytes, para_bytes)
     per_co = nk * dma(4 * mc * kc, 4 * kc) + len(g.vecs) * dma(4 * mc, 4 * mc)
     t += nco * per_co
@@ -226,12 +224,34 @@ def mesh_seconds(k, hw, g, mc, pc, kc, para_bytes):
             continue
         step = dma(4 * kc * pv, 4 * pv)
         phases = MESH * ((math.ceil(mc * kc / MSG_FLOATS) + math.ceil(kc * pv / MSG_FLOATS)) * msg + 2 * lat)
-        comp = MESH * mc * kc * (math.ceil(pv / 4) * vec_iter + 1)
+        comp = MESH * micro_cycles(hw, mc, kc, pv)
         tile = nk * (step + (phases + comp) / clock)
         tile += (mc * pc + simd.epilogue_cycles(k, hw, mc * pv)) / clock
         tile += len(g.res) * dma(4 * mc * pv, 4 * pv) + dma(4 * mc * pv, 4 * pv)
         t += g.N * nco * tile
     return float(model.hwget(hw, "spawn_seconds")) + t
+
+
+VECS = 4            # vectors of 4 pixels a micro-kernel block keeps in registers
+
+
+def rows_of(mc):
+    """Output channels a micro-kernel block keeps in registers."""
+    return 2 if mc % 2 == 0 else 1
+
+
+def micro_cycles(hw, mc, kc, pv):
+    """Cycles of one sub-step's multiply of an mc x kc piece of W by a kc x pv piece of X
+    (mesh_gemm_c.py's loops): per block of R rows and V vectors, kc iterations of V unaligned
+    X loads, R scalar loads and broadcasts, R*V vector multiply-adds; the accumulators loaded
+    (unaligned) and stored once per block. Blocks of VECS vectors, then single vectors."""
+    unal = float(model.hwget(hw, "simd_unaligned_load_cost"))
+    R = rows_of(mc)
+
+    def block(V):
+        return kc * model.issue(hw, R * V + R, V * unal + R, simd=True) + R * V * (unal + 1)
+    full, rest = divmod(pv, 4 * VECS)
+    return (mc // R) * (full * block(VECS) + math.ceil(rest / 4) * block(1))
 
 
 def _divisors(n):

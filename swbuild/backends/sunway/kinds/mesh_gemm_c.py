@@ -7,7 +7,7 @@ from ....support.names import c_comment
 from ...cexpr import render
 from ..schedule.kernel_schedule import ldm_align
 from .gather import special_prologue
-from .mesh_gemm import MESH, MSG_FLOATS
+from .mesh_gemm import MESH, MSG_FLOATS, VECS, rows_of
 
 # The chip's instructions where slave.h does not define them (swGEMM include/common_slave.h).
 REG_MACROS = """#ifndef REG_PUTR
@@ -25,6 +25,29 @@ def _send_or_take(w, me, direction, own, recv, count):
     w(f"        if ({me} == s) for (int m = 0; m < {count}; m++) {{ intv8 v; simd_loadu(v, {own} + {MSG_FLOATS} * m); "
       f"{put}(v, 8); }}")
     w(f"        else for (int m = 0; m < {count}; m++) {{ intv8 v; {get}(v); simd_storeu(v, {recv} + {MSG_FLOATS} * m); }}")
+
+
+def _micro(w, R, V, mc, kc, pc, cond):
+    """Blocks of R output channels x V vectors of 4 pixels, accumulated in registers over the
+    kc slice (the X vector loaded once for the R rows); mesh_gemm.micro_cycles costs it."""
+    ind = " " * 20
+    w(f"{ind}for (; {cond}; e += {4 * V}) {{")
+    regs = [(r, v) for r in range(R) for v in range(V)]
+    w(f"{ind}    floatv4 {', '.join(f'o{r}{v}' for r, v in regs)}, {', '.join(f'x{v}' for v in range(V))};")
+    for r, v in regs:
+        w(f"{ind}    simd_loadu(o{r}{v}, acc + (i + {r}) * {pc} + e + {4 * v});")
+    w(f"{ind}    for (int q = 0; q < {kc}; q++) {{")
+    w(f"{ind}        const float *x = b + q * pv + e;")
+    for v in range(V):
+        w(f"{ind}        simd_loadu(x{v}, x + {4 * v});")
+    for r in range(R):
+        w(f"{ind}        const floatv4 a{r} = sw_bcast4(a[(i + {r}) * {kc} + q]);")
+        for v in range(V):
+            w(f"{ind}        o{r}{v} = simd_vmas(a{r}, x{v}, o{r}{v});")
+    w(f"{ind}    }}")
+    for r, v in regs:
+        w(f"{ind}    simd_storeu(o{r}{v}, acc + (i + {r}) * {pc} + e + {4 * v});")
+    w(f"{ind}}}")
 
 
 class _W(list):
@@ -74,17 +97,11 @@ def mesh_gemm_c(k, cores, itemsize=4):
     _send_or_take(inner, "c", "r", f"(A + j * {mc * kc})", "Ar", -(-mc * kc // MSG_FLOATS))
     _send_or_take(inner, "r", "c", "B", "Br", "nb")
     w.extend("        " + x for x in inner)
-    w(f"                for (int i = 0; i < {mc}; i++) for (int q = 0; q < {kc}; q++) {{")
-    w(f"                    const floatv4 av = sw_bcast4(a[i * {kc} + q]);")
-    w(f"                    float *o = acc + i * {pc};")
-    w(f"                    const float *x = b + q * pv;")
-    w("                    for (int e = 0; e < pv; e += 4) {")
-    w("                        floatv4 xv, ov;")
-    w("                        simd_loadu(xv, x + e);")
-    w("                        simd_loadu(ov, o + e);")
-    w("                        ov = simd_vmas(av, xv, ov);")
-    w("                        simd_storeu(ov, o + e);")
-    w("                    }")
+    R = rows_of(mc)
+    w(f"                for (int i = 0; i < {mc}; i += {R}) {{")
+    w("                    int e = 0;")
+    _micro(w, R, VECS, mc, kc, pc, f"e + {4 * VECS} <= pv")
+    _micro(w, R, 1, mc, kc, pc, "e < pv")
     w("                }")
     w("            }")
     w("        }")
