@@ -27,7 +27,7 @@ def _in_launch(program, k):
 
 
 def choose_mesh_kernels(program, target, options):
-    """Option mesh_gemm: 1x1 convolutions as SUMMA over the mesh where it predicts a gain (on), or wherever they fit (all)."""
+    """Option `mesh_gemm`: 1x1 convolutions as SUMMA over the mesh where they model faster (on), or wherever they fit (all)."""
     mode = str((options or {}).get("mesh_gemm", "off"))
     if mode == "off":
         return program
