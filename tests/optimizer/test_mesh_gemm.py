@@ -4,31 +4,12 @@ refuses and why, that `on` takes it only where the model predicts a gain, and, u
 emulator with its strictest register-communication settings (a receive buffer of one
 message, DMA landing at random points), outputs that match onnxruntime with predicted DMA
 and per-direction message counts equal to the measured ones."""
-import json
-import os
-import subprocess
-import sys
-
-import onnx
 import pytest
 from onnx import helper
 
+from mesh_models import chain_model, strict_check
 from opt_models import conv_model, make, program, rand, schedule, sunway
 from swbuild.backends.sunway.kinds.mesh_gemm import gemm_shape, mesh_counts, mesh_schedule
-from swbuild.config import toolchain
-
-
-def chain_model():
-    """Two 1x1 convolutions: bias + Relu, then a residual Add + Relu (ResNet's block end).
-    81 pixels (a ragged last column), channels whose per-CPE pieces are not whole messages."""
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
-             helper.make_node("Add", ["c2", "x"], ["s"]),
-             helper.make_node("Relu", ["s"], ["y"])]
-    return make(nodes, [("x", [1, 24, 9, 9])], [("y", [1, 24, 9, 9])],
-                [("w1", rand(40, 24, 1, 1, seed=1, scale=0.3)), ("b1", rand(40, seed=2)),
-                 ("w2", rand(24, 40, 1, 1, seed=3, scale=0.3))])
 
 
 TILED = dict(n=2, c=64, hw=18, co=128, k=1, pads=(0, 0, 0, 0))   # with a 1536-B budget: every loop > 1
@@ -79,35 +60,28 @@ def test_on_takes_it_only_where_the_model_predicts_a_gain():
     assert p.kernels[0].kind == "mesh" and p.kernels[0].schedule.report["regcomm"]["putc"] > 0
 
 
-def _strict_env(tmp_path, mode):
-    """A project toolchain with a one-message receive buffer, DMA landing as `mode` says."""
-    (tmp_path / "tc").mkdir(parents=True)
-    text = toolchain.find_file("sunway-emu").read_text()
-    (tmp_path / "tc" / "sunway-emu.toml").write_text(text + "\n[hardware]\nregcomm_buffer_entries = 1\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
-    env.update(SWBUILD_TOOLCHAINS=str(tmp_path / "tc"), SWEMU_DMA=mode)
-    return env
-
-
 @pytest.mark.parametrize("name, model, extra, mode", [
-    ("chain", chain_model, [], "random:7"),
     ("tiled", lambda: conv_model(**TILED), ["--set", f"ldm_reserve={65536 - TILED_BUDGET}"], "wait"),
+    ("tiled_random", lambda: conv_model(**TILED), ["--set", f"ldm_reserve={65536 - TILED_BUDGET}"], "random:7"),
 ])
 def test_emulated_check_with_the_strictest_messages(tmp_path, name, model, extra, mode):
-    f = tmp_path / f"{name}.onnx"
-    onnx.save(model(), f)
-    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(f), "--target", "sunway-emu", "-o",
-                        str(tmp_path / "out"), "--set", "mesh_gemm=all", *extra],
-                       capture_output=True, text=True, env=_strict_env(tmp_path, mode), timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    doc = json.loads(r.stdout.strip().splitlines()[-1])
-    assert doc["status"] == "pass" and doc["emulator"]["dma_mismatches"] == [], doc
-    assert doc["emulator"]["races"] == 0 and doc["emulator"]["write_conflicts"] == 0
-    defines = subprocess.run([sys.executable, "-c", "from swbuild.config import toolchain; "
-                              "print(toolchain.load('sunway-emu').runtime_defines())"],
-                             capture_output=True, text=True, env=_strict_env(tmp_path / "again", mode)).stdout
-    assert "'SWEMU_REGCOMM_DEPTH=1'" in defines
-    plan = json.loads((tmp_path / "out" / f"{name}.plan.json").read_text())
-    mesh = [k for k in plan["kernels"] if k.get("kind") == "mesh"]
-    assert mesh and all(k["regcomm"]["putr"] > 0 and k["regcomm"]["putc"] > 0 for k in mesh)
-    assert len(mesh) == (2 if name == "chain" else 1)
+    _, plan = strict_check(tmp_path, name, model(), extra, mode)
+    (k,) = plan["kernels"]
+    assert k["kind"] == "mesh" and k["regcomm"]["putr"] > 0 and k["regcomm"]["putc"] > 0
+    assert "2 co tiles x 3 pixel tiles x 4 k steps" in k["mesh"]
+
+
+def test_1x1s_next_to_a_3x3_run_alone_on_the_mesh(tmp_path):
+    """1x1 (bias, Relu) -> 3x3 -> 1x1 + residual input + Relu: no 1x1 feeds a 1x1, so the two
+    1x1s run as single mesh kernels (the residual read per output tile), the 3x3 as before."""
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c2", "w3"], ["c3"]), helper.make_node("Add", ["c3", "x"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    m = make(nodes, [("x", [1, 24, 9, 9])], [("y", [1, 24, 9, 9])],
+             [("w1", rand(40, 24, 1, 1, seed=1, scale=0.3)), ("b1", rand(40, seed=2)),
+              ("w2", rand(40, 40, 3, 3, seed=3, scale=0.1)), ("w3", rand(24, 40, 1, 1, seed=4, scale=0.3))])
+    _, plan = strict_check(tmp_path, "lone", m, [], "random:3")
+    ks = [k for e in plan["kernels"] for k in e.get("kernels", [e])]
+    assert sorted(k.get("kind", "compute") for k in ks) == ["compute", "mesh", "mesh"]
+    assert all(k["regcomm"]["putc"] > 0 for k in ks if k.get("kind") == "mesh")

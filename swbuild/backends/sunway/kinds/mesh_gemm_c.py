@@ -27,7 +27,7 @@ def _send_or_take(w, me, direction, own, recv, count):
     w(f"        else for (int m = 0; m < {count}; m++) {{ intv8 v; {get}(v); simd_storeu(v, {recv} + {MSG_FLOATS} * m); }}")
 
 
-def _micro(w, R, V, mc, kc, pc, cond):
+def _micro(w, R, V, mc, kc, pc, cond, acc="acc"):
     """Blocks of R output channels x V vectors of 4 pixels, accumulated in registers over the
     kc slice (the X vector loaded once for the R rows); mesh_gemm.micro_cycles costs it."""
     ind = " " * 20
@@ -35,7 +35,7 @@ def _micro(w, R, V, mc, kc, pc, cond):
     regs = [(r, v) for r in range(R) for v in range(V)]
     w(f"{ind}    floatv4 {', '.join(f'o{r}{v}' for r, v in regs)}, {', '.join(f'x{v}' for v in range(V))};")
     for r, v in regs:
-        w(f"{ind}    simd_loadu(o{r}{v}, acc + (i + {r}) * {pc} + e + {4 * v});")
+        w(f"{ind}    simd_loadu(o{r}{v}, {acc} + (i + {r}) * {pc} + e + {4 * v});")
     w(f"{ind}    for (int q = 0; q < {kc}; q++) {{")
     w(f"{ind}        const float *x = b + q * pv + e;")
     for v in range(V):
@@ -46,7 +46,7 @@ def _micro(w, R, V, mc, kc, pc, cond):
             w(f"{ind}        o{r}{v} = simd_vmas(a{r}, x{v}, o{r}{v});")
     w(f"{ind}    }}")
     for r, v in regs:
-        w(f"{ind}    simd_storeu(o{r}{v}, acc + (i + {r}) * {pc} + e + {4 * v});")
+        w(f"{ind}    simd_storeu(o{r}{v}, {acc} + (i + {r}) * {pc} + e + {4 * v});")
     w(f"{ind}}}")
 
 

@@ -3,7 +3,10 @@ operands passed along mesh rows and columns by register messages (kinds/mesh_gem
 
 `on` takes the mesh schedule only where its modelled time is below the tile search's
 (the draft's seconds, after row sharing), so it cannot make a kernel slower in the model;
-`all` takes it wherever the kernel fits the pattern (tests, benchmarks). A chosen kernel
+`all` takes it wherever the kernel fits the pattern (tests, benchmarks). Chains first: a 1x1
+convolution whose output only the next kernel, another 1x1 convolution, reads becomes part
+of that kernel (kinds/mesh_chain.py: the intermediate stays in the 64 LDMs), under the same
+rule (`on`: where the pair models faster than its two tiled kernels). A chosen kernel
 becomes a special kernel (`kind = "mesh"`): the later scheduling passes leave it alone, it
 runs in its own launch, and its plan entry carries the exact `regcomm` counts that `swbuild
 check` compares with the emulator's.
@@ -12,6 +15,10 @@ from __future__ import annotations
 
 from ...launches import plan_launches
 from ..cost import model
+from dataclasses import replace
+
+from ..kinds.mesh_chain import chain_schedule
+from ..kinds.mesh_chain_c import first_name
 from ..kinds.mesh_gemm import mesh_schedule
 from ..schedule.ldm import ldm_budget
 
@@ -33,6 +40,7 @@ def choose_mesh_kernels(program, target, options):
         return program
     hw, budget = target.hardware, ldm_budget(target, options)
     state = program.target_state
+    _choose_chains(program, target, mode, hw, budget)
     for k in program.kernels:
         d = state.drafts.get(k.name)
         if k.kind != "compute" or d is None:
@@ -47,6 +55,43 @@ def choose_mesh_kernels(program, target, options):
         k.kind, k.schedule = "mesh", s
         del state.drafts[k.name]
         program.notes.append(f"{k.name}: {s}")
+    return program
+
+
+def _sole_reader(program, k1, k2):
+    """Whether k2 is the only reader of k1's output and that output is no graph output,
+    alias or Concat part (its bytes then need never exist)."""
+    root = program.root(k1.buffers[k1.out].tensor)
+    if root in program.outputs or root in program.inputs or any(program.root(a) == root for a in program.aliases) \
+            or any(k1.out_offset):
+        return False
+    readers = [k for k in program.kernels if k is not k1
+               and any(program.root(b.tensor) == root for b in k.buffers.values())]
+    return readers == [k2] and sum(program.root(b.tensor) == root for b in k2.buffers.values()) == 1
+
+
+def _choose_chains(program, target, mode, hw, budget):
+    state, spawn = program.target_state, float(model.hwget(hw, "spawn_seconds"))
+    i = 0
+    while i + 1 < len(program.kernels):
+        k1, k2 = program.kernels[i], program.kernels[i + 1]
+        d1, d2 = state.drafts.get(k1.name), state.drafts.get(k2.name)
+        if d1 is None or d2 is None or k1.kind != "compute" or k2.kind != "compute" or not _sole_reader(program, k1, k2):
+            i += 1
+            continue
+        s, why = chain_schedule(k1, k2, hw, budget, target.api, program.graph)
+        tiled = d1.seconds + d2.seconds + spawn * (not _in_launch(program, k1)) + spawn * (not _in_launch(program, k2))
+        if s is None or (mode == "on" and s.modeled_seconds >= tiled):
+            i += 1
+            continue
+        for name, b in k1.buffers.items():       # the producer's inputs join the consumer's struct
+            if name != k1.out:
+                k2.buffers[first_name(name)] = replace(b, name=first_name(name))
+        k2.kind, k2.schedule = "mesh_chain", s
+        k2.fused = (k1.node, *k1.fused, *k2.fused)
+        del state.drafts[k1.name], state.drafts[k2.name]
+        program.kernels.remove(k1)
+        program.notes.append(f"{k1.name} + {k2.name}: {s}")
     return program
 
 
