@@ -4,12 +4,13 @@ refuses and why, that `on` takes it only where the model predicts a gain, and, u
 emulator with its strictest register-communication settings (a receive buffer of one
 message, DMA landing at random points), outputs that match onnxruntime with predicted DMA
 and per-direction message counts equal to the measured ones."""
+import numpy as np
 import pytest
 from onnx import helper
 
 from mesh_models import chain_model, strict_check
 from opt_models import conv_model, make, program, rand, schedule, sunway
-from swbuild.backends.sunway.kinds.mesh_gemm import gemm_shape, mesh_counts, mesh_schedule
+from swbuild.backends.sunway.kinds.mesh_gemm import gemm_shape, mesh_counts, mesh_schedule, mesh_weights
 
 
 TILED = dict(n=2, c=64, hw=18, co=128, k=1, pads=(0, 0, 0, 0))   # with a 1536-B budget: every loop > 1
@@ -17,21 +18,22 @@ TILED_BUDGET = 1536
 
 
 def test_shapes_it_takes_and_refuses():
-    k = program(conv_model(c=16, hw=6, co=24, k=1, pads=(0, 0, 0, 0))).kernels[0]
-    g, why = gemm_shape(k)
+    p = program(conv_model(c=16, hw=6, co=24, k=1, pads=(0, 0, 0, 0)))
+    g, why = gemm_shape(p.kernels[0], p.graph)
     assert why == "" and (g.N, g.CO, g.CI, g.P, g.vecs, g.res) == (1, 24, 16, 36, ("b2",), ())
-    (_, k2) = program(chain_model()).kernels
-    assert gemm_shape(k2)[0].res == ("b2",)
+    p = program(chain_model())
+    assert gemm_shape(p.kernels[1], p.graph)[0].res == ("b2",)
+    assert gemm_shape(p.kernels[1])[1] == "the weights are not a constant"     # no graph: nothing to re-lay out
     for kw, reason in [(dict(k=3), "not a 1x1 window"),
                        (dict(k=1, stride=2, pads=(0, 0, 0, 0)), "the loads are not"),
                        (dict(k=1, pads=(1, 1, 1, 1)), "an index with an offset or pads"),
                        (dict(k=1, pads=(0, 0, 0, 0), group=2), "not a 4-d convolution")]:
-        k = program(conv_model(c=16, hw=6, co=24, **kw)).kernels[0]
-        g, why = gemm_shape(k)
+        p = program(conv_model(c=16, hw=6, co=24, **kw))
+        g, why = gemm_shape(p.kernels[0], p.graph)
         assert g is None and why.startswith(reason), (kw, why)
     hw = sunway("sunway-pro-emu")
-    k = program(conv_model(c=16, hw=6, co=24, k=1, pads=(0, 0, 0, 0))).kernels[0]
-    assert mesh_schedule(k, hw.hardware, hw.ldm_budget, hw.api)[0] is None    # no register messages on Pro
+    p = program(conv_model(c=16, hw=6, co=24, k=1, pads=(0, 0, 0, 0)))
+    assert mesh_schedule(p.kernels[0], hw.hardware, hw.ldm_budget, hw.api, p.graph)[0] is None   # no messages on Pro
 
 
 def test_counts_follow_the_tiling():
@@ -45,6 +47,17 @@ def test_counts_follow_the_tiling():
     # W read once, the bias once per mesh column, X once per co tile and image, Y written once
     assert c["put_bytes"] == 4 * 2 * 128 * 18 * 18
     assert c["get_bytes"] == 64 * 8 * 4 + 4 * (128 * 64 + 8 * 128) + 4 * 2 * s.nco * 64 * 18 * 18
+    assert c["get_ops"] == 64 + 64 * s.nco * 2 + c["put_ops"] * 1 * s.nk    # W in one run per co tile, then X pieces
+
+
+def test_weights_are_laid_out_in_runs_per_cpe():
+    W = np.arange(32 * 48, dtype=np.float32).reshape(32, 48)
+    mc, kc = 2, 3                    # 2 co tiles, 2 k steps
+    a = mesh_weights(W, mc, kc).reshape(-1)
+    nk, n = 48 // (8 * kc), 2 * mc * kc
+    for t, r, c, j, i, q in [(0, 0, 0, 0, 0, 0), (1, 7, 5, 1, 1, 2), (0, 3, 6, 1, 0, 1)]:
+        got = a[((t * 8 + r) * 8 + c) * n + (j * mc + i) * kc + q]
+        assert got == W[t * 8 * mc + r * mc + i, j * 8 * kc + c * kc + q] and nk == 2
 
 
 def test_on_takes_it_only_where_the_model_predicts_a_gain():
@@ -52,7 +65,8 @@ def test_on_takes_it_only_where_the_model_predicts_a_gain():
     conv = lambda: program(conv_model(c=64, hw=14, co=64, k=1, pads=(0, 0, 0, 0)))   # noqa: E731
     p = schedule(conv(), tc, {"mesh_gemm": "on"})
     (k,) = p.kernels
-    mesh, _ = mesh_schedule(conv().kernels[0], tc.hardware, tc.ldm_budget)
+    q = conv()
+    mesh, _ = mesh_schedule(q.kernels[0], tc.hardware, tc.ldm_budget, graph=q.graph)
     tiled = p.target_state.drafts[k.name].seconds + tc.hardware["spawn_seconds"]
     # messages at 18.4 cycles per 32 B lose to the tile search's array-broadcast DMA here
     assert k.kind == "compute" and mesh.modeled_seconds > tiled

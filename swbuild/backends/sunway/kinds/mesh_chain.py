@@ -73,7 +73,7 @@ def chain_counts(s, cores, para_bytes):
     live = int((pv > 0).sum()) * MESH
     pix = int(pv.sum()) * MESH
     tiles = g1.N * s.npt                                   # (image, pixel tile) per CPE
-    w_gets = s.nco1 * (s.nk1 + len(g1.vecs)) + s.nco2 * (s.nco1 + len(g2.vecs))
+    w_gets = s.nco1 * (1 + len(g1.vecs)) + s.nco2 * (1 + len(g2.vecs))
     w_bytes = 4 * (s.nco1 * (s.nk1 * mc1 * kc1 + len(g1.vecs) * mc1) + s.nco2 * (s.nco1 * mc2 * mc1 + len(g2.vecs) * mc2))
     gets = cores + tiles * cores * w_gets + g1.N * live * (s.nco1 * (s.nk1 + len(g1.res)) + s.nco2 * len(g2.res))
     get_bytes = (cores * para_bytes + tiles * cores * w_bytes
@@ -110,8 +110,9 @@ def chain_seconds(k1, k2, hw, g1, g2, mc1, kc1, mc2, pc, para_bytes):
     nco1, nk1, nco2 = g1.CO // (MESH * mc1), g1.CI // (MESH * kc1), g2.CO // (MESH * mc2)
     npt = math.ceil(g1.P / (MESH * pc))
     dma = lambda nbytes, chunk: model.dma_seconds_per_cpe(hw, nbytes, chunk)   # noqa: E731
-    weights = (nco1 * (nk1 * dma(4 * mc1 * kc1, 4 * kc1) + len(g1.vecs) * dma(4 * mc1, 4 * mc1))
-               + nco2 * (nco1 * dma(4 * mc2 * mc1, 4 * mc1) + len(g2.vecs) * dma(4 * mc2, 4 * mc2)))
+    one = lambda nbytes: dma(nbytes, nbytes)     # noqa: E731  (W pieces are one run: mesh_gemm.mesh_weights)
+    weights = (nco1 * (one(4 * nk1 * mc1 * kc1) + len(g1.vecs) * one(4 * mc1))
+               + nco2 * (one(4 * nco1 * mc2 * mc1) + len(g2.vecs) * one(4 * mc2)))
     t = dma(para_bytes, para_bytes)
     for pv in pixel_widths(g1.P, pc, npt).max(axis=1):
         pv = int(pv)

@@ -33,14 +33,12 @@ def _substeps(w, own_a, a_msgs, own_b, recv_a, recv_b, nb, mc, kc, pc, acc):
     w("            }")
 
 
-def _weights(w, A, ptr, cols, slices, kc, vecs, vname, mc):
-    """A layer's own W pieces for co tile t (`slices` k slices of kc channels) and its
-    per-channel epilogue vectors."""
-    w(f"        for (int j = 0; j < {slices}; j++) {{")
-    w(f"            sw_get({A} + j * {mc * kc}, {ptr} + co * {cols} + j * {MESH * kc} + c * {kc}, {4 * mc * kc}, {4 * kc}, "
-      f"{4 * (cols - kc)}, &rp);")
-    w("            ng++;")
-    w("        }")
+def _weights(w, A, ptr, slices, kc, vecs, vname, mc):
+    """A layer's own W pieces for co tile t (`slices` k slices of kc channels: one run,
+    mesh_gemm.mesh_weights) and its per-channel epilogue vectors."""
+    n = slices * mc * kc
+    w(f"        sw_get({A}, {ptr} + ((long)t * {MESH} + r) * {MESH * n} + c * {n}, {4 * n}, 0, 0, &rp);")
+    w("        ng++;")
     for b, field in vecs:
         w(f"        sw_get({vname}{b}, p.{field} + co, {4 * mc}, 0, 0, &rp);")
         w("        ng++;")
@@ -72,7 +70,7 @@ def mesh_chain_c(k, cores, itemsize=4):
     w(f"    const int pv = (int)SW_MAX(0, SW_MIN({pc}, {P} - p0));   /* this column's pixels */")
     w(f"    for (int t = 0; t < {s.nco1}; t++) {{   /* layer 1: its co tile t stays in M */")
     w(f"        const long co = (long)t * {MESH * mc1} + r * {mc1};")
-    _weights(w, "A1", f"p.{first_name(g1.w)}", CI, s.nk1, kc1, [(b, first_name(b)) for b in g1.vecs], "V1_", mc1)
+    _weights(w, "A1", f"p.{first_name(g1.w)}", s.nk1, kc1, [(b, first_name(b)) for b in g1.vecs], "V1_", mc1)
     w(f"        for (int i = 0; i < {mc1 * pc}; i++) acc1[i] = 0.0f;")
     w(f"        for (int j = 0; j < {s.nk1}; j++) {{")
     w("            if (pv > 0) {")
@@ -94,7 +92,7 @@ def mesh_chain_c(k, cores, itemsize=4):
     w("    }")
     w(f"    for (int t = 0; t < {s.nco2}; t++) {{   /* layer 2: its k step j is layer 1's co tile j */")
     w(f"        const long co = (long)t * {MESH * mc2} + r * {mc2};")
-    _weights(w, "A2", f"p.{g2.w}", CM, s.nco1, mc1, [(b, b) for b in g2.vecs], "V2_", mc2)
+    _weights(w, "A2", f"p.{g2.w}", s.nco1, mc1, [(b, b) for b in g2.vecs], "V2_", mc2)
     w(f"        for (int i = 0; i < {mc2 * pc}; i++) acc2[i] = 0.0f;")
     w(f"        for (int j = 0; j < {s.nco1}; j++) {{")
     w(f"            const int nb = ({mc1} * pv + {MSG_FLOATS - 1}) / {MSG_FLOATS};")

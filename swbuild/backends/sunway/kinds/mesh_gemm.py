@@ -4,7 +4,8 @@ The kernel is a GEMM per image: Y[co, p] = epilogue(sum_ci W[co, ci] * X[ci, p])
 H*W pixels (stride 1, no pads, one group, NCHW). CPE (r, c) keeps the accumulators of
 rows [co0 + r*mc, +mc) and pixels [p0 + c*pc, +pc) of an output tile in its LDM. Per co
 tile it fetches its own pieces of W: W[r-block, the c-th kc-slice of every k step] (nk
-strided gets, resident over the tile). Per k step of 8*kc input channels it fetches its
+strided gets, resident over the tile; W is re-laid out at compile time so that they are one DMA,
+`mesh_weights`). Per k step of 8*kc input channels it fetches its
 piece of X, X[the r-th kc-slice, c-block], then 8 sub-steps s: CPE (r, s) broadcasts its W
 piece along the row (putr, destination 8) and CPE (s, c) its X piece along the column
 (putc); every CPE multiplies what it received (SUMMA; docs/grouping.md). So W and X are read
@@ -25,10 +26,11 @@ pixels in registers over the kc slice, each X vector loaded once, unaligned, for
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ....ir.graph import Tensor
 from ....ir.loopnest import Acc, Bin, Const, Load, Un, affine, iter_loads
 from ..cost import model
 from ..cost.predict import compulsory_bytes
@@ -91,7 +93,8 @@ def gemm_shape(k, graph=None):
     if tuple(k.buffers[x.buf].shape) != (N, CI, H, W) or tuple(k.buffers[w.buf].shape) != (CO, CI, 1, 1) \
             or tuple(k.buffers[k.out].shape) != (N, CO, H, W):
         return None, "a buffer is not the whole tensor (stride, slice or pads)"
-    if graph is not None and graph.tensors.get(k.buffers[w.buf].tensor) is None:
+    wt = graph.tensors.get(k.buffers[w.buf].tensor) if graph is not None else None
+    if wt is None or wt.data is None:
         return None, "the weights are not a constant"
     if any(k.buffers[b].dtype != "float32" for b in (x.buf, w.buf, k.out)):
         return None, "not float32"
@@ -171,6 +174,28 @@ class MeshSchedule(FixedSchedule):
                 f"W[{g.CO}x{g.CI}] rows by putr, X[{g.CI}x{g.P}] columns by putc; LDM {self.ldm_bytes}/{self.ldm_budget} B")
 
 
+def mesh_weights(W, mc, kc):
+    """W [CO, CI] laid out so that CPE (r, c)'s pieces for a co tile are one run: [co tile][r][c]
+    [k step][mc][kc], each piece W[t*8*mc + r*mc + i, j*8*kc + c*kc + q] (one DMA per co tile)."""
+    CO, CI = W.shape
+    nco, nk = CO // (MESH * mc), CI // (MESH * kc)
+    a = np.asarray(W).reshape(nco, MESH, mc, nk, MESH, kc)       # t r i j c q
+    return np.ascontiguousarray(a.transpose(0, 1, 4, 3, 2, 5))   # t r c j i q
+
+
+def relayout_weights(k, graph, buf, mc, kc):
+    """Point k's weight buffer `buf` at a copy of its tensor in mesh_weights' layout (returns the
+    original tensor's name: its data may be dropped when nothing else reads it)."""
+    b = k.buffers[buf]
+    src = graph.tensors[b.tensor]
+    CO, CI = b.shape[0], b.shape[1]
+    arr = mesh_weights(np.asarray(src.data).reshape(CO, CI), mc, kc).astype(src.dtype, copy=False)
+    name = f"%swmesh:{k.name}:{buf}"
+    graph.tensors[name] = Tensor(name, tuple(arr.shape), src.dtype, arr)
+    k.buffers[buf] = replace(b, tensor=name)
+    return src.name
+
+
 def pixel_widths(P, pc, npt):
     """[tile][column]: the valid pixels of CPE column c in pixel tile u (0 past the end)."""
     u = np.arange(npt)[:, None]
@@ -185,7 +210,7 @@ def mesh_counts(s, cores, para_bytes):
     live = int((pv > 0).sum()) * MESH                   # CPE-tiles with pixels (8 rows each)
     pix = int(pv.sum()) * MESH
     per_tile_gets = s.nk + len(g.res)
-    gets = cores + s.nco * cores * (s.nk + len(g.vecs)) + g.N * s.nco * live * per_tile_gets
+    gets = cores + s.nco * cores * (1 + len(g.vecs)) + g.N * s.nco * live * per_tile_gets
     get_bytes = (cores * para_bytes + s.nco * cores * (s.nk * mc * kc + len(g.vecs) * mc) * 4
                  + g.N * s.nco * (s.nk * kc + len(g.res) * mc) * pix * 4)
     puts, put_bytes = g.N * s.nco * live, g.N * s.nco * mc * pix * 4
@@ -216,7 +241,7 @@ def mesh_seconds(k, hw, g, mc, pc, kc, para_bytes):
     nco, nk, npt = g.CO // (MESH * mc), g.CI // (MESH * kc), math.ceil(g.P / (MESH * pc))
     dma = lambda nbytes, chunk: model.dma_seconds_per_cpe(hw, nbytes, chunk)   # noqa: E731
     t = dma(para_bytes, para_bytes)
-    per_co = nk * dma(4 * mc * kc, 4 * kc) + len(g.vecs) * dma(4 * mc, 4 * mc)
+    per_co = dma(4 * nk * mc * kc, 4 * nk * mc * kc) + len(g.vecs) * dma(4 * mc, 4 * mc)
     t += nco * per_co
     for pv in pixel_widths(g.P, pc, npt).max(axis=1):        # the widest column of each pixel tile
         pv = int(pv)

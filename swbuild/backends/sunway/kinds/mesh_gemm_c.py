@@ -70,11 +70,9 @@ def mesh_gemm_c(k, cores, itemsize=4):
         w(f"float *{name} = (float *)ldm_malloc({size});")
     w(f"for (int t = 0; t < {nco}; t++) {{")
     w(f"    const long co = (long)t * {MESH * mc} + r * {mc};")
-    w(f"    for (int j = 0; j < {nk}; j++) {{   /* W[co.., the c-th slice of k step j]: resident over the tile */")
-    w(f"        sw_get(A + j * {mc * kc}, p.{g.w} + co * {CI} + j * {MESH * kc} + c * {kc}, {4 * mc * kc}, {4 * kc}, "
-      f"{4 * (CI - kc)}, &rp);")
-    w("        ng++;")
-    w("    }")
+    w(f"    sw_get(A, p.{g.w} + ((long)t * {MESH} + r) * {MESH * nk * mc * kc} + c * {nk * mc * kc}, {4 * nk * mc * kc}, 0, 0, "
+      "&rp);   /* W[co.., the c-th slice of every k step], one run (mesh_weights) */")
+    w("    ng++;")
     for b in g.vecs:
         w(f"    sw_get(V_{b}, p.{b} + co, {4 * mc}, 0, 0, &rp);")
         w("    ng++;")

@@ -19,8 +19,9 @@ from dataclasses import replace
 
 from ..kinds.mesh_chain import chain_schedule
 from ..kinds.mesh_chain_c import first_name
-from ..kinds.mesh_gemm import mesh_schedule
+from ..kinds.mesh_gemm import mesh_schedule, relayout_weights
 from ..schedule.ldm import ldm_budget
+from ..schedule.passes import drop_unused_constants
 
 
 def _in_launch(program, k):
@@ -40,7 +41,7 @@ def choose_mesh_kernels(program, target, options):
         return program
     hw, budget = target.hardware, ldm_budget(target, options)
     state = program.target_state
-    _choose_chains(program, target, mode, hw, budget)
+    relaid = _choose_chains(program, target, mode, hw, budget)
     for k in program.kernels:
         d = state.drafts.get(k.name)
         if k.kind != "compute" or d is None:
@@ -53,8 +54,10 @@ def choose_mesh_kernels(program, target, options):
             if s.modeled_seconds >= tiled:
                 continue
         k.kind, k.schedule = "mesh", s
+        relaid.add(relayout_weights(k, program.graph, s.shape.w, s.mc, s.kc))
         del state.drafts[k.name]
         program.notes.append(f"{k.name}: {s}")
+    drop_unused_constants(program, relaid)
     return program
 
 
@@ -72,6 +75,7 @@ def _sole_reader(program, k1, k2):
 
 def _choose_chains(program, target, mode, hw, budget):
     state, spawn = program.target_state, float(model.hwget(hw, "spawn_seconds"))
+    relaid = set()
     i = 0
     while i + 1 < len(program.kernels):
         k1, k2 = program.kernels[i], program.kernels[i + 1]
@@ -84,6 +88,8 @@ def _choose_chains(program, target, mode, hw, budget):
         if s is None or (mode == "on" and s.modeled_seconds >= tiled):
             i += 1
             continue
+        relaid.add(relayout_weights(k1, program.graph, s.g1.w, s.mc1, s.kc1))
+        relaid.add(relayout_weights(k2, program.graph, s.g2.w, s.mc2, s.mc1))
         for name, b in k1.buffers.items():       # the producer's inputs join the consumer's struct
             if name != k1.out:
                 k2.buffers[first_name(name)] = replace(b, name=first_name(name))
@@ -92,7 +98,7 @@ def _choose_chains(program, target, mode, hw, budget):
         del state.drafts[k1.name], state.drafts[k2.name]
         program.kernels.remove(k1)
         program.notes.append(f"{k1.name} + {k2.name}: {s}")
-    return program
+    return relaid
 
 
 __all__ = ["choose_mesh_kernels"]
