@@ -22,7 +22,7 @@ from ..cost.predict import compulsory_bytes
 from ..schedule import simd
 from ..schedule.kernel_schedule import ldm_align
 from .gather import FixedSchedule
-from .mesh_gemm import MESH, MSG_FLOATS, _divisors, gemm_shape, micro_cycles, pixel_widths
+from .mesh_gemm import MESH, MSG_FLOATS, _divisors, gemm_shape, micro_cycles, pixel_widths, x_halves, x_stream_seconds
 
 
 @dataclass
@@ -92,8 +92,9 @@ def chain_counts(s, cores, para_bytes):
 def chain_buffers(g1, g2, mc1, kc1, mc2, pc):
     """(name, bytes) of a CPE's LDM buffers, in allocation order (mesh_chain_c allocates these)."""
     piece = lambda n: ldm_align(4 * (n + MSG_FLOATS))   # noqa: E731  (slack: a last message, the vector loop)
-    out = [("A1", piece(mc1 * g1.CI // MESH)), ("A1r", piece(mc1 * kc1)), ("B1", piece(kc1 * pc)),
-           ("B1r", piece(kc1 * pc)), ("acc1", ldm_align(4 * mc1 * pc)),
+    halves = x_halves(g1.CI // (MESH * kc1))
+    out = [("A1", piece(mc1 * g1.CI // MESH)), ("A1r", piece(mc1 * kc1)),
+           *[(f"B1{h}", piece(kc1 * pc)) for h in range(halves)], ("B1r", piece(kc1 * pc)), ("acc1", ldm_align(4 * mc1 * pc)),
            ("M", (g1.CO // (MESH * mc1)) * piece(mc1 * pc)),
            ("A2", piece(mc2 * g1.CO // MESH)), ("A2r", piece(mc2 * mc1)), ("B2r", piece(mc1 * pc)),
            ("acc2", ldm_align(4 * mc2 * pc))]
@@ -120,11 +121,12 @@ def chain_seconds(k1, k2, hw, g1, g2, mc1, kc1, mc2, pc, para_bytes):
         if pv:
             ph1 = MESH * ((math.ceil(mc1 * kc1 / MSG_FLOATS) + math.ceil(kc1 * pv / MSG_FLOATS)) * msg + 2 * lat)
             ph2 = MESH * ((math.ceil(mc2 * mc1 / MSG_FLOATS) + math.ceil(mc1 * pv / MSG_FLOATS)) * msg + 2 * lat)
-            cyc = nco1 * (nk1 * (ph1 + MESH * micro_cycles(hw, mc1, kc1, pv)) + mc1 * pc
-                          + simd.epilogue_cycles(k1, hw, mc1 * pv))
+            layer1 = x_stream_seconds(hw, nk1, dma(4 * kc1 * pv, 4 * pv),
+                                      (ph1 + MESH * micro_cycles(hw, mc1, kc1, pv)) / clock)
+            cyc = nco1 * (mc1 * pc + simd.epilogue_cycles(k1, hw, mc1 * pv))
             cyc += nco2 * (nco1 * (ph2 + MESH * micro_cycles(hw, mc2, mc1, pv)) + mc2 * pc
                            + simd.epilogue_cycles(k2, hw, mc2 * pv))
-            tile += cyc / clock + nco1 * (nk1 * dma(4 * kc1 * pv, 4 * pv) + len(g1.res) * dma(4 * mc1 * pv, 4 * pv))
+            tile += cyc / clock + nco1 * (layer1 + len(g1.res) * dma(4 * mc1 * pv, 4 * pv))
             tile += nco2 * (len(g2.res) + 1) * dma(4 * mc2 * pv, 4 * pv)
         t += g1.N * tile
     return float(model.hwget(hw, "spawn_seconds")) + t

@@ -7,7 +7,7 @@ from ....support.names import c_comment
 from ...cexpr import render
 from .gather import special_prologue
 from .mesh_chain import chain_buffers
-from .mesh_gemm import MESH, MSG_FLOATS, VECS, rows_of
+from .mesh_gemm import MESH, MSG_FLOATS, VECS, rows_of, x_halves
 from .mesh_gemm_c import REG_MACROS, _W, _micro, _send_or_take
 
 
@@ -65,6 +65,9 @@ def mesh_chain_c(k, cores, itemsize=4):
     w("const int r = cpe / 8, c = cpe % 8;")
     for name, size in bufs:
         w(f"float *{name} = (float *)ldm_malloc({size});")
+    w(f"float *const Bh[2] = {{B10, B1{x_halves(s.nk1) - 1}}};   /* X pieces: k step j in Bh[j & 1] */")
+    w("SW_REPLY rx[2] = {0, 0};")
+    w("int nx[2] = {0, 0};")
     w(f"for (int n = 0; n < {g1.N}; n++) for (int u = 0; u < {s.npt}; u++) {{")
     w(f"    const long p0 = ((long)u * {MESH} + c) * {pc};")
     w(f"    const int pv = (int)SW_MAX(0, SW_MIN({pc}, {P} - p0));   /* this column's pixels */")
@@ -73,11 +76,14 @@ def mesh_chain_c(k, cores, itemsize=4):
     _weights(w, "A1", f"p.{first_name(g1.w)}", s.nk1, kc1, [(b, first_name(b)) for b in g1.vecs], "V1_", mc1)
     w(f"        for (int i = 0; i < {mc1 * pc}; i++) acc1[i] = 0.0f;")
     w(f"        for (int j = 0; j < {s.nk1}; j++) {{")
-    w("            if (pv > 0) {")
-    w(f"                sw_get(B1, p.{first_name(g1.x)} + ((long)n * {CI} + j * {MESH * kc1} + r * {kc1}) * {P} + p0, "
-      f"{kc1} * pv * 4, pv * 4, ({P} - pv) * 4, &rp);")
-    w("                ng++;")
-    w("                SW_WAIT(rp, ng);")
+    w("            float *const B1 = Bh[j & 1];")
+    w("            if (pv > 0) {   /* this k step's X piece; the next one's fetched meanwhile */")
+    w(f"                for (int f = j ? j + 1 : 0; f <= j + 1 && f < {s.nk1}; f++) {{")
+    w(f"                    sw_get(Bh[f & 1], p.{first_name(g1.x)} + ((long)n * {CI} + f * {MESH * kc1} + r * {kc1}) * {P} "
+      f"+ p0, {kc1} * pv * 4, pv * 4, ({P} - pv) * 4, &rx[f & 1]);")
+    w("                    nx[f & 1]++;")
+    w("                }")
+    w("                SW_WAIT(rx[j & 1], nx[j & 1]);")
     w("            }")
     w(f"            const int nb = ({kc1} * pv + {MSG_FLOATS - 1}) / {MSG_FLOATS};")
     _substeps(w, f"A1 + j * {mc1 * kc1}", -(-mc1 * kc1 // MSG_FLOATS), "B1", "A1r", "B1r", "nb", mc1, kc1, pc, "acc1")

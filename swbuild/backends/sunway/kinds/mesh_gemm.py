@@ -225,11 +225,12 @@ def mesh_counts(s, cores, para_bytes):
 
 
 def mesh_ldm_bytes(g, mc, pc, kc):
-    """The CPE's buffers: its W pieces, a received W piece, its X piece and a received one (8
-    floats of slack each: a last message and the vector loop read past the data), the
+    """The CPE's buffers: its W pieces, a received W piece, its X piece (two halves with more
+    than one k step) and a received one (8 floats of slack each: a last message and the
+    vector loop read past the data), the
     accumulators, the epilogue's per-channel slices and residual pieces."""
     return (ldm_align(4 * (mc * g.CI // MESH + MSG_FLOATS)) + ldm_align(4 * (mc * kc + MSG_FLOATS))
-            + 2 * ldm_align(4 * (kc * pc + MSG_FLOATS))
+            + (1 + x_halves(g.CI // (MESH * kc))) * ldm_align(4 * (kc * pc + MSG_FLOATS))
             + ldm_align(4 * mc * pc) + len(g.vecs) * ldm_align(4 * mc) + len(g.res) * ldm_align(4 * mc * pc))
 
 
@@ -250,7 +251,7 @@ def mesh_seconds(k, hw, g, mc, pc, kc, para_bytes):
         step = dma(4 * kc * pv, 4 * pv)
         phases = MESH * ((math.ceil(mc * kc / MSG_FLOATS) + math.ceil(kc * pv / MSG_FLOATS)) * msg + 2 * lat)
         comp = MESH * micro_cycles(hw, mc, kc, pv)
-        tile = nk * (step + (phases + comp) / clock)
+        tile = x_stream_seconds(hw, nk, step, (phases + comp) / clock)
         tile += (mc * pc + simd.epilogue_cycles(k, hw, mc * pv)) / clock
         tile += len(g.res) * dma(4 * mc * pv, 4 * pv) + dma(4 * mc * pv, 4 * pv)
         t += g.N * nco * tile
@@ -258,6 +259,21 @@ def mesh_seconds(k, hw, g, mc, pc, kc, para_bytes):
 
 
 VECS = 4            # vectors of 4 pixels a micro-kernel block keeps in registers
+
+
+def x_halves(nk):
+    """Buffers of a CPE's X piece: two when there is a next k step to fetch during this one."""
+    return 2 if nk > 1 else 1
+
+
+def x_stream_seconds(hw, nk, fetch, work):
+    """nk k steps, each fetching an X piece (`fetch` s) and working on it (`work` s: messages
+    and multiply-adds): with two halves the next piece's DMA overlaps this step's work as a
+    double-buffered box does in the tile search (cost/model.py cpe_seconds); the first fetch
+    is exposed."""
+    if x_halves(nk) == 1:
+        return nk * (fetch + work)
+    return float(model.cpe_seconds(hw, nk * fetch, nk * work, fetch, True))
 
 
 def rows_of(mc):

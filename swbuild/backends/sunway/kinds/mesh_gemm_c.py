@@ -7,7 +7,7 @@ from ....support.names import c_comment
 from ...cexpr import render
 from ..schedule.kernel_schedule import ldm_align
 from .gather import special_prologue
-from .mesh_gemm import MESH, MSG_FLOATS, VECS, rows_of
+from .mesh_gemm import MESH, MSG_FLOATS, VECS, rows_of, x_halves
 
 # The chip's instructions where slave.h does not define them (swGEMM include/common_slave.h).
 REG_MACROS = """#ifndef REG_PUTR
@@ -61,13 +61,17 @@ def mesh_gemm_c(k, cores, itemsize=4):
     nk, nco, npt = s.nk, s.nco, s.npt
     CI, P = g.CI, g.P
     bufs = [("A", ldm_align(4 * (mc * CI // MESH + MSG_FLOATS))), ("Ar", ldm_align(4 * (mc * kc + MSG_FLOATS))),
-            ("B", ldm_align(4 * (kc * pc + MSG_FLOATS))), ("Br", ldm_align(4 * (kc * pc + MSG_FLOATS))),
+            *[(f"B{h}", ldm_align(4 * (kc * pc + MSG_FLOATS))) for h in range(x_halves(nk))],
+            ("Br", ldm_align(4 * (kc * pc + MSG_FLOATS))),
             ("acc", ldm_align(4 * mc * pc))]
     bufs += [(f"V_{b}", ldm_align(4 * mc)) for b in g.vecs] + [(f"R_{b}", ldm_align(4 * mc * pc)) for b in g.res]
     w = _W()
     w("const int r = cpe / 8, c = cpe % 8;")
     for name, size in bufs:
         w(f"float *{name} = (float *)ldm_malloc({size});")
+    w(f"float *const Bh[2] = {{B0, B{x_halves(nk) - 1}}};   /* X pieces: k step j in Bh[j & 1] */")
+    w("SW_REPLY rx[2] = {0, 0};")
+    w("int nx[2] = {0, 0};")
     w(f"for (int t = 0; t < {nco}; t++) {{")
     w(f"    const long co = (long)t * {MESH * mc} + r * {mc};")
     w(f"    sw_get(A, p.{g.w} + ((long)t * {MESH} + r) * {MESH * nk * mc * kc} + c * {nk * mc * kc}, {4 * nk * mc * kc}, 0, 0, "
@@ -82,11 +86,14 @@ def mesh_gemm_c(k, cores, itemsize=4):
     w(f"        const int pv = (int)SW_MAX(0, SW_MIN({pc}, {P} - p0));   /* this column's pixels */")
     w(f"        for (int i = 0; i < {mc * pc}; i++) acc[i] = 0.0f;")
     w(f"        for (int j = 0; j < {nk}; j++) {{")
-    w("            if (pv > 0) {   /* X[the r-th slice of k step j, c-block] */")
-    w(f"                sw_get(B, p.{g.x} + ((long)n * {CI} + j * {MESH * kc} + r * {kc}) * {P} + p0, {kc} * pv * 4, "
-      f"pv * 4, ({P} - pv) * 4, &rp);")
-    w("                ng++;")
-    w("                SW_WAIT(rp, ng);")
+    w("            float *const B = Bh[j & 1];")
+    w("            if (pv > 0) {   /* X[the r-th slice of k step j, c-block]; the next step's fetched meanwhile */")
+    w(f"                for (int f = j ? j + 1 : 0; f <= j + 1 && f < {nk}; f++) {{")
+    w(f"                    sw_get(Bh[f & 1], p.{g.x} + ((long)n * {CI} + f * {MESH * kc} + r * {kc}) * {P} + p0, "
+      f"{kc} * pv * 4, pv * 4, ({P} - pv) * 4, &rx[f & 1]);")
+    w("                    nx[f & 1]++;")
+    w("                }")
+    w("                SW_WAIT(rx[j & 1], nx[j & 1]);")
     w("            }")
     w(f"            const int nb = ({kc} * pv + {MSG_FLOATS - 1}) / {MSG_FLOATS};   /* the column's messages */")
     w(f"            for (int s = 0; s < {MESH}; s++) {{")
