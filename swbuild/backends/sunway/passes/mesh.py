@@ -8,7 +8,7 @@ convolution whose output only the next kernel, another 1x1 convolution, reads be
 of that kernel (kinds/mesh_chain.py: the intermediate stays in the 64 LDMs), under the same
 rule (`on`: where the pair models faster than its two tiled kernels). A chosen kernel
 becomes a special kernel (`kind = "mesh"`): the later scheduling passes leave it alone, it
-runs in its own launch, and its plan entry carries the exact `regcomm` counts that `swbuild
+shares its group's launch (passes/stitch.py), and its plan entry carries the exact `regcomm` counts that `swbuild
 check` compares with the emulator's.
 """
 from __future__ import annotations
@@ -25,12 +25,12 @@ from ..schedule.passes import drop_unused_constants
 
 
 def _in_launch(program, k):
-    """Whether k shares a launch with other kernels today (a mesh kernel runs alone: its
-    spawn is then a new cost)."""
+    """Whether k shares a launch with other kernels (then it pays an array barrier, not a
+    spawn: passes/stitch.py, mesh kernels included)."""
     if program.grouping is None:
         return False
     runs = plan_launches(program.prefix, program.kernels, program.grouping,
-                         lambda x: x.kind == "compute")
+                         lambda x: x.kind in ("compute", "mesh", "mesh_chain"))
     return any(k.name in ln.kernels and len(ln.kernels) > 1 for ln in runs)
 
 
@@ -49,10 +49,9 @@ def choose_mesh_kernels(program, target, options):
         s, why = mesh_schedule(k, hw, budget, target.api, program.graph)
         if s is None:
             continue
-        if mode == "on":
-            tiled = d.seconds + float(model.hwget(hw, "spawn_seconds")) * (not _in_launch(program, k))
-            if s.modeled_seconds >= tiled:
-                continue
+        # both pay a spawn alone or a barrier in a launch: compare without (mesh's includes a spawn)
+        if mode == "on" and s.modeled_seconds - float(model.hwget(hw, "spawn_seconds")) >= d.seconds:
+            continue
         k.kind, k.schedule = "mesh", s
         relaid.add(relayout_weights(k, program.graph, s.shape.w, s.mc, s.kc))
         del state.drafts[k.name]
@@ -84,7 +83,8 @@ def _choose_chains(program, target, mode, hw, budget):
             i += 1
             continue
         s, why = chain_schedule(k1, k2, hw, budget, target.api, program.graph)
-        tiled = d1.seconds + d2.seconds + spawn * (not _in_launch(program, k1)) + spawn * (not _in_launch(program, k2))
+        # one kernel instead of two: one spawn (or barrier) fewer
+        tiled = d1.seconds + d2.seconds + spawn * (not _in_launch(program, k1))
         if s is None or (mode == "on" and s.modeled_seconds >= tiled):
             i += 1
             continue

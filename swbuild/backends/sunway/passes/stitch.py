@@ -23,10 +23,15 @@ from ..cost import model
 from .prefetch import prefetched_halves
 
 
+MESH_KINDS = ("mesh", "mesh_chain")     # kinds/mesh_gemm.py, mesh_chain.py: every CPE runs every phase
+
+
 def _shareable(k):
     # Row-shared kernels may share a launch: the CPEs of a mesh row share their tile count
-    # (schedule/grid.py), so they return together or all meet at every row barrier.
-    return k.kind == "compute" and k.schedule is not None
+    # (schedule/grid.py), so they return together or all meet at every row barrier. A mesh
+    # kernel receives every message it is sent before it returns, so the array barrier after
+    # it leaves no message for the next kernel.
+    return k.kind in ("compute", *MESH_KINDS) and k.schedule is not None
 
 
 def plan_launches(program):
@@ -98,7 +103,9 @@ def launch_entries(entries, launches, hw, cores):
         dma["get"]["ops"] += cores
         dma["get"]["bytes"] += cores * para_bytes(ln)
         saved = (len(ks) - 1) * (float(model.hwget(hw, "spawn_seconds")) - barrier_seconds(hw))
-        return {"flops": sum(e["flops"] for e in ks), "dma": dma,
+        rc = [e["regcomm"] for e in ks if "regcomm" in e]
+        messages = {"regcomm": {x: sum(int(r.get(x, 0)) for r in rc) for x in rc[0]}} if rc else {}
+        return {**messages, "flops": sum(e["flops"] for e in ks), "dma": dma,
                 "ldm_bytes": max(int(e["ldm_bytes"]) for e in ks), "ldm_budget": max(int(e["ldm_budget"]) for e in ks),
                 "compulsory_bytes": sum(int(e["compulsory_bytes"]) for e in ks),
                 "modeled_seconds": sum(float(e["modeled_seconds"]) for e in ks) - saved,
