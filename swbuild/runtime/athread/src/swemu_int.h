@@ -81,6 +81,8 @@ typedef struct swemu_cpe {
     int snap_fresh;                     /* snap[nsnap - 1] is the current vc */
     volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned (regcomm.c
                                      keeps who waits in a get or put itself) */
+    volatile int *bar_gen;        /* in a barrier (state 2): its generation word and the value */
+    int bar_gen_seen;             /* it waits to change (released but not yet running: not stuck) */
     double t_done;                /* when it returned from the current kernel */
     double cycles;                /* modelled clock (timing.c) */
     /* asynchronous DMA (async.c): transfers in flight, in issue order */
