@@ -8,7 +8,8 @@ convolution whose output only the next kernel, another 1x1 convolution, reads be
 of that kernel (kinds/mesh_chain.py: the intermediate stays in the 64 LDMs), under the same
 rule (`on`: where the pair models faster than its two tiled kernels). A chosen kernel
 becomes a special kernel (`kind = "mesh"`): the later scheduling passes leave it alone, it
-shares its group's launch (passes/stitch.py), and its plan entry carries the exact `regcomm` counts that `swbuild
+runs in its own launch (passes/stitch.py; the choice counts the spawns that adds), and its
+plan entry carries the exact `regcomm` counts that `swbuild
 check` compares with the emulator's.
 """
 from __future__ import annotations
@@ -24,14 +25,18 @@ from ..schedule.ldm import ldm_budget
 from ..schedule.passes import drop_unused_constants
 
 
-def _in_launch(program, k):
-    """Whether k shares a launch with other kernels (then it pays an array barrier, not a
-    spawn: passes/stitch.py, mesh kernels included)."""
+def _launch_spawns(program, k):
+    """Spawns k costs as a mesh kernel beyond what it costs where it is (a mesh kernel runs
+    alone, passes/stitch.py): its own when it shares a launch, plus one when it sits inside
+    its launch's run and cuts it in two; none when it runs alone already (its spawn is in
+    both)."""
     if program.grouping is None:
-        return False
-    runs = plan_launches(program.prefix, program.kernels, program.grouping,
-                         lambda x: x.kind in ("compute", "mesh", "mesh_chain"))
-    return any(k.name in ln.kernels and len(ln.kernels) > 1 for ln in runs)
+        return 0
+    runs = plan_launches(program.prefix, program.kernels, program.grouping, lambda x: x.kind == "compute")
+    for ln in runs:
+        if k.name in ln.kernels and len(ln.kernels) > 1:
+            return 1 + (ln.kernels[0] != k.name and ln.kernels[-1] != k.name)
+    return 0
 
 
 def choose_mesh_kernels(program, target, options):
@@ -49,8 +54,8 @@ def choose_mesh_kernels(program, target, options):
         s, why = mesh_schedule(k, hw, budget, target.api, program.graph)
         if s is None:
             continue
-        # both pay a spawn alone or a barrier in a launch: compare without (mesh's includes a spawn)
-        if mode == "on" and s.modeled_seconds - float(model.hwget(hw, "spawn_seconds")) >= d.seconds:
+        spawn = float(model.hwget(hw, "spawn_seconds"))      # mesh's modelled time includes one
+        if mode == "on" and s.modeled_seconds + spawn * (_launch_spawns(program, k) - 1) >= d.seconds:
             continue
         k.kind, k.schedule = "mesh", s
         relaid.add(relayout_weights(k, program.graph, s.shape.w, s.mc, s.kc))
@@ -83,9 +88,9 @@ def _choose_chains(program, target, mode, hw, budget):
             i += 1
             continue
         s, why = chain_schedule(k1, k2, hw, budget, target.api, program.graph)
-        # one kernel instead of two: one spawn (or barrier) fewer
-        tiled = d1.seconds + d2.seconds + spawn * (not _in_launch(program, k1))
-        if s is None or (mode == "on" and s.modeled_seconds >= tiled):
+        # one kernel instead of two, alone: the spawns it adds (k2's launch position, as k1's goes)
+        extra = max(_launch_spawns(program, k1), _launch_spawns(program, k2))
+        if s is None or (mode == "on" and s.modeled_seconds + spawn * (extra - 1) >= d1.seconds + d2.seconds):
             i += 1
             continue
         relaid.add(relayout_weights(k1, program.graph, s.g1.w, s.mc1, s.kc1))
