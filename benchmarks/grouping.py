@@ -15,6 +15,7 @@ bytes: no schedule that writes every intermediate back to main memory goes below
     python benchmarks/grouping.py                                  # light resnet50 + inception_v1
     python benchmarks/grouping.py --models light_resnet50 --out /tmp/g.json
     python benchmarks/grouping.py --target diannao-emu
+    python benchmarks/grouping.py --set mesh_gemm=on             # any option, on both builds
 """
 from __future__ import annotations
 
@@ -31,10 +32,10 @@ from sunway_report import model_args, report_and_check  # noqa: E402
 DEFAULT = ["light_resnet50", "light_inception_v1"]
 
 
-def one(name, target, work, mode, timeout):
+def one(name, target, work, mode, timeout, sets=()):
     args, stem = model_args(name)
     rep, chk, secs = report_and_check(args, target, Path(work) / f"{stem}-grouping-{mode}", timeout,
-                                      ("--grouping", mode))
+                                      ("--grouping", mode, *(x for s in sets for x in ("--set", s))))
     if rep is None:
         return chk
     g = rep.get("grouping")
@@ -89,6 +90,7 @@ def main(argv=None):
     ap.add_argument("--out", help="write the JSON here (default: stdout)")
     ap.add_argument("--work", help="build directory (default: a temporary one)")
     ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an option for every build")
     a = ap.parse_args(argv)
     res = {}
     with tempfile.TemporaryDirectory(prefix="swgroup-") as tmp:
@@ -97,12 +99,12 @@ def main(argv=None):
             for mode in ("off", "on"):
                 print(f"grouping: {m} grouping={mode} ...", file=sys.stderr, flush=True)
                 try:
-                    res[m][mode] = one(m, a.target, a.work or tmp, mode, a.timeout)
+                    res[m][mode] = one(m, a.target, a.work or tmp, mode, a.timeout, a.set)
                 except subprocess.TimeoutExpired:
                     res[m][mode] = {"status": "error", "reason": f"timeout after {a.timeout} s"}
                 print(f"grouping: {m} grouping={mode}: {res[m][mode]['status']}", file=sys.stderr, flush=True)
             res[m]["done_when"] = done_when(res[m]["on"], res[m]["off"])
-    text = json.dumps({"target": a.target, "batch": 1, "models": res}, indent=1, sort_keys=True)
+    text = json.dumps({"target": a.target, "batch": 1, "options": a.set, "models": res}, indent=1, sort_keys=True)
     if a.out:
         Path(a.out).write_text(text + "\n")
     else:

@@ -48,7 +48,8 @@ def main(argv=None):
     print(json.dumps({
         "kernel": "k_rc_summa", "cores": os.cpu_count(), "seconds": best,
         "gets_per_second": round(GETS / best), "microseconds_per_get": round(best / GETS * 1e6, 3),
-        "regcomm": counts, "counts_exact": counts == {"puts": PUTS, "gets": GETS},
+        "regcomm": counts, "counts_exact": counts == {"puts": PUTS, "gets": GETS, "putr": PUTS // 2, "getr": GETS // 2,
+                                                       "putc": PUTS // 2, "getc": GETS // 2},
     }, indent=1))
 
 

@@ -136,6 +136,9 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("stitch", "onoff", "on", "Sunway, with grouping: a pooling or element-wise producer read by one kernel of "
            "its group is recomputed in that kernel's LDM, so its output never reaches main memory (docs/grouping.md)",
            "options.stitch", families=("sunway",)),
+    Option("mesh_gemm", "blocks", "off", "SW26010: 1x1 convolutions as SUMMA over the 8x8 mesh (register "
+           "communication) where the cost model says they get faster (on), or wherever they can (all); "
+           "docs/grouping.md", "options.mesh_gemm", families=("sunway",)),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
            "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0, families=("sunway",)),
@@ -144,7 +147,7 @@ _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.sta
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file
 # and SCons signature (swbuild/driver/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm")
 
 
 def inapplicable_options(options, family) -> list:

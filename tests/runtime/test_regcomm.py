@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from swemu_build import build_program
+from swbuild.config import toolchain
 
 
 @pytest.fixture(scope="module")
@@ -33,21 +34,22 @@ def report(exe, kernel):
     return lines[0]
 
 
-@pytest.mark.parametrize("kernel, puts, gets", [
+@pytest.mark.parametrize("kernel, putr, getr, putc, getc", [
     # ring shift (1 put, 1 get), 8 row rounds (1 broadcast, 7 gets), 8 column rounds (same)
-    ("k_rc_ok", 64 * 3, 64 * 15),
-    ("k_rc_vector", 64, 64 * 7),          # 32-byte messages: one broadcast per CPE
-    ("k_rc_flow", 640, 640),              # 10 messages each through a 4-deep buffer
+    ("k_rc_ok", 64 * 2, 64 * 8, 64, 64 * 7),
+    ("k_rc_vector", 64, 64 * 7, 0, 0),    # 32-byte messages: one broadcast per CPE
+    ("k_rc_flow", 640, 640, 0, 0),        # 10 messages each through a 4-deep buffer
     # 8 SUMMA steps: 8 row senders and 8 column senders of 1000 broadcasts, 7 receivers each
-    ("k_rc_summa", 2 * 8 * 8 * 1000, 2 * 8 * 8 * 7 * 1000),
+    ("k_rc_summa", 8 * 8 * 1000, 8 * 8 * 7 * 1000, 8 * 8 * 1000, 8 * 8 * 7 * 1000),
 ])
 @pytest.mark.parametrize("mode", ["wait", "random:3", "issue"])
-def test_clean_kernels_give_the_right_values_and_exact_counts(exe, tmp_path, kernel, puts, gets, mode):
+def test_clean_kernels_give_the_right_values_and_exact_counts(exe, tmp_path, kernel, putr, getr, putc, getc, mode):
     stats = tmp_path / "stats.json"
     p = run(exe, kernel, mode=mode, SWEMU_STATS=str(stats))
     assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
     (k,) = json.loads(stats.read_text())["kernels"]
-    assert k["regcomm"] == {"puts": puts, "gets": gets}
+    assert k["regcomm"] == {"puts": putr + putc, "gets": getr + getc, "putr": putr, "getr": getr,
+                            "putc": putc, "getc": getc}
     # the message ordered each CPE's DMA write before its neighbour's read: no race
     assert k["races"] == 0 and k["write_conflicts"] == 0
 
@@ -60,7 +62,8 @@ def test_a_message_put_before_the_write_does_not_order_it(exe, tmp_path):
                         r"another with no barrier between, first at 0x[0-9a-f]+ \(out\+\d+\) read by CPE \d+, "
                         r"written by CPE \d+\n", p.stderr), p.stderr
     (k,) = json.loads(stats.read_text())["kernels"]
-    assert k["races"] == 16384 and k["regcomm"] == {"puts": 64, "gets": 64}
+    assert k["races"] == 16384 and k["regcomm"] == {"puts": 64, "gets": 64, "putr": 64, "getr": 64, "putc": 0,
+                                                    "getc": 0}
 
 
 def test_counts_add_up_over_spawns(exe, tmp_path):
@@ -68,7 +71,19 @@ def test_counts_add_up_over_spawns(exe, tmp_path):
     p = run(exe, "k_rc_ok", "k_rc_ok", SWEMU_STATS=str(stats))
     assert p.returncode == 0, p.stderr
     (k,) = json.loads(stats.read_text())["kernels"]
-    assert k["spawns"] == 2 and k["regcomm"] == {"puts": 2 * 64 * 3, "gets": 2 * 64 * 15}
+    assert k["spawns"] == 2 and k["regcomm"] == {"puts": 2 * 64 * 3, "gets": 2 * 64 * 15, "putr": 2 * 64 * 2,
+                                                 "getr": 2 * 64 * 8, "putc": 2 * 64, "getc": 2 * 64 * 7}
+
+
+def test_modelled_clock_charges_each_put_and_the_latency_once(exe):
+    """A stream of 10 messages: the sender spends regcomm_message_cycles per put, the receiver
+    waits for the last one, which lands regcomm_latency_cycles after its put."""
+    hw = toolchain.load("sunway-emu").hardware
+    msg, lat = float(hw["regcomm_message_cycles"]), float(hw["regcomm_latency_cycles"])
+    assert msg == 18.4       # the sourced rate (toolchains/sunway.toml, docs/sunway.md)
+    out = run(exe, "k_rc_clock")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["clock", str(round(10 * msg)), str(round(10 * msg + lat))]
 
 
 def test_get_nobody_sends_to_is_a_deadlock(exe):
@@ -119,8 +134,8 @@ def test_put_to_a_cpe_that_returned(exe):
 
 
 def test_a_check_compares_messages_with_the_plan(exe, tmp_path):
-    """emulator_findings: messages the plan does not predict (every generated kernel predicts
-    none today) are a mismatch, like DMA; predicted ones match."""
+    """emulator_findings: messages the plan does not predict (a kernel without `regcomm` predicts
+    none) are a mismatch, like DMA, per direction; predicted ones match."""
     from swbuild.backends.sunway.report import emulator_findings
 
     stats = tmp_path / "stats.json"
@@ -129,7 +144,11 @@ def test_a_check_compares_messages_with_the_plan(exe, tmp_path):
     (k,) = st["kernels"]
     entry = {"name": "k_rc_flow", "dma": {d: {x: k["dma"][d][x] for x in ("ops", "bytes")} for d in ("get", "put")}}
     (bad,) = emulator_findings({"kernels": [entry]}, st)["dma_mismatches"]
-    assert bad["measured"]["regcomm"] == {"puts": 640, "gets": 640}
-    assert bad["predicted"]["regcomm"] == {"puts": 0, "gets": 0}
-    ok = dict(entry, regcomm={"puts": 640, "gets": 640})
+    flow = {"puts": 640, "gets": 640, "putr": 640, "getr": 640, "putc": 0, "getc": 0}
+    assert bad["measured"]["regcomm"] == flow
+    assert bad["predicted"]["regcomm"] == dict.fromkeys(flow, 0)
+    ok = dict(entry, regcomm=flow)
     assert emulator_findings({"kernels": [ok]}, st)["dma_mismatches"] == []
+    # the right total along the wrong direction is a mismatch too
+    wrong = dict(entry, regcomm=dict(flow, putr=0, getr=0, putc=640, getc=640))
+    assert len(emulator_findings({"kernels": [wrong]}, st)["dma_mismatches"]) == 1

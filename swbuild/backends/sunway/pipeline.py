@@ -10,6 +10,7 @@ from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import inplace_concat, plan_memory
 from .kinds import schedule_special_kernels
 from .passes.channel_blocks import channel_blocks
+from .passes.mesh import choose_mesh_kernels
 from .schedule.passes import (SunwayState, block_constants, choose_buffering, choose_partition, choose_row_sharing,
                               choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic)
 from .schedule.split import split_reductions
@@ -33,6 +34,7 @@ PIPELINE = [
     choose_tiles,               # tile sizes that fit LDM, by the cost model
     choose_buffering,           # double buffering and the SIMD plan
     choose_row_sharing,         # SW26010: a mesh row shares broadcast DMAs
+    choose_mesh_kernels,        # option mesh_gemm: 1x1 convolutions as SUMMA over the mesh (messages)
     block_constants,            # constant boxes re-laid out in blocks
     order_loops,                # reduce-loop order with the fewest DMAs
     lay_out_ldm,                # LDM halves and bytes: the kernel's Schedule

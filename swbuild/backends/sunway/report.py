@@ -57,8 +57,10 @@ def emulator_findings(plan, stats):
         md = {d: {"ops": m["dma"][d]["ops"], "bytes": m["dma"][d]["bytes"]} for d in ("get", "put")}
         spawns = max(1, int(m.get("spawns", 1)))
         per_spawn = {d: {x: v // spawns for x, v in md[d].items()} for d in md}
-        rc = {x: int(v) // spawns for x, v in m.get("regcomm", _NO_MESSAGES).items()}
-        want_rc = k.get("regcomm", _NO_MESSAGES)
+        got_rc, want_rc = m.get("regcomm", _NO_MESSAGES), k.get("regcomm", _NO_MESSAGES)
+        keys = sorted(set(got_rc) | set(want_rc))       # puts, gets and per direction: a key one side lacks is 0
+        rc = {x: int(got_rc.get(x, 0)) // spawns for x in keys}
+        want_rc = {x: int(want_rc.get(x, 0)) for x in keys}
         if per_spawn != {d: {x: k["dma"][d][x] for x in ("ops", "bytes")} for d in ("get", "put")}:
             mismatched.append({"kernel": k["name"], "measured": per_spawn, "predicted": k["dma"]})
         elif rc != want_rc:

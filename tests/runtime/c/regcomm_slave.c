@@ -165,3 +165,23 @@ void k_rc_summa(void *arg)
     swemu_reply_wait(&r, 1);
     ldm_free(o, 32);
 }
+
+/* The modelled clock (timing.c): CPE 0 streams RC_CLOCK_MSGS messages to CPE 1 after an array
+ * barrier; each writes the cycles its part took to sums[id]. */
+void k_rc_clock(void *arg)
+{
+    rpara_t *p = arg;
+    long v = 0, *b = ldm_malloc(64);
+    unsigned long t0;
+    reply_t r = 0;
+    athread_syn(ARRAY_SCOPE, 0xffff);
+    t0 = swemu_rtc();
+    for (int i = 0; i < RC_CLOCK_MSGS; i++) {
+        if (_MYID == 0) REG_PUTR(v, 1);
+        else if (_MYID == 1) REG_GETR(v);
+    }
+    b[0] = (long)(swemu_rtc() - t0);
+    PUT(p->sums + _MYID, b, 8, &r);
+    swemu_reply_wait(&r, 1);
+    ldm_free(b, 64);
+}

@@ -37,6 +37,8 @@ from ....support.names import c_comment
 from ...cexpr import Writer, float_literal
 from ..kinds.convert import convert_c
 from ..kinds.gather import gather_c
+from ..kinds.mesh_chain_c import mesh_chain_c
+from ..kinds.mesh_gemm_c import mesh_gemm_c
 from ..kinds.recurrence import recurrence_c
 from ..schedule.dma import block_grid
 from ..schedule.grid import ROW, group_counts
@@ -44,7 +46,8 @@ from ..schedule.kernel_schedule import ldm_align
 from .slave_compute import epilogue, scalar_reduce, vector_compute
 from .slave_stage import stage_c, stage_setup, stage_state
 
-SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c, "recurrence": recurrence_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
+SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c, "recurrence": recurrence_c, "mesh": mesh_gemm_c,
+                    "mesh_chain": mesh_chain_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
 def _horner(terms):
     """((i0 * e1 + i1) * e2 + i2)... from [(index text, extent text)]."""

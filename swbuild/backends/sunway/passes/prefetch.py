@@ -113,8 +113,8 @@ def _gain(program, hw, cores, sim, prev, nxt, first=False):
     boxes that fit beside its own LDM; (0, ()) when nothing fits or it does not pay. `first`:
     `prev` opens the launch, so no barrier precedes it that would order every CPE's allocation
     of the halves before a broadcast into them: broadcast boxes are left out."""
-    if not prev.schedule.double_buffer:
-        return 0.0, ()
+    if prev.kind != "compute" or nxt.kind != "compute" or not prev.schedule.double_buffer:
+        return 0.0, ()      # a mesh kernel (kinds/mesh_gemm.py) neither issues nor takes a prefetch
     room = prev.schedule.ldm_budget - prev.schedule.ldm_bytes
     rn = sim(nxt)
     chosen = []

@@ -25,7 +25,9 @@ from .prefetch import prefetched_halves
 
 def _shareable(k):
     # Row-shared kernels may share a launch: the CPEs of a mesh row share their tile count
-    # (schedule/grid.py), so they return together or all meet at every row barrier.
+    # (schedule/grid.py), so they return together or all meet at every row barrier. Mesh
+    # kernels (kinds/mesh_gemm.py) run alone: light ResNet-50 with them inside its launches
+    # failed under the emulator (a broadcast into LDM a CPE had not allocated), not found yet.
     return k.kind == "compute" and k.schedule is not None
 
 
@@ -98,7 +100,9 @@ def launch_entries(entries, launches, hw, cores):
         dma["get"]["ops"] += cores
         dma["get"]["bytes"] += cores * para_bytes(ln)
         saved = (len(ks) - 1) * (float(model.hwget(hw, "spawn_seconds")) - barrier_seconds(hw))
-        return {"flops": sum(e["flops"] for e in ks), "dma": dma,
+        rc = [e["regcomm"] for e in ks if "regcomm" in e]
+        messages = {"regcomm": {x: sum(int(r.get(x, 0)) for r in rc) for x in rc[0]}} if rc else {}
+        return {**messages, "flops": sum(e["flops"] for e in ks), "dma": dma,
                 "ldm_bytes": max(int(e["ldm_bytes"]) for e in ks), "ldm_budget": max(int(e["ldm_budget"]) for e in ks),
                 "compulsory_bytes": sum(int(e["compulsory_bytes"]) for e in ks),
                 "modeled_seconds": sum(float(e["modeled_seconds"]) for e in ks) - saved,

@@ -289,7 +289,7 @@ int swemu_spawn(void *fn, void *arg, const char *name)
     for (int i = 0; i < SWEMU_CPES; i++) {
         swemu_cpe *c = &swemu_cpes[i];
         c->get_ops = c->get_bytes = c->put_ops = c->put_bytes = c->leaked = 0;
-        c->rc_puts = c->rc_gets = 0;
+        c->rc_puts[0] = c->rc_puts[1] = c->rc_gets[0] = c->rc_gets[1] = 0;
         memset(c->hist, 0, sizeof c->hist);
         c->heap_peak = 0;
         c->nw = c->nr = 0;
@@ -349,7 +349,7 @@ int athread_join(void)
         k->put_ops += c->put_ops; k->put_bytes += c->put_bytes;
         for (int b = 0; b < SWEMU_HIST; b++) k->hist[b] += c->hist[b];
         k->leaked += c->leaked;
-        k->rc_puts += c->rc_puts; k->rc_gets += c->rc_gets;
+        for (int d = 0; d < 2; d++) { k->rc_puts[d] += c->rc_puts[d]; k->rc_gets[d] += c->rc_gets[d]; }
         if (c->heap_peak > k->peak) k->peak = c->heap_peak;
         if (c->t_done > t_end) t_end = c->t_done;
         if (c->cycles > swemu_host_cycles) swemu_host_cycles = c->cycles;

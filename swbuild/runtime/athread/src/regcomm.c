@@ -18,6 +18,9 @@
  *
  * Speed: a waiting CPE first yields its core (the peer it waits for is usually runnable), then
  * sleeps on its own condition variable, which only the moves that can unblock it signal.
+ * A CPE that was signalled, or that a barrier released, and has not run yet is not stuck: on a
+ * loaded machine (load 50 on 2 cores) one can wait longer than RC_STUCK_S for its core, and a
+ * light model's mesh kernels were reported as deadlocked that way.
  * Waking all 64 on every message cost about 11 us per get on 2 cores; this costs about 0.4
  * (benchmarks/regcomm_throughput.py).
  */
@@ -60,6 +63,7 @@ static pthread_cond_t wake_cv[SWEMU_CPES];   /* each CPE sleeps on its own: a mo
                                                 CPEs it can unblock, not all 64 */
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static int sleeping[SWEMU_CPES];
+static int woken[SWEMU_CPES];          /* signalled since it last checked its condition */
 static unsigned long moves;            /* messages put or taken: progress */
 static const char *waiting_in[SWEMU_CPES];   /* the op a CPE waits in, else NULL */
 static int gone[SWEMU_CPES];           /* returned from the kernel (its buffers checked) */
@@ -77,6 +81,7 @@ void swemu_rc_reset(void)              /* at spawn, all CPEs idle */
     for (int i = 0; i < SWEMU_CPES; i++) {
         for (int d = 0; d < 2; d++) rx[i][d] = (rc_fifo){.last_from = -1};
         waiting_in[i] = NULL;
+        woken[i] = 0;
         gone[i] = 0;
     }
 }
@@ -118,7 +123,9 @@ static void check_deadlock(swemu_cpe *c, unsigned long *seen, double *since)
     char who[640];
     if (moves != *seen) { *seen = moves; *since = 0; return; }
     for (int i = 0; i < SWEMU_CPES; i++) {
-        stuck += waiting_in[i] != NULL || gone[i] || swemu_cpes[i].state == 2;   /* 2: in a barrier */
+        const swemu_cpe *o = &swemu_cpes[i];
+        int held = o->state == 2 && o->bar_gen && swemu_load((int *)o->bar_gen) == o->bar_gen_seen;   /* barrier not released */
+        stuck += (waiting_in[i] != NULL && !woken[i]) || gone[i] || held;
     }
     if (stuck < SWEMU_CPES) { *since = 0; return; }
     if (*since == 0) *since = mono();
@@ -134,14 +141,14 @@ static void check_deadlock(swemu_cpe *c, unsigned long *seen, double *since)
 static void wait_turn(swemu_cpe *c, const char *op, unsigned long *seen, double *since, int *spins)
 {
     struct timespec ts;
-    waiting_in[c->id] = op;
-    if ((*spins)++ < RC_SPINS) {
+    woken[c->id] = 0;                  /* checking its condition now: what signalled it is seen */
+    if ((*spins)++ < RC_SPINS) {       /* runnable while it yields: not waiting */
         pthread_mutex_unlock(&mu);
         sched_yield();
         pthread_mutex_lock(&mu);
-        waiting_in[c->id] = NULL;
         return;
     }
+    waiting_in[c->id] = op;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += RC_TICK_NS;
     if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
@@ -153,7 +160,10 @@ static void wait_turn(swemu_cpe *c, const char *op, unsigned long *seen, double 
 
 static void wake(int id)               /* with mu held */
 {
-    if (sleeping[id]) pthread_cond_signal(&wake_cv[id]);
+    if (sleeping[id]) {
+        pthread_cond_signal(&wake_cv[id]);
+        woken[id] = 1;
+    }
 }
 
 void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
@@ -185,6 +195,7 @@ void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
         wait_turn(c, op, &seen, &since, &spins);
     }
     swemu_clock_tick(c);               /* a new epoch: what came before is ordered before the gets */
+    c->cycles += swemu_regcomm_message();   /* the put's issue interval (timing.c), broadcast or not */
     for (int i = 0; i < nto; i++) {
         rc_fifo *f = &rx[to[i]][dir];
         rc_msg *m = &f->m[(f->head + f->n) % SWEMU_REGCOMM_DEPTH];
@@ -202,7 +213,7 @@ void swemu_rc_put(int dir, const void *v, size_t size, int dst, const char *op)
         f->last_from = c->id;
         f->last_stamp = c->vc[c->id];
     }
-    c->rc_puts++;
+    c->rc_puts[dir]++;
     moves++;
     for (int i = 0; i < nto; i++) wake(to[i]);     /* a receiver waiting in a get */
     pthread_mutex_unlock(&mu);
@@ -225,7 +236,7 @@ void swemu_rc_get(int dir, void *v, size_t size, const char *op)
     m = f->m[f->head];
     f->head = (f->head + 1) % SWEMU_REGCOMM_DEPTH;
     f->n--;
-    c->rc_gets++;
+    c->rc_gets[dir]++;
     moves++;
     for (int i = 0; i < nmembers(dir); i++)        /* a sender waiting for room: one of my row/column */
         wake(peer(c->id, dir, i));

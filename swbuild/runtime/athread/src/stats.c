@@ -81,10 +81,13 @@ void swemu_write_stats(void)
                 first = 0;
             }
         fprintf(f, "}, \"ldm_peak_bytes\": %zu, \"ldm_leaked_bytes\": %llu, \"write_conflicts\": %llu, "
-                "\"races\": %llu, \"regcomm\": {\"puts\": %llu, \"gets\": %llu}, \"seconds\": %.6f}",
+                "\"races\": %llu, \"regcomm\": {\"puts\": %llu, \"gets\": %llu, \"putr\": %llu, "
+                "\"getr\": %llu, \"putc\": %llu, \"getc\": %llu}, \"seconds\": %.6f}",
                 k->peak, (unsigned long long)k->leaked, (unsigned long long)k->conflicts,
-                (unsigned long long)k->races, (unsigned long long)k->rc_puts,
-                (unsigned long long)k->rc_gets, k->seconds);
+                (unsigned long long)k->races, (unsigned long long)(k->rc_puts[0] + k->rc_puts[1]),
+                (unsigned long long)(k->rc_gets[0] + k->rc_gets[1]), (unsigned long long)k->rc_puts[0],
+                (unsigned long long)k->rc_gets[0], (unsigned long long)k->rc_puts[1],
+                (unsigned long long)k->rc_gets[1], k->seconds);
     }
     fprintf(f, "%s]}\n", nks ? "\n" : "");
     ok = !ferror(f);

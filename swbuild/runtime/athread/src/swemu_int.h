@@ -53,7 +53,7 @@ typedef struct {
     char *name;
     uint64_t spawns, get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST];
     uint64_t leaked, conflicts, races;
-    uint64_t rc_puts, rc_gets;    /* register communication messages (regcomm.c) */
+    uint64_t rc_puts[2], rc_gets[2];   /* register communication messages, [0] row, [1] column (regcomm.c) */
     size_t peak;
     double seconds;
     int warned, race_warned;
@@ -71,7 +71,7 @@ typedef struct swemu_cpe {
     size_t heap_used, heap_peak;
     /* counters of the current spawn, owned by the CPE thread while it runs */
     uint64_t get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST], leaked;
-    uint64_t rc_puts, rc_gets;    /* register communication: puts issued, messages taken */
+    uint64_t rc_puts[2], rc_gets[2];   /* register communication: puts issued, messages taken; [0] row, [1] column */
     /* main-memory ranges written by puts in the current spawn (conflict detection) */
     swemu_range *w; size_t nw, w_cap;
     swemu_range *r; size_t nr, r_cap;   /* ranges read by gets (race detection) */
@@ -81,6 +81,8 @@ typedef struct swemu_cpe {
     int snap_fresh;                     /* snap[nsnap - 1] is the current vc */
     volatile int state;           /* 0 idle, 1 running, 2 in a barrier, 3 returned (regcomm.c
                                      keeps who waits in a get or put itself) */
+    volatile int *bar_gen;        /* in a barrier (state 2): its generation word and the value */
+    int bar_gen_seen;             /* it waits to change (released but not yet running: not stuck) */
     double t_done;                /* when it returned from the current kernel */
     double cycles;                /* modelled clock (timing.c) */
     /* asynchronous DMA (async.c): transfers in flight, in issue order */
@@ -157,6 +159,7 @@ extern double swemu_host_cycles;
 void swemu_time_dma(swemu_cpe *c, long len, long chunk, int width);
 double swemu_sync_cycles(int scope);
 double swemu_regcomm_latency(void);
+double swemu_regcomm_message(void);
 double swemu_spawn_cycles(void);
 /* objects.c: bounds of the program's static and global arrays, from its symbol table */
 extern size_t swemu_objects;

@@ -59,6 +59,8 @@ static void bar_wait(bar_t *b, swemu_cpe *c, const char *op)
     if (__atomic_load_n(&b->finished, __ATOMIC_SEQ_CST) && __atomic_load_n(&b->gen, __ATOMIC_SEQ_CST) == g)
         swemu_die(c, "%s can never complete: %d CPE(s) of its scope already returned from "
                   "the kernel (the chip would hang)", op, b->finished);
+    c->bar_gen = &b->gen;
+    c->bar_gen_seen = g;
     c->state = 2;
     while (swemu_load(&b->gen) == g) swemu_futex(&b->gen, FUTEX_WAIT, g, NULL);
     swemu_enter(c);

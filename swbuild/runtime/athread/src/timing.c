@@ -15,8 +15,11 @@
  *    array's 64), as a broadcast box costs each receiver in the cost model;
  *  - a barrier sets its members' clocks to the latest of them plus `row_sync_cycles`
  *    (rows and columns) or `array_sync_cycles` (the array);
- *  - a register message reaches its receiver `regcomm_latency_cycles` after its put: a get
- *    sets the receiver's clock to at least the put's time plus that;
+ *  - a register message costs its sender `regcomm_message_cycles` (the put's issue interval;
+ *    a broadcast to the 7 others costs what one message costs) and reaches its receiver
+ *    `regcomm_latency_cycles` after that: a get sets the receiver's clock to at least the
+ *    put's end plus the latency, so a CPE forwarding a stream moves one message per
+ *    `regcomm_message_cycles`, the sourced rate;
  *  - athread_spawn + athread_join cost the host `spawn_seconds`; the CPEs start at the
  *    host's clock plus that, and the host goes on at the latest CPE's clock.
  *
@@ -54,6 +57,9 @@
 #endif
 #ifndef SWEMU_REGCOMM_LATENCY_CYCLES
 #define SWEMU_REGCOMM_LATENCY_CYCLES 10
+#endif
+#ifndef SWEMU_REGCOMM_MESSAGE_CYCLES
+#define SWEMU_REGCOMM_MESSAGE_CYCLES 18.4
 #endif
 
 static const double curve_bytes[] = {SWEMU_DMA_CURVE_BYTES};
@@ -93,6 +99,8 @@ double swemu_sync_cycles(int scope)     /* 0 row, 1 column, 2 array */
 }
 
 double swemu_regcomm_latency(void) { return SWEMU_REGCOMM_LATENCY_CYCLES; }
+
+double swemu_regcomm_message(void) { return SWEMU_REGCOMM_MESSAGE_CYCLES; }
 
 double swemu_spawn_cycles(void) { return SWEMU_SPAWN_SECONDS * SWEMU_CLOCK_HZ; }
 
