@@ -22,6 +22,8 @@ DOMAIN_OPS = {
     "QLinearAdd": ("Add", (0, 3), 0, ()),
     "QLinearMul": ("Mul", (0, 3), 0, ()),
     "QLinearGlobalAveragePool": ("GlobalAveragePool", (0,), 0, ()),
+    "QLinearAveragePool": ("AveragePool", (0,), 0, ("auto_pad", "ceil_mode", "count_include_pad", "kernel_shape",
+                                                      "pads", "strides")),
     "QGemm": ("Gemm", (0, 3), None, ("transA", "transB")),
     "QLinearConcat": ("Concat", None, 2, ("axis",)),
     "QLinearSigmoid": ("Sigmoid", (0,), 0, ()),

@@ -6,16 +6,22 @@ CPU kernels (MLAS) compute on x86 with AVX2:
   F = zc - fma(A/C, za, B/C * zb) (ratios of the scales in float32), then cvtps2dq (ties to
   even) and saturating packs. When one operand is one value per span of the broadcast it
   is folded into F first (an fma too), and when it is A the kernel is called with A and B
-  swapped: t = fma(b, B/C, fma(a, A/C, F')) with F' = zc - fma(B/C, zb, A/C * za). We have no fused multiply-add in every printer, so the
-  kernel computes the same terms with two roundings; both are evaluated at compile time for
-  every pair of input values (65536 for 8 bits: the function is that small), and the pairs
-  where the rounded integers differ (about one in a node, a tie hit only by the fma) are
-  patched in the kernel by a compare and select each. Exhaustive, so nothing is assumed.
+  swapped: t = fma(b, B/C, fma(a, A/C, F')) with F' = zc - fma(B/C, zb, A/C * za). Not every
+  printer has a fused multiply-add, so the kernel computes the same terms with two
+  roundings; both are evaluated at compile time for every pair of input values (65536 for
+  8 bits: the function is that small), and the pairs where the rounded integers differ
+  (about one in 20000, a tie hit only by the fma) are patched in the kernel by a compare
+  and select each. Exhaustive, so nothing is assumed.
 - QLinearMul (MLAS's SSE2 kernel): (a - za) * (b - zb) is an exact integer (< 2^16), times
   A * B / C in float32, plus zc, rint, saturate: the same float32 steps here.
 - QLinearGlobalAveragePool: the integer sum minus zx * image size, exact (< 2^24 checked),
   times x_scale / (y_scale * image size) in float32, rint, plus zy, saturated (MLAS's
   MlasRequantizeOutput; its range check on that multiplier is kept as a refusal).
+- QLinearAveragePool: dequantized float32 values summed per window in onnxruntime's order
+  (written out: each addition rounds), / count, / y_scale + y_zero_point, rint, clamped; a
+  window over the whole unpadded image takes the global pool's integer path, as there.
+- QLinearConcat: each input copied when its scale and zero point are the output's, else
+  dequantized and quantized with the output's (the steps of onnxruntime's table).
 - QGemm: the integer product sum (proven exact as ops/quant.py's QLinearMatMul) plus the int32
   bias C, times alpha * a_scale * b_scale[n] / y_scale requantized, or (no y_scale) float out.
 - QLinearLeakyRelu / QLinearSigmoid: onnxruntime builds a 256-entry table (dequantize, the
@@ -28,11 +34,14 @@ CPU kernels (MLAS) compute on x86 with AVX2:
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..support.errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, Select, Un, iconst
-from .base import KernelBuilder, broadcast_index, register
+from .base import KernelBuilder, attr_ints, broadcast_index, register
+from .nn import _pads, lin
 from .quant import _const_values, _float_param, _range, _span, int_dtype, note, prove_exact, saturate
 
 MS = "com.microsoft."
@@ -185,13 +194,16 @@ def lower_qlinear_mul(ctx, node):
 
 @register(MS + "QLinearGlobalAveragePool")
 def lower_qlinear_global_average_pool(ctx, node):
-    g = ctx.graph
-    x, out = g.tensors[node.inputs[0]], g.tensors[node.outputs[0]]
+    x, out = ctx.graph.tensors[node.inputs[0]], ctx.graph.tensors[node.outputs[0]]
+    _global_pool(ctx, node, x, out, bool(node.attrs.get("channels_last", 0)))
+
+
+def _global_pool(ctx, node, x, out, last):
+    """MLAS's integer global average pool (QLinearAveragePool over the whole image too)."""
     sx, sy = _param(ctx, node, 1, "x_scale"), _param(ctx, node, 3, "y_scale")
     zx, zy = _param(ctx, node, 2, "x_zero_point", 0), _param(ctx, node, 4, "y_zero_point", 0)
     lo, hi = _range(ctx, node, out.name)
     xlo, xhi, _ = _values(ctx, node, x.name)
-    last = bool(node.attrs.get("channels_last", 0))
     spatial = list(range(1, len(x.shape) - 1)) if last else list(range(2, len(x.shape)))
     image = int(np.prod([x.shape[d] for d in spatial]))
     scale = F32(sx / F32(sy * F32(image)))
@@ -199,7 +211,7 @@ def lower_qlinear_global_average_pool(ctx, node):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): multiplier {scale} over {image} values is outside "
                                "the range onnxruntime computes (2^-32 <= x_scale / (y_scale * size) < 256)")
     prove_exact(node, float(image * max(abs(xhi - zx), abs(xlo - zx))), f"{image} values per output")
-    kb = KernelBuilder(ctx, node, "QLinearGlobalAveragePool")
+    kb = KernelBuilder(ctx, node, node.op[len(MS):])
     keep = [Axis(f"i{d}", x.shape[d]) if d not in spatial else None for d in range(len(x.shape))]
     red = [Axis(f"r{d}", x.shape[d]) for d in spatial]
     it = iter(red)
@@ -208,10 +220,69 @@ def lower_qlinear_global_average_pool(ctx, node):
     e = Acc() if not zx else Bin("-", Acc(), Const(float(zx * image)))
     q = Un("round", Bin("*", e, Const(float(scale))))
     epi = saturate(q if not zy else Bin("+", q, Const(float(zy))), lo, hi)
-    ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx), reduce_axes=tuple(red), combine="sum", init=0.0,
-                      epilogue=epi))
+    ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx), out_shape=out.shape, reduce_axes=tuple(red),
+                      combine="sum", init=0.0, epilogue=epi))
     note(ctx, node, f"{int_dtype(ctx, x.name)} -> {int_dtype(ctx, out.name)} held as exact float32: exact sum of "
                     f"{image}, * {scale}, rint, + zero point, saturated (MLAS)")
+
+
+MAX_TAPS = 64       # QLinearAveragePool windows summed as one written-out expression
+
+
+@register(MS + "QLinearAveragePool")
+def lower_qlinear_average_pool(ctx, node):
+    """onnxruntime dequantizes x (x_scale * (x - zp)), sums each window's float32 values in
+    row-major order from 0, divides by the count (the window, or its part inside the image
+    unless count_include_pad), then rint(y / y_scale + y_zero_point), clamped. The sum is
+    rounded at each step, so its order is kept: one written-out sum per output (pads read the
+    zero point: they add 0). A window over the whole unpadded image is its global pool."""
+    g = ctx.graph
+    x, out = g.tensors[node.inputs[0]], g.tensors[node.outputs[0]]
+    if node.attrs.get("channels_last", 0):
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): channels_last=1 is not supported")
+    nd = len(x.shape) - 2
+    ks = [int(k) for k in node.attrs["kernel_shape"]]
+    strides = attr_ints(node, "strides", [1] * nd)
+    if any(d != 1 for d in attr_ints(node, "dilations", [1] * nd)):
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): dilations are not supported (onnxruntime ignores them)")
+    in_sp, out_sp = list(x.shape[2:]), list(out.shape[2:])
+    pb, pe = _pads(node, in_sp, ks, strides, out_sp)
+    if ks == in_sp and not any(pb) and not any(pe):
+        return _global_pool(ctx, node, x, out, False)
+    taps = int(np.prod(ks))
+    if taps > MAX_TAPS:
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): a window of {taps} values (at most {MAX_TAPS}: each "
+                               "is summed in onnxruntime's order, written out)")
+    sx, sy = _param(ctx, node, 1, "x_scale"), _param(ctx, node, 3, "y_scale")
+    zx, zy = _param(ctx, node, 2, "x_zero_point", 0), _param(ctx, node, 4, "y_zero_point", 0)
+    lo, hi = _range(ctx, node, out.name)
+    _values(ctx, node, x.name)
+    kb = KernelBuilder(ctx, node, "QLinearAveragePool")
+    axes = [Axis(f"i{d}", e) for d, e in enumerate(out.shape)]
+    total = None
+    for tap in itertools.product(*[range(k) for k in ks]):
+        idx = [axes[0].var, axes[1].var] + [lin([(axes[2 + d].var, strides[d])], tap[d] - pb[d]) for d in range(nd)]
+        v = kb.load(x.name, idx, pad=float(zx))
+        v = Bin("*", Const(float(sx)), v if not zx else Bin("-", v, Const(float(zx))))
+        total = v if total is None else Bin("+", total, v)
+    # the count per output position: onnxruntime clips the window to the image (hend = min(start + k, size))
+    counts = np.ones(out_sp, np.float32) * taps
+    if not node.attrs.get("count_include_pad", 0):
+        per = []
+        for d in range(nd):
+            start = np.arange(out_sp[d]) * strides[d] - pb[d]
+            per.append((np.minimum(start + ks[d], in_sp[d]) - np.maximum(start, 0)).astype(np.float32))
+        counts = per[0]
+        for c in per[1:]:
+            counts = np.multiply.outer(counts, c)
+    if np.all(counts == counts.reshape(-1)[0]):
+        cnt = Const(float(counts.reshape(-1)[0]))
+    else:
+        cnt = kb.load(ctx.new_const(counts.astype(np.float32), node.name + "_counts"), [a.var for a in axes[2:]])
+    y = Bin("+", Bin("/", Bin("/", total, cnt), Const(float(sy))), Const(float(zy)))
+    ctx.add(kb.kernel(out.name, axes, saturate(Un("round", y), lo, hi)))
+    note(ctx, node, f"{int_dtype(ctx, x.name)} -> {int_dtype(ctx, out.name)} held as exact float32: dequantized, "
+                    f"{taps} values summed in onnxruntime's order, / count, / y_scale + zero point, rint, saturated")
 
 
 @register(MS + "QGemm")

@@ -30,8 +30,8 @@ CAST_TO_INT = "swbuild.CastToInteger"   # a Cast into a quantized dtype inside t
 ACCUMULATORS = ("ConvInteger", "MatMulInteger")     # int32 outputs, proven below 2**24 when lowered
 # onnxruntime's QOperator ops (frontends/contrib.py imports them, ops/quant_ms.py lowers them)
 MS_QUANT_OPS = tuple(f"com.microsoft.{op}" for op in (
-    "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm", "QLinearConcat", "QLinearSigmoid",
-    "QLinearLeakyRelu"))
+    "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QLinearAveragePool", "QGemm", "QLinearConcat",
+    "QLinearSigmoid", "QLinearLeakyRelu"))
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul") + \
     ACCUMULATORS + MS_QUANT_OPS
 # ops whose every output value is one of their input values (a max picks, never combines):

@@ -200,6 +200,7 @@ def qoperator_ops_model(seed=0):
     its feed: QLinearAdd / QLinearMul over every pair of 8-bit values (uint8 and int8; same
     shapes, and one operand one value per span on either side), scales whose ratios put
     exact ties (a half) and saturation in reach; QLinearGlobalAveragePool (NCHW, NHWC, int8);
+    QLinearAveragePool (clipped and counted pads, a window over the whole image);
     QGemm (uint8 and float outputs, transA/transB, bias shapes, int8); QLinearLeakyRelu,
     QLinearSigmoid and QLinearConcat (one input copied, one requantized) over every input value."""
     rng = np.random.default_rng(seed)
@@ -249,6 +250,15 @@ def qoperator_ops_model(seed=0):
                                                                    ("sy", _scale(rng) / 2, np.float32), ("zy", zp(dt, 1), dt))]
             o = out(f"gap{last}_{dt}", dt, shape)
             nodes.append(n("QLinearGlobalAveragePool", [x] + p, [o], domain=MS, channels_last=last, name=o))
+        # average pool: windows clipped by pads (counts vary), pads counted, one window over the image
+        for k, (attrs, shape) in enumerate((
+                (dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [2, 5, 3, 4]),
+                (dict(kernel_shape=[2, 3], pads=[0, 1, 1, 0], count_include_pad=1), [2, 5, 6, 6]),
+                (dict(kernel_shape=[6, 7]), [2, 5, 1, 1]))):
+            p = [const(f"ap{k}{dt}_{w}", v, t) for w, v, t in (("sx", _scale(rng), np.float32), ("zx", zp(dt, 1), dt),
+                                                                 ("sy", _scale(rng), np.float32), ("zy", zp(dt, 1), dt))]
+            o = out(f"avgpool{k}_{dt}", dt, shape)
+            nodes.append(n("QLinearAveragePool", [x] + p, [o], domain=MS, name=o, **attrs))
         # unary tables over every input value
         x = inp(f"ux_{dt}", v.reshape(1, 256).copy())
         for op, attrs in (("QLinearLeakyRelu", {"alpha": 0.1}), ("QLinearSigmoid", {})):

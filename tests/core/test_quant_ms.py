@@ -64,7 +64,10 @@ def test_ops_report_gives_each_domain_nodes_dtype_path_and_the_patches(tmp_path)
     # the scales were chosen so that one pair at least needs the fused multiply-add's rounding
     patched = int(add["dtype_path"].split("pairs, ")[1].split(" patched")[0])
     assert patched >= 1
-    assert rows["gap1_int8"]["dtype_path"].startswith("int8 -> int8 held as exact float32: exact sum of 30")    # [2, 5, 6, 7] channels last: 5 x 6
+    # [2, 5, 6, 7] channels last: 5 x 6 values per output
+    assert rows["gap1_int8"]["dtype_path"].startswith("int8 -> int8 held as exact float32: exact sum of 30")
+    assert "9 values summed in onnxruntime's order" in rows["avgpool0_uint8"]["dtype_path"]
+    assert rows["avgpool2_uint8"]["dtype_path"].startswith("uint8 -> uint8 held as exact float32: exact sum of 42")
     assert rows["qgemm_f32"]["dtype_path"].startswith("int8 x int8 -> int32 sum -> float32")
     assert "uint8 -> uint8" in rows["QLinearSigmoid_uint8"]["dtype_path"]
 
@@ -120,4 +123,25 @@ def test_qlinear_conv_sums_past_2_24_split_in_two_and_stay_bit_exact(target, tmp
     assert "the sum may pass 2^24, so x - zero point = 16 h + l" in path
     plan, exe = build_runner(m, target, tmp_path, "wide")
     doc = check.check_build(plan, exe, lambda ins: check.onnxruntime_reference(m, ins), feed, 0, 0, workdir=tmp_path)
+    assert doc["status"] == "pass", doc.get("reason")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_resnet18_quantized_by_onnxruntime_in_qoperator_format_is_bit_exact(target, tmp_path):
+    """The zoo's ResNet-18 through quantize_static in QOperator format: QLinearConv (its deep
+    layers' sums past 2^24 split in two), MaxPool on uint8, QLinearAdd, QLinearGlobalAveragePool,
+    QGemm: the logits, dequantized from uint8, equal onnxruntime's default session's."""
+    from swbuild.zoo.registry import MODELS
+    import swbuild.zoo.resnet  # noqa: F401  (registers resnet18)
+    build, shape = MODELS["resnet18"]
+    am = build(1, 0)
+    m = ort_quantized(tmp_path, "QOperator", model=am.to_proto() if hasattr(am, "to_proto") else am, images=4)
+    assert {n.op_type for n in m.graph.node if n.domain == "com.microsoft"} == {"QLinearAdd", "QLinearGlobalAveragePool",
+                                                                                  "QGemm"}
+    name = m.graph.input[0].name
+    x = np.random.default_rng(1).standard_normal((1,) + tuple(shape)).astype(np.float32)
+    plan, exe = build_runner(m, target, tmp_path, "r18qop")
+    doc = check.check_build(plan, exe, lambda ins: check.onnxruntime_reference(m, ins), {name: x}, 0, 0,
+                            workdir=tmp_path)
     assert doc["status"] == "pass", doc.get("reason")
