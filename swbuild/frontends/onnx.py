@@ -20,7 +20,7 @@ from onnx import helper, numpy_helper, shape_inference
 from ..support.errors import ModelError, UnknownInputs, UnsupportedError
 from ..ir.graph import Graph, Node, Tensor
 from ..zoo.array_model import ArrayModel
-from . import layout_fold
+from . import contrib, layout_fold
 from .outer_scope import bind_outer_constants
 from .validate import check_graph, check_proto
 
@@ -99,10 +99,11 @@ def import_model(model, input_shapes: dict | None = None, batch: int | None = No
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     for o in model.opset_import:
-        if o.domain not in ("", "ai.onnx"):
+        if o.domain not in ("", "ai.onnx", contrib.DOMAIN):
             used = any(n.domain == o.domain for n in g.node)
             if used:
-                raise UnsupportedError(f"operator domain '{o.domain}' is not supported (only the default ONNX domain)")
+                raise UnsupportedError(f"operator domain '{o.domain}' is not supported (only the default ONNX domain "
+                                       f"and some {contrib.DOMAIN} operators)")
     input_shapes = dict(input_shapes or {})
     check_proto(model, input_shapes)
     consts = {t.name: arrays[t.name] if t.name in arrays else numpy_helper.to_array(t) for t in g.initializer}
@@ -134,13 +135,12 @@ def import_model(model, input_shapes: dict | None = None, batch: int | None = No
 
     nodes = []
     for k, n in enumerate(g.node):
-        if n.domain not in ("", "ai.onnx"):
-            raise UnsupportedError(f"node '{n.name or k}': operator {n.domain}::{n.op_type} is not supported")
+        op = contrib.graph_op(n.domain, n.op_type, n.name or k)
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         for a in n.attribute:
             if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) and n.op_type not in SUBGRAPH_OPS:
                 raise UnsupportedError(f"node '{n.name or k}': {n.op_type} with subgraphs is not supported")
-        nodes.append(Node(n.op_type, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs))
+        nodes.append(Node(op, n.name or f"{n.op_type}_{k}", list(n.input), list(n.output), attrs))
     outputs = [o.name for o in g.output]
     for k, o in enumerate(outputs):   # a pass-through output gets a buffer of its own
         if o in tensors and tensors[o].data is None:
@@ -169,8 +169,8 @@ def _fold_to_fixpoint(graph, model, opset):
     a guard against a folding bug, not a limit on models."""
     bound = len(graph.nodes) + 2
     for _ in range(bound):
-        _infer_shapes(graph, model, opset)
-        if not _fold(graph, opset):
+        shaped = _infer_shapes(graph, model, opset)
+        if not _fold(graph, opset) and not shaped:
             return      # nothing folded: the shapes just inferred are the graph's
     raise ModelError(f"internal: constant folding and shape inference did not reach a fixpoint in {bound} rounds "
                      f"({len(graph.nodes)} nodes left, next '{graph.nodes[0].name}' ({graph.nodes[0].op})); "
@@ -237,21 +237,33 @@ def _onnx_type(dtype: str) -> int:
 
 
 def _infer_shapes(graph: Graph, model, opset):
-    """Run onnx shape inference on the current graph; big constants enter as typed inputs."""
+    """Run onnx shape inference on the current graph; big constants enter as typed inputs.
+    A com.microsoft node (frontends/contrib.py) is shaped by its own rule once its inputs are;
+    onnx sees its output as a typed input. True when such a node got its shape this round
+    (the nodes after it need another round)."""
     ins, inits = [], []
+    domain_out = {o for n in graph.nodes if contrib.is_domain_op(n.op) for o in n.outputs if o}
+    # nodes after a domain node not shaped yet wait for a later round (onnx wants typed inputs)
+    waiting, later = set(), set()
+    for n in graph.nodes:
+        if contrib.is_domain_op(n.op):
+            later.update(o for o in n.outputs if o and not _has_static_shape(graph, o))
+        elif any(i in later for i in n.inputs):
+            waiting.add(n.name)
+            later.update(o for o in n.outputs if o)
     for t in graph.tensors.values():
         if t.data is not None and t.size <= SMALL_CONST:
             inits.append(numpy_helper.from_array(np.array(t.data), t.name))
-        elif t.data is not None or t.name in graph.inputs:
+        elif t.data is not None or t.name in graph.inputs or (t.name in domain_out and t.name not in later):
             ins.append(helper.make_tensor_value_info(t.name, _onnx_type(t.dtype), list(t.shape)))
     def value_of(name):
         t = graph.tensors.get(name)
         return None if t is None or t.data is None or t.size > SMALL_CONST else t.data
     pnodes = [helper.make_node(n.op, n.inputs, n.outputs, name=n.name, **bind_outer_constants(n.attrs, value_of)[0])
-              for n in graph.nodes]
+              for n in graph.nodes if not contrib.is_domain_op(n.op) and n.name not in waiting]
     # An output that is also an input or a constant is already typed; name it once.
     defined = {i.name for i in ins} | {t.name for t in inits}
-    outs = [helper.make_tensor_value_info(o, 0, None) for o in graph.outputs if o not in defined]
+    outs = [helper.make_tensor_value_info(o, 0, None) for o in graph.outputs if o not in defined | domain_out | later]
     pg = helper.make_graph(pnodes, "g", ins, outs, initializer=inits)
     # IR >= 4 lets initializers stand without being graph inputs.
     pm = helper.make_model(pg, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
@@ -278,6 +290,14 @@ def _infer_shapes(graph: Graph, model, opset):
                 if m is not None and m.data is not None and t is not None and t.shape and \
                         all(isinstance(d, int) for d in t.shape[1:]):
                     graph.tensors[out] = Tensor(out, (int(np.asarray(m.data).reshape(-1)[0]),) + tuple(t.shape[1:]), t.dtype)
+    shaped = False
+    for n in graph.nodes:
+        if contrib.is_domain_op(n.op) and not _has_static_shape(graph, n.outputs[0]):
+            got = contrib.infer(n, graph.tensors)
+            if got is not None:
+                graph.tensors[n.outputs[0]] = Tensor(n.outputs[0], *got)
+                shaped = True
+    return shaped
 
 
 def _fold(graph: Graph, opset) -> bool:
@@ -292,6 +312,8 @@ def _fold(graph: Graph, opset) -> bool:
             value = [shp[start:end]]
         elif n.op == "Size" and ins and _has_static_shape(graph, ins[0]):
             value = [np.array(graph.tensors[ins[0]].size, dtype=np.int64)]
+        elif contrib.is_domain_op(n.op):
+            pass        # computed by its kernel (ops/quant_ms.py), even on constants
         elif all(i in graph.tensors and graph.tensors[i].data is not None for i in ins):
             value = _evaluate(graph, n, opset)
         if value is None:

@@ -5,8 +5,8 @@ declares its output an alias of an input (`ctx.alias`): reshapes cost nothing.
 """
 from __future__ import annotations
 
-from . import (control, elementwise, indexing, logical, movement, nn, norm, quant, recurrent, reduce,  # noqa: F401
-               resize, shape)  # (each registers its lowerings)
+from . import (control, elementwise, indexing, logical, movement, nn, norm, quant, quant_ms, quant_wide,  # noqa: F401
+               recurrent, reduce, resize, shape)  # (each registers its lowerings)
 from .base import LOWERINGS
 
 

@@ -17,7 +17,8 @@ names the dtype each stands for). The arithmetic is onnxruntime's, step for step
   the proof over int32 accumulators because every kernel, tiler, DMA plan and printer of both
   families computes in float32; the proof costs nothing at run time and holds for every
   int8 x int8 sum of K < 1024 terms (2**24 / 128**2), and beyond that as far as the weights'
-  actual magnitudes allow. A deep layer of a real int8 CNN (K = 4608) can exceed it: refused.
+  actual magnitudes allow. A deep layer of a real int8 CNN (K = 4608) can exceed it: a
+  QLinearConv then splits its sum in two (ops/quant_wide.py); the other ops are refused.
 - QLinearConv / QLinearMatMul: the exact integer sum (plus the int32 bias) requantized as
   MLAS does: rint(sum * (x_scale * w_scale / y_scale)) + y_zero_point, saturated.
 """
@@ -320,8 +321,9 @@ def quantize_mul(e, m, zp, lo, hi):
     return saturate(q if zp is None else Bin("+", q, zp), lo, hi)
 
 
-@register("QLinearConv")
-def lower_qlinear_conv(ctx, node):
+def lower_qlinear_conv_single(ctx, node):
+    """QLinearConv as one float32 sum (registered by ops/quant_wide.py, which splits a sum that
+    may pass 2^24 and sends the others here)."""
     b = _const_values(ctx, node, 8, "bias")
     x, wc, out, G, strides, dil, pb, x_zero = _conv_common(ctx, node, 0, 3, 2, 5, bias=b)
     bias = None if b is None else ctx.new_const(b.astype(np.float32), node.name + "_bias")

@@ -9,8 +9,8 @@ The int32 result of ConvInteger/MatMulInteger lives the same way: its lowering (
 proves |sum| < 2**24 from the weights and the input dtype, or refuses naming the node.
 
 This is exact only where nothing computes on the integers but those ops: a run-time integer
-tensor may be read by the quantization ops, by layout ops (values copied, never combined)
-and by a Cast that cannot change them (to float32, or to a wider integer type); a Cast into
+tensor may be read by the quantization ops, by layout ops (values copied, never combined),
+by MaxPool (it picks one of its inputs) and by a Cast that cannot change them (to float32, or to a wider integer type); a Cast into
 a quantized dtype becomes `swbuild.CastToInteger` (truncation, wrap-around). Anything else
 (an Add of int8 tensors wraps around in C, not in float32) is refused here, naming the node,
 the tensor and its dtype. Graph inputs and outputs keep their dtypes in the public API: a
@@ -28,7 +28,15 @@ RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uin
 CAST_TO_INT = "swbuild.CastToInteger"   # a Cast into a quantized dtype inside the program (ops/quant.py lowers it)
 
 ACCUMULATORS = ("ConvInteger", "MatMulInteger")     # int32 outputs, proven below 2**24 when lowered
-QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul") + ACCUMULATORS
+# onnxruntime's QOperator ops (frontends/contrib.py imports them, ops/quant_ms.py lowers them)
+MS_QUANT_OPS = tuple(f"com.microsoft.{op}" for op in (
+    "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QLinearAveragePool", "QGemm", "QLinearConcat",
+    "QLinearSigmoid", "QLinearLeakyRelu"))
+QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul") + \
+    ACCUMULATORS + MS_QUANT_OPS
+# ops whose every output value is one of their input values (a max picks, never combines):
+# exact on the integers as on floats
+SELECT_OPS = ("MaxPool",)
 # ops that only move values: their integer input is copied, never combined (input 0 for Gather)
 LAYOUT_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Concat", "Slice", "Split",
               "Expand", "Tile", "Gather", "DepthToSpace", "SpaceToDepth")
@@ -83,7 +91,7 @@ def _check(graph, exact):
     for n in graph.nodes:
         reads = [i for k, i in enumerate(n.inputs) if i in exact and not (n.op == "Gather" and k > 0)]
         writes = [o for o in n.outputs if o in exact]
-        if not reads and not writes or n.op in QUANT_OPS or n.op in LAYOUT_OPS:
+        if not reads and not writes or n.op in QUANT_OPS or n.op in LAYOUT_OPS or n.op in SELECT_OPS:
             continue
         if n.op in CASTS:
             src, dst = graph.tensors[n.inputs[0]].dtype, graph.tensors[n.outputs[0]].dtype

@@ -192,12 +192,6 @@ def test_onnxruntime_quantize_static_qdq_model(target, tmp_path):
     np.testing.assert_array_equal(got[0], ort_as_written(m, {"x": x})[0])
 
 
-def test_qoperator_format_is_refused_naming_the_domain(tmp_path):
-    from quant_models import ort_quantized
-    with pytest.raises(UnsupportedError, match="com.microsoft"):
-        build_program(ort_quantized(tmp_path, "QOperator"), toolchain.load("sunway-emu"), name="qop")
-
-
 def test_check_allows_a_dequantized_output_one_quantization_step():
     """`swbuild check` of a quantized model: a float output made by DequantizeLinear may differ
     from onnxruntime by its one step; integer outputs stay exact."""
