@@ -5,6 +5,7 @@ on-chip peaks, rule violations).
 """
 from __future__ import annotations
 
+from ..bound import bound_fields
 from ..grouping_report import LABEL_POINTS, grouping_summary, shade_groups
 
 GROUPING_NOTE = ("a group's kernels share one launch, __sync_all between them; intermediates still go through GDRAM "
@@ -93,6 +94,8 @@ def build_report(plan, stats, tc):
         "roofline_seconds": sum(k["roofline_seconds"] for k in kernels),
         "roofline_fraction": sum(k["roofline_seconds"] for k in kernels) / (cycles / clock) if cycles else 0.0,
         "peak_flops": peak_flops(hw), "roof_bytes_per_s": float(hw.get("mem_bandwidth_bytes_per_s", 0)),
+        **bound_fields(flops, plan.get("model_compulsory_bytes", 0), peak_flops(hw),
+                       float(hw.get("mem_bandwidth_bytes_per_s", 0)), cycles / clock),
         "tensorized_fraction": plan["tensorized_fraction"], "compute_statements": plan["compute_statements"],
         "tensorized_statements": plan["tensorized_statements"],
         "violations": int((stats or {}).get("violations", 0)),
