@@ -53,5 +53,7 @@ def test_bound_is_the_hand_computation(conv, capsys, target, toolchain):
     assert rep["physical_bound_seconds"] == pytest.approx(max(compute_s, memory_s), rel=1e-12)
     assert rep["bound_ratio"] == pytest.approx(rep["modeled_seconds"] / max(compute_s, memory_s), rel=1e-12)
     assert rep["bound_ratio"] > 1.0     # no schedule beats the bound
+    if toolchain == "diannao":          # the plan's copies (traffic.py) are the emulator's
+        assert rep["predicted_gdram_bytes"] == rep["gdram_bytes"] > compulsory and rep["copy_mismatches"] == []
     assert (f"physical bound {rep['physical_bound_seconds'] * 1e3:.3f} ms (compute" in table
             and f"= {rep['bound_ratio']:.2f}x the bound" in table)

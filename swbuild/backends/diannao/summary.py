@@ -38,4 +38,6 @@ def report_lines(rep):
     lines.append("instructions: " + ", ".join(f"{n} {c}" for n, c in top)
                  + f"; on-chip declared NRAM {rep['nram_declared_bytes']} of {rep['nram_budget_bytes']} B, "
                    f"WRAM {rep['wram_declared_bytes']} B, SRAM {rep['sram_declared_bytes']} B")
+    if rep.get("copy_mismatches"):
+        lines.append(f"bytes copied differ from the plan's prediction in: {', '.join(rep['copy_mismatches'])}")
     return lines + traffic_line(rep) + bound_line(rep) + grouping_lines(rep)
