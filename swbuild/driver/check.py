@@ -370,6 +370,10 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     if findings.get("dma_mismatches"):
         reasons.append("measured DMA or register communication differs from the compiler's prediction in "
                        f"{len(findings['dma_mismatches'])} kernels")
+    if findings.get("copy_mismatches"):
+        reasons.append("bytes copied per direction (GDRAM and on chip) differ from the plan's prediction, or were not "
+                       f"predicted, in {len(findings['copy_mismatches'])} launches: "
+                       + ", ".join(m["kernel"] for m in findings["copy_mismatches"][:5]))
     if findings.get("violations"):
         reasons.append(f"{findings['violations']} BANG rule violations in the emulator")
     if findings.get("stats") == "missing":

@@ -20,7 +20,7 @@ LAYERS = [
     ("optimizer", ["swbuild.optimizer", "swbuild.optimizer.*"]),
     ("backends: shared", ["swbuild.backends.common", "swbuild.backends.cexpr", "swbuild.backends.watchdog",
                           "swbuild.backends.blob", "swbuild.backends.table", "swbuild.backends.cell_c",
-                          "swbuild.backends.grouping_report", "swbuild.backends.launches",
+                          "swbuild.backends.grouping_report", "swbuild.backends.launches", "swbuild.backends.bound",
                           "swbuild.backends.runner_main"]),
     # inside the Sunway family: cost/ and schedule/ import nothing from kinds/, passes/, emit/
     ("sunway: hardware model", ["swbuild.backends.sunway", "swbuild.backends.sunway.cost",

@@ -2,7 +2,8 @@
 
 `__bang_conv` and `__bang_maxpool` read HWC data, so every intermediate tensor that a
 convolution or pooling produces or consumes is stored NHWC (channels innermost) when all
-the kernels that touch it can address it that way. Kernels keep their NCHW semantics:
+the kernels that touch it can address it that way, and so are the 4-D tensors point-wise
+kernels connect to those (the layout spreads until a reduction or a graph input/output). Kernels keep their NCHW semantics:
 only the strides of their accesses change (`view_strides`). A Transpose whose source and
 destination then have the same bytes is an identity copy and disappears (the NHWC ↔ NCHW
 transposes around a convolution of an NHWC model cancel this way). Graph inputs and
@@ -82,14 +83,26 @@ def choose_layouts(program):
     for k in program.kernels:
         if conv_like(k):
             cand.update(b.tensor for b in k.buffers.values())
-    out = {}
-    for t in sorted(cand):
+    def eligible(t):
         tt = g.tensors[t]
-        if len(tt.shape) != 4 or tt.data is not None or t in external or t in aliased:
-            continue
-        if all(view_strides(v, tt.shape, NHWC) is not None for v in views.get(t, ())):
-            out[t] = NHWC
-    return out
+        return (len(tt.shape) == 4 and tt.data is None and t not in external and t not in aliased
+                and all(view_strides(v, tt.shape, NHWC) is not None for v in views.get(t, ())))
+    out = {t: NHWC for t in sorted(cand) if eligible(t)}
+    # NHWC spreads through point-wise kernels (element-wise, BatchNormalization, Concat): one
+    # of their tensors NHWC and another NCHW would make their copies transpose, element by
+    # element (a DenseNet block's BN -> Relu -> Conv and its Concat did).
+    spread = [k for k in program.kernels if k.kind == "compute" and not k.reduce_axes and len(k.axes) == 4]
+    changed = True
+    while changed:
+        changed = False
+        for k in spread:
+            ts = {b.tensor for b in k.buffers.values()}
+            if ts & out.keys():
+                for t in sorted(ts - out.keys()):
+                    if eligible(t):
+                        out[t] = NHWC
+                        changed = True
+    return dict(sorted(out.items()))
 
 
 def access_offset(k, load_or_out, layouts, graph):

@@ -7,6 +7,7 @@ from ..common import CompileUnit, file_names, plan_head
 from .devir import stmts
 from .printer import Image, device_file, host_file, model_header, runner_file, weights_asm
 from .stitch import launch_entries, launches_of
+from .traffic import predicted_copy_bytes
 
 # BANG C: device .mlu, host and runner in C++ (CNRT)
 FILES = {"host": "{prefix}_host.cpp", "device": "{prefix}_device.mlu", "header": "{prefix}.h",
@@ -86,6 +87,7 @@ def plan(program, tc):
         ten += sum(1 for v in comp if v[1])
         info = {k: v for k, v in dk.info.items() if k not in ("fills",) and isinstance(v, (int, float, str, bool, dict))}
         info.pop("tile", None)
+        copies, why = predicted_copy_bytes(dk)
         kernels.append({"name": dk.name, "op": dk.op, "node": dk.node, "fused": list(dk.fused), "class": dk.cls,
                         "flops": dk.flops, "compute_statements": len(comp),
                         "tensorized_statements": sum(1 for v in comp if v[1]),
@@ -94,6 +96,7 @@ def plan(program, tc):
                         "wram_bytes": dk.info.get("wram_bytes", 0), "sram_bytes": dk.info.get("sram_bytes", 0),
                         "schedule": {k: v for k, v in info.items() if k in ("mode", "R", "Cob", "Cib", "NIB", "NRT", "NCB", "why")},
                         "statements_after_partition": dk.info.get("statements_after_partition"),
+                        "copy_bytes": copies, **({"copy_bytes_unpredicted": why} if why else {}),
                         **({"recurrence": dk.info["recurrence"]} if "recurrence" in dk.info else {})})
     return dict(plan_head(program, tc), **{
         "family": "diannao", "partition": "on" if program.target_state.partitioned else "off",

@@ -340,3 +340,31 @@ def compulsory_bytes(k):
     T, B, H, G = ex["T"], ex["B"], ex["H"], ex["G"]
     return 4 * (G * H * H + T * B * G * H + B * H * (T * ("y" in roles) + ("yh" in roles) + ("yc" in roles)
                                                      + ("h0" in roles) + ("c0" in roles)))
+
+
+def copy_bytes(dk):
+    """{direction: bytes} the printed kernel (recurrence_body) copies over its 16 tasks: the
+    same copies, counted as the emulator counts them (size x segments)."""
+    ex = dk.kernel.extra
+    geo, par = dk.info["geometry"], dk.info["roles"]
+    T, B, H, G = (ex[x] for x in ("T", "B", "H", "G"))
+    NJ, Hp, CB, nblk = geo["NJ"], geo["Hp"], geo["CB"], geo["nblk"]
+    lbr0 = ex["cell"] == "GRU" and not ex["lbr"]
+    out = {}
+
+    def add(d, n):
+        out[d] = out.get(d, 0) + 4 * n
+    for t in range(16):
+        nown = min(NJ, H - t * NJ) if t * NJ < H else 0
+        if nown <= 0:
+            continue
+        add("GDRAM2WRAM", CB * Hp if nblk == 1 else 0)                 # priming
+        add("GDRAM2NRAM", (B if "lens" in par else 0) + (3 * nown if "p" in par else 0)
+            + (nown if "rbh" in par else 0) + (B * nown if ex["cell"] == "LSTM" and "c0" in par else 0))
+        steps_h = T if "h0" in par else T - 1          # h(t-1) read: step 0 only from h0
+        passes = 2 if lbr0 else 1                      # GRU without linear_before_reset: r * h(t-1) too
+        add("GDRAM2NRAM", steps_h * B * H + T * B * G * nown + (T * B * H if lbr0 else 0))
+        add("GDRAM2WRAM", T * passes * nblk * CB * Hp if nblk > 1 else 0)
+        add("NRAM2GDRAM", T * B * nown * ((2 if lbr0 else 1) + (1 if "y" in par else 0))
+            + B * nown * (("yh" in par) + ("yc" in par)))
+    return {d: v for d, v in sorted(out.items()) if v}

@@ -5,18 +5,42 @@ on-chip peaks, rule violations).
 """
 from __future__ import annotations
 
+from ..bound import bound_fields
 from ..grouping_report import LABEL_POINTS, grouping_summary, shade_groups
 
 GROUPING_NOTE = ("a group's kernels share one launch, __sync_all between them; intermediates still go through GDRAM "
                  "(buffer stitching in NRAM/SRAM is not done)")
 
 
+def copy_mismatches(plan, stats):
+    """Launches whose copied bytes per direction (the emulator's counters, per launch) differ
+    from the plan's prediction (traffic.py); a launch the plan could not predict is listed
+    with its reason, never taken as a match."""
+    meas = {k["name"]: k for k in (stats or {}).get("kernels", [])}
+    out = []
+    for k in plan["kernels"]:
+        m = meas.get(k["name"])
+        if m is None:
+            continue
+        launches = max(1, int(m.get("launches", 1)))
+        measured = {d: int(v) // launches for d, v in sorted(m.get("memcpy_bytes", {}).items()) if int(v)}
+        exact = all(int(v) % launches == 0 for v in m.get("memcpy_bytes", {}).values())
+        if k.get("copy_bytes") is None:
+            out.append({"kernel": k["name"], "measured": measured, "predicted": None,
+                        "why": k.get("copy_bytes_unpredicted", "no prediction in the plan")})
+        elif not exact or measured != k["copy_bytes"]:
+            out.append({"kernel": k["name"], "measured": measured, "predicted": k["copy_bytes"]})
+    return out
+
+
 def emulator_findings(plan, stats):
-    """Rule violations and cycles; kernels of the plan the emulator never saw."""
+    """Rule violations and cycles; kernels of the plan the emulator never saw; launches whose
+    copied bytes differ from the plan's."""
     if stats is None:
         return {"stats": "missing"}
     seen = {k["name"] for k in stats.get("kernels", [])}
     return {"violations": int(stats.get("violations", 0)),
+            "copy_mismatches": copy_mismatches(plan, stats),
             "write_conflicts": sum(int(k.get("write_conflicts", 0)) for k in stats.get("kernels", [])),
             "cycles": sum(int(k.get("cycles", 0)) for k in stats.get("kernels", [])),
             "missing_kernels": [k["name"] for k in plan["kernels"] if k["name"] not in seen],
@@ -69,6 +93,8 @@ def build_report(plan, stats, tc):
                         "instruction_cycles": dict(sorted(m.get("instruction_cycles", {}).items())),
                         "memcpy_bytes": dict(sorted(m.get("memcpy_bytes", {}).items())),
                         "gdram_bytes": traffic, "roofline_seconds": roof,
+                        "predicted_gdram_bytes": (gdram_bytes(k["copy_bytes"]) if k.get("copy_bytes") is not None
+                                                  else None),
                         "roofline_fraction": roof / (c / clock) if c else 0.0,
                         "compute_statements": n, "tensorized_statements": k["tensorized_statements"],
                         "tensorized_fraction": k["tensorized_statements"] / n if n else 1.0,
@@ -87,12 +113,16 @@ def build_report(plan, stats, tc):
         "cycles": cycles, "modeled_seconds": cycles / clock,
         "instructions": dict(sorted(instr.items())), "instruction_cycles": dict(sorted(icycles.items())),
         "memcpy_bytes": dict(sorted(mbytes.items())), "gdram_bytes": main,
+        "predicted_gdram_bytes": sum(k["predicted_gdram_bytes"] or 0 for k in kernels),
+        "copy_mismatches": [m["kernel"] for m in copy_mismatches(plan, stats)] if stats else [],
         "main_memory_bytes": main, "model_compulsory_bytes": plan.get("model_compulsory_bytes", 0),
         "model_traffic_ratio": main / plan["model_compulsory_bytes"] if plan.get("model_compulsory_bytes") else 0.0,
         "grouping": grouping_summary(plan, GROUPING_NOTE),
         "roofline_seconds": sum(k["roofline_seconds"] for k in kernels),
         "roofline_fraction": sum(k["roofline_seconds"] for k in kernels) / (cycles / clock) if cycles else 0.0,
         "peak_flops": peak_flops(hw), "roof_bytes_per_s": float(hw.get("mem_bandwidth_bytes_per_s", 0)),
+        **bound_fields(flops, plan.get("model_compulsory_bytes", 0), peak_flops(hw),
+                       float(hw.get("mem_bandwidth_bytes_per_s", 0)), cycles / clock),
         "tensorized_fraction": plan["tensorized_fraction"], "compute_statements": plan["compute_statements"],
         "tensorized_statements": plan["tensorized_statements"],
         "violations": int((stats or {}).get("violations", 0)),

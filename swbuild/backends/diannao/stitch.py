@@ -63,7 +63,11 @@ def launch_entries(entries, launches):
     """The plan's per-launch entries from its per-kernel ones: counts add up, on-chip use is
     the largest kernel's."""
     def merge(ln, ks):
-        inst = {}
+        inst, copies = {}, {}
+        for e in ks:
+            for d, b in (e["copy_bytes"] or {}).items():
+                copies[d] = copies.get(d, 0) + b
+        why = [f"{e['name']}: {e['copy_bytes_unpredicted']}" for e in ks if e["copy_bytes"] is None]
         for e in ks:
             for name, c in e["static_instructions"].items():
                 inst[name] = inst.get(name, 0) + c
@@ -72,6 +76,8 @@ def launch_entries(entries, launches):
                 "tensorized_statements": sum(e["tensorized_statements"] for e in ks),
                 "scalar_statements": sorted(s for e in ks for s in e["scalar_statements"]),
                 "static_instructions": dict(sorted(inst.items())),
+                "copy_bytes": None if why else dict(sorted(copies.items())),
+                **({"copy_bytes_unpredicted": "; ".join(why)} if why else {}),
                 **{f"{m}_bytes": max(int(e[f"{m}_bytes"]) for e in ks) for m in ("nram", "wram", "sram")},
                 "schedule": {}}
     return group_entries(entries, launches, merge)

@@ -1,6 +1,7 @@
 """DianNao builds in words: the `swbuild report` table and a kernel's line in `swbuild ops`."""
 from __future__ import annotations
 
+from ..bound import bound_line
 from ..grouping_report import grouping_lines, traffic_line
 from ..table import flop, kernels_text, mb, ms, op_text, short, table
 from .schedule import CONV_OPS, POOL_OPS
@@ -37,4 +38,6 @@ def report_lines(rep):
     lines.append("instructions: " + ", ".join(f"{n} {c}" for n, c in top)
                  + f"; on-chip declared NRAM {rep['nram_declared_bytes']} of {rep['nram_budget_bytes']} B, "
                    f"WRAM {rep['wram_declared_bytes']} B, SRAM {rep['sram_declared_bytes']} B")
-    return lines + traffic_line(rep) + grouping_lines(rep)
+    if rep.get("copy_mismatches"):
+        lines.append(f"bytes copied differ from the plan's prediction in: {', '.join(rep['copy_mismatches'])}")
+    return lines + traffic_line(rep) + bound_line(rep) + grouping_lines(rep)

@@ -9,6 +9,7 @@ modelled DMA and compute time.
 """
 from __future__ import annotations
 
+from ..bound import bound_fields
 from ..grouping_report import LABEL_POINTS, grouping_summary, shade_groups
 from ..table import short
 from .cost import model
@@ -155,6 +156,9 @@ def build_report(plan, stats, tc):
         "roofline_fraction": tot["roof"] / tot["mod"] if tot["mod"] else 0.0,
         "emulated_seconds": tot["emu"],
         "peak_flops": model.peak_flops(hw), "roof_bytes_per_s": model.roof_bandwidth(hw),
+        # the physical bound takes the memory's own bandwidth, not the attainable DMA roof above
+        **bound_fields(tot["flops"], plan.get("model_compulsory_bytes", 0), model.peak_flops(hw),
+                       float(hw["mem_bandwidth_bytes_per_s"]), tot["mod"]),
         "kernels": kernels,
     }
 

@@ -1,6 +1,7 @@
 """Sunway builds in words: the `swbuild report` table and a kernel's line in `swbuild ops`."""
 from __future__ import annotations
 
+from ..bound import bound_line
 from ..grouping_report import grouping_lines, traffic_line
 from ..table import flop, kernels_text, mb, ms, op_text, short, table
 
@@ -44,4 +45,4 @@ def report_lines(rep):
         lines.append(f"DMA differs from the plan in: {', '.join(rep['dma_mismatches'])}")
     if rep.get("ldm_over_budget"):
         lines.append(f"LDM over budget in: {', '.join(rep['ldm_over_budget'])}")
-    return lines + traffic_line(rep) + grouping_lines(rep)
+    return lines + traffic_line(rep) + bound_line(rep) + grouping_lines(rep)

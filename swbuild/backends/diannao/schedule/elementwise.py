@@ -27,6 +27,9 @@ def sched_elementwise(kb):
         if a is None:
             raise Unschedulable("non-affine access")
         acc[key] = a
+    # iterate in the output's storage order (an NHWC tensor: channels innermost), so tiles
+    # are contiguous there; a point-wise kernel may visit its points in any order
+    axes.sort(key=lambda a: -abs(acc["out"].get(a[0], 0)))
     # fuse axes that are contiguous in every access; drop unit axes
     ax = [(n, e) for n, e in axes if e != 1] or [(axes[0][0], 1)]
     for n, e in axes:
@@ -69,8 +72,13 @@ def sched_elementwise(kb):
         invariant = [all(acc[i].get(names[g], 0) == 0 for g in tile_axes if (T if g == j else ext[g]) > 1)
                      for i in range(len(loads))]
         staged = [i for i in range(len(loads)) if not invariant[i]]
+        # a staged operand that varies only along the tile's inner axes (a per-channel
+        # scale of an NHWC tile) holds the same lanes in every tile: loaded once per task
+        # before the tiles, read-only in them
+        hoisted = [i for i in staged if all(acc[i].get(names[g], 0) == 0 for g in range(m)
+                                            if g not in tile_axes or g == j)]
         probe = peak_temps(value, lambda ld, inv=invariant: Operand("scalar", Var("v")) if inv[loads.index(ld)]
-                           else Operand("buf", f"x{loads.index(ld)}"))
+                           else Operand("buf", f"x{loads.index(ld)}"), readonly=[f"x{i}" for i in hoisted])
         need = len(staged) + probe
         if need <= nb:
             break
@@ -101,7 +109,9 @@ def sched_elementwise(kb):
             leafmap = {}
             for i, ld in enumerate(loads):
                 g = kb.gparam(k.buffers[ld.buf].tensor)
-                if invariant[i]:
+                if i in hoisted:
+                    leafmap[ld] = Operand("buf", f"x{i}")
+                elif invariant[i]:
                     name = f"v{i}"
                     at0 = simp(subst(goff(i), {f"l{h}": 0 for h in tile_axes}))
                     stm.append(ScalarLoad(name, Load(g, (at0,)), guard=outer_conds + tile_exists))
@@ -113,7 +123,7 @@ def sched_elementwise(kb):
                     stm += staged_copy(kb.sid("copy", "in"), buf, lane_ix, Load(g, (goff(i),)), loops,
                                        bound=tail_conds_l, common=outer_conds)
                     leafmap[ld] = Operand("buf", buf)
-            ta = ThreeAddress(kb, "e", lambda: iconst(lanes))
+            ta = ThreeAddress(kb, "e", lambda: iconst(lanes), readonly=[f"x{i}" for i in hoisted])
             res = ta.run(value, lambda ld: leafmap[ld], outer_conds + lane_conds)
             for name in sorted(ta.temps):
                 if name not in kb.bufs:
@@ -132,6 +142,23 @@ def sched_elementwise(kb):
                             guard=outer_conds + tail_conds_l, sid=kb.sid("copy", "out")))
             return stm
 
+        def hoist():
+            """The hoisted operands' copies: every lane of a tile, from offsets no tile changes."""
+            lv = {g: Var(f"l{g}") for g in tile_axes}
+            pitch = {g: math.prod((T if h == j else ext[h]) for h in tile_axes if h > g) for g in tile_axes}
+            lane_ix = simp(sum((Bin("*", lv[g], iconst(pitch[g])) for g in tile_axes), iconst(0)))
+            loops = [SLoop(f"l{g}", iconst(0), iconst(T if g == j else ext[g])) for g in tile_axes]
+            stm = []
+            for i in hoisted:
+                a = acc[i]
+                off = simp(sum((Bin("*", lv[names.index(n)], iconst(c)) for n, c in a.items() if n is not None and c),
+                               iconst(a.get(None, 0))))
+                if f"x{i}" not in kb.bufs:
+                    kb.alloc("NRAM", f"x{i}", lanes)
+                stm += staged_copy(kb.sid("copy", "in"), f"x{i}", lane_ix, Load(kb.gparam(k.buffers[loads[i].buf].tensor),
+                                                                                 (off,)), loops)
+            return stm
+
         if j == 0:
             S = ceil_div(C0, T)
 
@@ -145,7 +172,7 @@ def sched_elementwise(kb):
                             lanes_left(Bin("-", iconst(ext[0]), base)) if c_end is not None else None)
                 exists = guards(*(subst(c, {f"l{j}": 0}) for c in guards(c_chunk, c_end)))
                 return tile({}, (), base, guards(c_chunk, c_end), lc, exists)
-            return loop("s", S, per_s)
+            return hoist() + loop("s", S, per_s)
 
         def rows(i0):
             v0 = simp(Bin("+", Bin("*", t, iconst(C0)), i0))
@@ -165,7 +192,7 @@ def sched_elementwise(kb):
                     return loop(f"s{g}", Sj, per_s)
                 return loop(f"r{g}", ext[g], lambda v: level(g + 1, {**env, names[g]: v}))
             return level(1, {names[0]: v0})
-        return loop("r0", C0, rows)
+        return hoist() + loop("r0", C0, rows)
 
     b = tasks(body)
     return kb.finish("elementwise", b, tile=kb.info_tile)
