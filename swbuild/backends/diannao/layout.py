@@ -18,7 +18,7 @@ NHWC = (0, 2, 3, 1)
 
 
 def conv_like(k):
-    return k.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool") and len(k.axes) in (4, 5)
+    return k.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "QLinearConv", "ConvInteger") and len(k.axes) in (4, 5)
 
 
 def _split_groups(view_shape, tensor_shape):

@@ -22,6 +22,7 @@ from ..layout import view_strides
 from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
+from .integer import INTEGER_OPS, integer_as_conv
 
 
 CONV_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")   # __bang_conv (a reduction by sum)
@@ -33,7 +34,12 @@ def schedule_kernel(k, program, tc, layouts, store):
     attempts = []
     if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
-    if k.op in CONV_OPS and k.combine == "sum":
+    if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
+        try:
+            k = integer_as_conv(k, program)
+        except Unschedulable as e:
+            return sched_scalar(KB(k, program, tc, layouts, store), [str(e)])
+    if INTEGER_OPS.get(k.op, k.op) in CONV_OPS and k.combine == "sum":
         attempts.append(lambda kb: sched_conv(kb))
     if k.op in POOL_OPS:
         attempts.append(lambda kb: sched_conv(kb, pool=True))

@@ -10,6 +10,7 @@ from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
+from .integer import INTEGER_OPS
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
 
@@ -213,7 +214,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
             ch = simp(Bin("+", Bin("*", ib, iconst(Cib)), c)) if not pool else simp(Bin("+", Bin("*", cb, iconst(Cob)), c))
             src = Load(gx, (input_offset(G, n, g, ch, hrow, wcol),))
             bound = guards(ge(Bin("-", iconst(G.Cig - 1), ch)))
-            fill = (-math.inf if G.combine == "max" else 0.0)
+            fill = (-math.inf if G.combine == "max" else G.fill)
             return staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
                                common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
 
@@ -315,5 +316,5 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
         return loop("bn", G.N, lambda n: loop("bg", G.G, lambda g: per_ng(n, g)))
 
     b = tasks(body)
-    return kb.finish("pool" if pool else ("gemm" if kb.k.op in ("Gemm", "MatMul") else "conv"), b,
+    return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in)
