@@ -18,6 +18,8 @@ Kernel classes:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..layout import view_strides
 from .builder import KB, Unschedulable
 from .conv import sched_conv
@@ -36,7 +38,7 @@ def schedule_kernel(k, program, tc, layouts, store):
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
     if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
         try:
-            k = integer_as_conv(k, program)
+            k = integer_as_conv(k, program, tc.hardware)
         except Unschedulable as e:
             return sched_scalar(KB(k, program, tc, layouts, store), [str(e)])
     if INTEGER_OPS.get(k.op, k.op) in CONV_OPS and k.combine == "sum":
@@ -45,6 +47,8 @@ def schedule_kernel(k, program, tc, layouts, store):
         attempts.append(lambda kb: sched_conv(kb, pool=True))
     if not k.combine:
         attempts.append(sched_elementwise)
+    if k.extra.get("fixed_point"):       # the int8 tile pads Ci to 64: when it does not fit, the float one
+        attempts.append(lambda kb: sched_conv(_float_conv(kb)))
     why = []
     for fn in attempts:
         kb = KB(k, program, tc, layouts, store)
@@ -57,6 +61,13 @@ def schedule_kernel(k, program, tc, layouts, store):
         except Unschedulable as e:
             why.append(str(e))
     return sched_scalar(KB(k, program, tc, layouts, store), why)
+
+
+def _float_conv(kb):
+    """The integer kernel on float __bang_conv (exact integers in float32; integer.py proved
+    the sums exact)."""
+    kb.k = replace(kb.k, extra={**kb.k.extra, "fixed_point": 0})
+    return kb
 
 
 def sched_scalar(kb, why=()):
