@@ -72,8 +72,13 @@ def _views(program):
     return out
 
 
-def choose_layouts(program):
-    """{tensor: perm} for the tensors stored NHWC."""
+def choose_layouts(program, hw=None):
+    """{tensor: perm} for the tensors stored NHWC. A tensor with fewer channels than one
+    channel block of __bang_conv (`conv_ci_multiple_bytes` of floats) stays NCHW: the
+    convolution pads and gathers its channels either way, and in HWC the element-wise kernel
+    that makes it from NCHW data (an image quantized by a QDQ model) would gather element by
+    element."""
+    min_c = int((hw or {}).get("conv_ci_multiple_bytes", 0)) // 4
     g = program.graph
     external = set(program.inputs) | set(program.outputs)
     aliased = set(program.aliases) | set(program.aliases.values())
@@ -85,7 +90,7 @@ def choose_layouts(program):
     out = {}
     for t in sorted(cand):
         tt = g.tensors[t]
-        if len(tt.shape) != 4 or tt.data is not None or t in external or t in aliased:
+        if len(tt.shape) != 4 or tt.data is not None or t in external or t in aliased or tt.shape[1] < min_c:
             continue
         if all(view_strides(v, tt.shape, NHWC) is not None for v in views.get(t, ())):
             out[t] = NHWC

@@ -48,7 +48,7 @@ def schedule_kernel(k, program, tc, layouts, store):
     if not k.combine:
         attempts.append(sched_elementwise)
     if k.extra.get("fixed_point"):       # the int8 tile pads Ci to 64: when it does not fit, the float one
-        attempts.append(lambda kb: sched_conv(_float_conv(kb)))
+        attempts.append(lambda kb: sched_conv(_conv_as(kb, 0)))
     why = []
     for fn in attempts:
         kb = KB(k, program, tc, layouts, store)
@@ -63,10 +63,10 @@ def schedule_kernel(k, program, tc, layouts, store):
     return sched_scalar(KB(k, program, tc, layouts, store), why)
 
 
-def _float_conv(kb):
-    """The integer kernel on float __bang_conv (exact integers in float32; integer.py proved
-    the sums exact)."""
-    kb.k = replace(kb.k, extra={**kb.k.extra, "fixed_point": 0})
+def _conv_as(kb, fx):
+    """The integer kernel on float __bang_conv (fx = 0: exact integers in float32, integer.py
+    proved the sums exact)."""
+    kb.k = replace(kb.k, extra={**kb.k.extra, "fixed_point": fx})
     return kb
 
 
