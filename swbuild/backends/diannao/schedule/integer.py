@@ -47,9 +47,10 @@ def _centered(body):
 
 def vector_requant(e, consts):
     """MLAS's requantization saturate(rint(v) + z, lo, hi) (ops/quant.py) as vector steps:
-    clamp v to [lo - z, hi - z] first (as MLAS does; the same integer, since the bounds are
-    integers), round by adding and subtracting 1.5 * 2^23 (exact rint for |y| <= 2^22, which
-    the clamp guarantees), then add z. Only where v is the integer sum and constants (bias,
+    round by adding and subtracting 1.5 * 2^23 (rint, ties to even, for |v| <= 2^22; beyond,
+    a value as far out, which the clamp saturates the same way), then clamp to the integers
+    [lo - z, hi - z] (the relu forms of min and max are exact on integers; on a fractional v
+    they would round x - s), then add z. Only where v is the integer sum and constants (bias,
     multiplier): finite, so no NaN needs the select; min and max map to relu forms
     (three_address.py). A requantization of anything else (a fused element-wise consumer's
     QuantizeLinear) keeps its exact NaN-aware form."""
@@ -65,9 +66,9 @@ def vector_requant(e, consts):
         if not (isinstance(r, Un) and r.op == "round") or max(abs(lo - z), abs(hi - z)) > 2 ** 22 \
                 or not _of_sum(r.a, consts):
             return None
-        c = Bin("max", Bin("min", transform(r.a, fn), Const(hi - z)), Const(lo - z))
-        y = Bin("-", Bin("+", c, Const(MAGIC)), Const(MAGIC))
-        return Bin("+", y, Const(z)) if z else y
+        y = Bin("-", Bin("+", transform(r.a, fn), Const(MAGIC)), Const(MAGIC))
+        c = Bin("max", Bin("min", y, Const(hi - z)), Const(lo - z))
+        return Bin("+", c, Const(z)) if z else c
     return transform(e, fn)
 
 
