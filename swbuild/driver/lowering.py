@@ -77,7 +77,8 @@ def prepare(graph, model_name):
     from ..optimizer.dtypes import booleans_as_float
     from ..optimizer.exact_ints import exact_ints_as_float
     from ..optimizer.graph import simplify
-    graph = exact_ints_as_float(booleans_as_float(simplify(graph)))
+    from ..optimizer.qdq_fuse import fuse_qdq
+    graph = exact_ints_as_float(booleans_as_float(fuse_qdq(simplify(graph))))
     return graph, LowerCtx(graph, c_prefix(model_name))
 
 

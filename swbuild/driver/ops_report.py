@@ -68,6 +68,8 @@ def dtype_path(graph, notes, node):
     the integer dtypes a layout op copies as exact float32), else None."""
     if node.name in notes:
         return notes[node.name]
+    if node.name in graph.qdq_notes:       # a QDQ chain left in float (optimizer/qdq_fuse.py)
+        return graph.qdq_notes[node.name]
     held = sorted({graph.exact_ints[t] for t in list(node.inputs) + list(node.outputs) if t in graph.exact_ints})
     return f"{', '.join(held)} values held as exact float32" if held else None
 

@@ -320,6 +320,8 @@ def _fold(graph: Graph, opset) -> bool:
             kept.append(n)
             continue
         changed = True
+        if n.op == "DequantizeLinear":      # the quantized weights stay known (optimizer/qdq_fuse.py)
+            graph.dequantized[n.outputs[0]] = n
         for o, v in zip(n.outputs, value):
             if o:
                 v = v if isinstance(v, np.ndarray) else np.asarray(v)

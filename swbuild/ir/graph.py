@@ -53,6 +53,10 @@ class Graph:
     outputs: list
     opset: int = 13    # the model's default-domain opset (some ops changed meaning across versions)
     exact_ints: dict = field(default_factory=dict)   # float32 tensor -> the integer dtype it holds (optimizer/exact_ints.py)
+    # a constant that folding computed by DequantizeLinear -> that node (its quantized operands
+    # stay in `tensors`): optimizer/qdq_fuse.py rebuilds integer kernels from them
+    dequantized: dict = field(default_factory=dict)
+    qdq_notes: dict = field(default_factory=dict)    # node -> why its QDQ chain stays float (optimizer/qdq_fuse.py)
 
     def producer(self):
         return {o: n for n in self.nodes for o in n.outputs}

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..support.errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, Select, Un, iconst
-from ..optimizer.exact_ints import CAST_TO_INT, RANGES
+from ..optimizer.exact_ints import CAST_TO_INT, FUSED_RELU, RANGES, sum_bound
 from .base import KernelBuilder, attr_ints, broadcast_index, register
 from .nn import _pads, conv_kernel
 
@@ -213,11 +213,14 @@ def _const_values(ctx, node, k, what):
     return np.asarray(t.data, np.float64)
 
 
-def _span(ctx, node, name, zp):
-    """max |x - zp| over x's dtype range (zp: constant values or None for 0)."""
+def _diffs(ctx, node, name, zp):
+    """[low, high] of x - zp over x's dtype range (zp: constant values, None for 0, or
+    "run" for a zero point known at run time only: any value of the dtype)."""
     lo, hi = _range(ctx, node, name)
+    if isinstance(zp, str):
+        return lo - hi, hi - lo
     z = np.zeros(1) if zp is None else zp.reshape(-1)
-    return float(np.max(np.maximum(np.abs(hi - z), np.abs(lo - z))))
+    return float(np.min(lo - z)), float(np.max(hi - z))
 
 
 def prove_exact(node, bound, detail):
@@ -261,21 +264,17 @@ def _conv_common(ctx, node, k_x, k_w, k_xzp, k_wzp, bias=None):
     run_zp = zt is not None and zt.data is None and zt.size == 1     # DynamicQuantizeLinear's zero point
     xzp = None if run_zp else _scalar_zero(ctx, node, k_xzp, x.name)
     wd = _weights(ctx, node, k_w, k_wzp, w.shape[0])
-    span = _span(ctx, node, x.name, xzp)
+    d = _diffs(ctx, node, x.name, "run" if run_zp else xzp)
     x_name = x.name
     if run_zp:      # any zero point of the dtype; x - zp computed once, so a pad reads 0
         _range(ctx, node, zt.name)
-        span = float(np.subtract(*_range(ctx, node, x.name)[::-1]))
         x_name = ctx.new_temp(x.shape, "float32", node.name + "_centered")
         kb = KernelBuilder(ctx, node, f"{node.op}.center")
         axes = [Axis(f"i{j}", d) for j, d in enumerate(x.shape)]
         ctx.add(kb.kernel(x_name, axes, Bin("-", kb.load(x.name, [a.var for a in axes]),
                                             kb.load(zt.name, [iconst(0)], shape=[1]))))
-    per_co = np.abs(wd).reshape(w.shape[0], -1).sum(axis=1) * span
-    if bias is not None:
-        per_co = per_co + np.abs(bias.reshape(-1))
-    bound = prove_exact(node, float(per_co.max(initial=0.0)),
-                        f"{int(np.prod(w.shape[1:]))} products per output, max|x - x_zero_point| = {int(span)}")
+    bound = prove_exact(node, sum_bound(wd.reshape(w.shape[0], -1), *d, bias),
+                        f"{int(np.prod(w.shape[1:]))} products per output, x - x_zero_point in [{d[0]:.0f}, {d[1]:.0f}]")
     _note_sum(ctx, node, x.name, w.name, bound)
     nd = len(x.shape) - 2
     strides = attr_ints(node, "strides", [1] * nd)
@@ -304,6 +303,8 @@ def _requant(ctx, node, k_scales, out_name):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): per-row input or per-column output scales are "
                                "not supported (per tensor only; the weights' scales may be per channel)")
     lo, hi = _range(ctx, node, out_name)
+    if node.attrs.get(FUSED_RELU):     # Relu before QuantizeLinear (optimizer/qdq_fuse.py): clamp at zero
+        lo = max(lo, int(yzp.reshape(-1)[0]) if yzp is not None else 0)
     mult = (xs.reshape(-1)[0] * ws.reshape(-1) / ys.reshape(-1)[0]).astype(np.float32)
     z = None if yzp is None or not yzp.reshape(-1)[0] else Const(float(yzp.reshape(-1)[0]))
 
@@ -332,8 +333,8 @@ def lower_qlinear_conv_single(ctx, node):
                 requant=requant)
 
 
-def _matmul(ctx, node, k_a, k_b, k_azp, k_bzp, requant=None):
-    """out[b.., m, n] = sum_k (A - a_zp)[b.., m, k] * (B - b_zp)[b.., k, n], B constant."""
+def _matmul(ctx, node, k_a, k_b, k_azp, k_bzp, requant=None, bias=None):
+    """out[b.., m, n] = sum_k (A - a_zp)[b.., m, k] * (B - b_zp)[b.., k, n] (+ bias[n]), B constant."""
     g = ctx.graph
     a, b, out = g.tensors[node.inputs[k_a]], g.tensors[node.inputs[k_b]], g.tensors[node.outputs[0]]
     if len(a.shape) < 2 or len(b.shape) < 2:
@@ -345,13 +346,14 @@ def _matmul(ctx, node, k_a, k_b, k_azp, k_bzp, requant=None):
     _range(ctx, node, b.name)
     bzp = _const_values(ctx, node, k_bzp, "weight zero point")
     bd = bv - (0 if bzp is None else bzp.reshape([1] * (bv.ndim - 1) + [-1]) if bzp.size > 1 else bzp.reshape(-1)[0])
-    span = _span(ctx, node, a.name, azp)
+    d = _diffs(ctx, node, a.name, "run" if run_zp else azp)
     if run_zp:      # a zero point known at run time only: any value of the dtype
         _range(ctx, node, zt.name)
-        span = float(np.subtract(*_range(ctx, node, a.name)[::-1]))
     K = a.shape[-1]
-    bound = prove_exact(node, float((np.abs(bd).sum(axis=-2) * span).max(initial=0.0)),
-                        f"K = {K}, max|a - a_zero_point| = {int(span)}")
+    rows = np.moveaxis(np.broadcast_to(bd, bd.shape), -1, -2).reshape(-1, K)     # one row per output column
+    bias_bound = None if bias is None else np.full(1, np.abs(bias).max(initial=0.0))
+    bound = prove_exact(node, sum_bound(rows, *d, bias_bound),
+                        f"K = {K}, a - a_zero_point in [{d[0]:.0f}, {d[1]:.0f}]")
     _note_sum(ctx, node, a.name, b.name, bound)
     bc = ctx.new_const(bd.astype(np.float32), node.name + "_b")
     batch = list(out.shape[:-2])
@@ -365,7 +367,9 @@ def _matmul(ctx, node, k_a, k_b, k_azp, k_bzp, requant=None):
         av = Bin("-", av, kb.load(zt.name, [iconst(0)], shape=[1]))
     bl = kb.load(bc, broadcast_index(b.shape[:-2], bax) + [k.var, n.var])
     axes = bax + [m, n]
-    kw = {} if requant is None else {"epilogue": requant(kb, Acc(), [n.var], [out.shape[-1]])}
+    epi = Acc() if bias is None else Bin("+", Acc(), kb.load(ctx.new_const(bias.astype(np.float32).reshape(-1),
+                                                                             node.name + "_bias"), [n.var]))
+    kw = {} if requant is None else {"epilogue": requant(kb, epi, [n.var], [out.shape[-1]])}
     ctx.add(kb.kernel(out.name, axes, Bin("*", av, bl), out_shape=[x.extent for x in axes],
                       reduce_axes=(k,), combine="sum", init=0.0, **kw))
 
@@ -377,5 +381,8 @@ def lower_matmul_integer(ctx, node):
 
 @register("QLinearMatMul")
 def lower_qlinear_matmul(ctx, node):
-    _matmul(ctx, node, 0, 3, 2, 5, requant=_requant(ctx, node, (1, 4, 6), node.outputs[0]))
+    """Input 8, an int32 bias per output column, is swbuild's own: optimizer/qdq_fuse.py puts a
+    Gemm's there (onnxruntime's QGemm)."""
+    _matmul(ctx, node, 0, 3, 2, 5, requant=_requant(ctx, node, (1, 4, 6), node.outputs[0]),
+            bias=_const_values(ctx, node, 8, "bias"))
 

@@ -26,6 +26,7 @@ from ..ir.graph import Node, Tensor, is_splat
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}   # held exactly in float32
 CAST_TO_INT = "swbuild.CastToInteger"   # a Cast into a quantized dtype inside the program (ops/quant.py lowers it)
+FUSED_RELU = "swbuild_relu"   # attribute of a QLinearConv/QLinearMatMul that absorbed a Relu (optimizer/qdq_fuse.py)
 
 ACCUMULATORS = ("ConvInteger", "MatMulInteger")     # int32 outputs, proven below 2**24 when lowered
 # onnxruntime's QOperator ops (frontends/contrib.py imports them, ops/quant_ms.py lowers them)
@@ -42,6 +43,19 @@ LAYOUT_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpo
               "Expand", "Tile", "Gather", "DepthToSpace", "SpaceToDepth")
 CASTS = ("Cast", "CastLike")
 INT32_MAX_EXACT = 1 << 24
+
+
+def sum_bound(wd, lo, hi, bias=None):
+    """Largest |sum_k wd[r, k] * d_k + bias[r]| over rows r with every d_k in [lo, hi] (lo <= 0 <= hi,
+    the input minus its zero point): a positive weight is worst at hi, a negative one at lo, or
+    the other way round. When lo = 0 (a zero point at the dtype's low end: ReLU outputs) this is
+    about half of max|d| * sum|w|, which is what lets a 3x3x512 layer of an int8 CNN be exact."""
+    wd = np.asarray(wd, np.float64).reshape(len(wd), -1) if np.ndim(wd) else np.zeros((1, 1))
+    pos, neg = np.maximum(wd, 0).sum(axis=1), np.maximum(-wd, 0).sum(axis=1)
+    per = np.maximum(hi * pos - lo * neg, -lo * pos + hi * neg)
+    if bias is not None:
+        per = per + np.abs(np.asarray(bias, np.float64).reshape(-1))
+    return float(per.max(initial=0.0))
 
 
 def _range(dtype):

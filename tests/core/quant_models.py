@@ -101,9 +101,10 @@ def small_cnn(seed=0):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def ort_quantized(tmp_path, fmt="QDQ", seed=0, model=None, images=8):
+def ort_quantized(tmp_path, fmt="QDQ", seed=0, model=None, images=8, activations="QUInt8"):
     """small_cnn() (or `model`) quantized by onnxruntime.quantization.quantize_static (uint8
-    activations, int8 per-channel weights, seeded calibration images); returns the ModelProto."""
+    activations unless `activations` says QInt8, int8 per-channel weights, seeded calibration
+    images); returns the ModelProto."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     rng = np.random.default_rng(seed)
     src, dst = tmp_path / "f32.onnx", tmp_path / f"{fmt}.onnx"
@@ -119,7 +120,7 @@ def ort_quantized(tmp_path, fmt="QDQ", seed=0, model=None, images=8):
         def get_next(self):
             return next(self.it, None)
     quantize_static(str(src), str(dst), Images(), quant_format=getattr(QuantFormat, fmt),
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+                    activation_type=getattr(QuantType, activations), weight_type=QuantType.QInt8, per_channel=True)
     return onnx.load(dst)
 
 

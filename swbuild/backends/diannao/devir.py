@@ -191,6 +191,8 @@ class DBuf:
     offset: int = 0          # on chip: byte offset in the kernel's arena of that space
     layout: tuple = ()       # ("conv_bank", Co, K): element (co, k) at slot(co) * K + k
     tensor: str = ""         # GDRAM: the tensor (messages only)
+    ctype: str = "float"     # element type; on chip an int8_t/int16_t view feeds __bang_conv's fixed point
+    elem_bytes: int = 4
 
 
 @dataclass

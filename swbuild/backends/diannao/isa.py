@@ -83,9 +83,10 @@ def _conv_rules(m):
     p = m.const
     if None in (p("Ci"), p("Co"), p("W"), p("Wo"), p("Ho"), p("sh"), p("sw"), p("kh"), p("kw")):
         return False
-    if p("Ci") * 4 % m.hw["conv_ci_multiple_bytes"] or p("Co") % m.hw["conv_co_multiple"]:
+    if p("Ci") * m.elem_bytes("src") % m.hw["conv_ci_multiple_bytes"] or p("Co") % m.hw["conv_co_multiple"]:
         return False
-    if int(str(m.hw["arch"]).rsplit("_", 1)[1]) < 300:   # float convolution needs mtp_3xx
+    fixed = m.elem_bytes("src") < 4 and m.elem_bytes("kernel") < 4          # int8/int16 inputs and weights
+    if not fixed and int(str(m.hw["arch"]).rsplit("_", 1)[1]) < 300:   # float convolution needs mtp_3xx
         return False
     if (p("W") - p("kw")) // p("sw") + 1 != p("Wo") or p("W") < p("kw"):
         return False
@@ -130,6 +131,13 @@ def _unary(name, body):
                 emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.val('n')});")
 
 
+def _fix(name, op):
+    """Exact float integers to int8/int16 (position 0): __bang_conv's fixed-point input."""
+    return Desc(name, "compute", ((i, n),), Load("dst", (i,)), Un(op, a_i),
+                space={"dst": "NRAM", "a": "NRAM"}, rules=_vec("dst", "a"),
+                emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.val('n')}, 0);")
+
+
 def _pool(name, combine):
     return Desc(name, "compute", ((ho, Ho), (wo, Wo), (c, C)), Load("dst", ((ho * Wo + wo) * C + c,)),
                 Load("src", (((ho * sh + y) * W + wo * sw + x) * C + c,)), red=((y, kh), (x, kw)),
@@ -164,6 +172,8 @@ DESCRIPTIONS = [
     _unary("__bang_active_sigmoid", Un("sigmoid", a_i)),
     _unary("__bang_active_tanh", Un("tanh", a_i)),
     _unary("__bang_active_exp", Un("exp", a_i)),
+    _fix("__bang_float2int8_rn", "to_int8"),
+    _fix("__bang_float2int16_rn", "to_int16"),
     Desc("__memset_nram", "fill", ((i, n),), Load("dst", (i,)), value, space={"dst": "NRAM"},
          emit=lambda m: f"__memset_nram({m.ptr('dst')}, {m.val('n')}, (float){m.scalar('value')});"),
     # data movement between the memory levels: contiguous, strided (segments), gather

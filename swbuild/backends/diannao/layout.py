@@ -19,7 +19,7 @@ NHWC = (0, 2, 3, 1)
 
 
 def conv_like(k):
-    return k.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool") and len(k.axes) in (4, 5)
+    return k.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "QLinearConv", "ConvInteger") and len(k.axes) in (4, 5)
 
 
 def _split_groups(view_shape, tensor_shape):
@@ -73,8 +73,13 @@ def _views(program):
     return out
 
 
-def choose_layouts(program):
-    """{tensor: perm} for the tensors stored NHWC."""
+def choose_layouts(program, hw=None):
+    """{tensor: perm} for the tensors stored NHWC. A tensor with fewer channels than one
+    channel block of __bang_conv (`conv_ci_multiple_bytes` of floats) stays NCHW: the
+    convolution pads and gathers its channels either way, and in HWC the element-wise kernel
+    that makes it from NCHW data (an image quantized by a QDQ model) would gather element by
+    element."""
+    min_c = int((hw or {}).get("conv_ci_multiple_bytes", 0)) // 4
     g = program.graph
     external = set(program.inputs) | set(program.outputs)
     aliased = set(program.aliases) | set(program.aliases.values())
@@ -85,7 +90,7 @@ def choose_layouts(program):
             cand.update(b.tensor for b in k.buffers.values())
     def eligible(t):
         tt = g.tensors[t]
-        return (len(tt.shape) == 4 and tt.data is None and t not in external and t not in aliased
+        return (len(tt.shape) == 4 and tt.data is None and t not in external and t not in aliased and tt.shape[1] >= min_c
                 and all(view_strides(v, tt.shape, NHWC) is not None for v in views.get(t, ())))
     out = {t: NHWC for t in sorted(cand) if eligible(t)}
     # NHWC spreads through point-wise kernels (element-wise, BatchNormalization, Concat): one

@@ -207,9 +207,12 @@ class Ctx:
         a = lin(off)
         if a is None or b.space == "GDRAM":
             return b.space == "GDRAM" and align <= 1
-        if (b.offset + 4 * a.get(None, 0)) % align:
+        if (b.offset + b.elem_bytes * a.get(None, 0)) % align:
             return False
-        return all((4 * c) % align == 0 for v, c in a.items() if v is not None)
+        return all((b.elem_bytes * c) % align == 0 for v, c in a.items() if v is not None)
+
+    def elem_bytes(self, op):
+        return self.dk.bufs[self.ops[op][0]].elem_bytes
 
 
 # ---- loop canonicalisation (the algebraic rewrite) ------------------------------------

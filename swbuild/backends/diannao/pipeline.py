@@ -46,7 +46,7 @@ SPECIAL_SCHEDULERS = {"recurrence": sched_recurrence}   # kernel kind -> its own
 
 def choose_storage_layouts(program, target, options):
     """NHWC storage around convolutions; copies that became identities are removed."""
-    program.target_state.layouts = choose_layouts(program)
+    program.target_state.layouts = choose_layouts(program, target.hardware)
     return eliminate_identity_copies(program, program.target_state.layouts)
 
 

@@ -49,7 +49,7 @@ class KernelPrinter:
         if b.space == "GDRAM":
             return f"{buf}{tail}"
         arena = {"NRAM": "nram", "WRAM": "wram", "SRAM": "sram"}[b.space]
-        base = f"(float *)({self.P}_{arena} + {b.offset})" if b.offset else f"(float *){self.P}_{arena}"
+        base = f"({b.ctype} *)({self.P}_{arena} + {b.offset})" if b.offset else f"({b.ctype} *){self.P}_{arena}"
         return f"({base}{tail})" if tail else base
 
     def access(self, ld):
@@ -365,6 +365,37 @@ class Image:
         return ("blob", self.blob_off[root] // 4)
 
 
+def _reorder_lines(P, banks, ctype, suffix):
+    """The host function that writes convolution weights in the WRAM bank layout (`ctype`
+    elements: float, or int8_t for __bang_conv's fixed point, the exact integer values)."""
+    return ["/* Convolution weights in the WRAM bank layout, block by block (group, output block,",
+            f"   input block): filter co of a block sits in bank co % 64; padding channels are 0"
+            + ("" if ctype == "float" else f" ({ctype}: exact integers)") + ". */",
+            f"static void {P}_reorder{suffix}({ctype} *dst, const float *src, float splat, int G, int Cog, int Cig, int kh, int kw,",
+            "                          int NCB, int NIB, int Cob, int Cib, long sg, long sco, long sci, long sy, long sx)",
+            "{",
+            "    const long K = (long)kh * kw * Cib, BS = (long)Cob * K;",
+            "    for (int g = 0; g < G; ++g)",
+            "        for (int cb = 0; cb < NCB; ++cb)",
+            "            for (int ib = 0; ib < NIB; ++ib) {",
+            f"                {ctype} *blk = dst + (((long)g * NCB + cb) * NIB + ib) * BS;",
+            "                for (int c = 0; c < Cob; ++c) {",
+            f"                    const long slot = (long)(c % {banks}) * (Cob / {banks}) + c / {banks};",
+            "                    const int co = cb * Cob + c;",
+            "                    for (int y = 0; y < kh; ++y)",
+            "                        for (int x = 0; x < kw; ++x)",
+            "                            for (int i = 0; i < Cib; ++i) {",
+            "                                const int ci = ib * Cib + i;",
+            "                                float v = 0.0f;",
+            "                                if (co < Cog && ci < Cig)",
+            "                                    v = src ? src[g * sg + co * sco + ci * sci + y * sy + x * sx] : splat;",
+            f"                                blk[slot * K + (y * kw + x) * Cib + i] = ({ctype})v;",
+            "                            }",
+            "                }",
+            "            }",
+            "}"]
+
+
 def host_file(program, tc, version, dks, image, names):
     P = program.prefix
     hw = tc.hardware
@@ -382,32 +413,11 @@ def host_file(program, tc, version, dks, image, names):
     for i, _ in enumerate(program.outputs):
         out.append(f"static float *{P}_dout{i};")
     banks = int(hw.get("wram_banks", 64))
-    out += ["",
-            "/* Convolution weights in the WRAM bank layout, block by block (group, output block,",
-            "   input block): filter co of a block sits in bank co % 64; padding channels are 0. */",
-            f"static void {P}_reorder(float *dst, const float *src, float splat, int G, int Cog, int Cig, int kh, int kw,",
-            "                          int NCB, int NIB, int Cob, int Cib, long sg, long sco, long sci, long sy, long sx)",
-            "{",
-            "    const long K = (long)kh * kw * Cib, BS = (long)Cob * K;",
-            "    for (int g = 0; g < G; ++g)",
-            "        for (int cb = 0; cb < NCB; ++cb)",
-            "            for (int ib = 0; ib < NIB; ++ib) {",
-            "                float *blk = dst + (((long)g * NCB + cb) * NIB + ib) * BS;",
-            "                for (int c = 0; c < Cob; ++c) {",
-            f"                    const long slot = (long)(c % {banks}) * (Cob / {banks}) + c / {banks};",
-            "                    const int co = cb * Cob + c;",
-            "                    for (int y = 0; y < kh; ++y)",
-            "                        for (int x = 0; x < kw; ++x)",
-            "                            for (int i = 0; i < Cib; ++i) {",
-            "                                const int ci = ib * Cib + i;",
-            "                                float v = 0.0f;",
-            "                                if (co < Cog && ci < Cig)",
-            "                                    v = src ? src[g * sg + co * sco + ci * sci + y * sy + x * sx] : splat;",
-            "                                blk[slot * K + (y * kw + x) * Cib + i] = v;",
-            "                            }",
-            "                }",
-            "            }",
-            "}", "",
+    out += [""] + _reorder_lines(P, banks, "float", "")
+    if any(op[0] == "conv" and op[4].get("wbytes", 4) == 1 for op in image.ops):
+        out += ["#include <stdint.h>", ""] + _reorder_lines(P, banks, "int8_t", "_int8")
+    out += [""]
+    out += [
             f"int {P}_init(void)", "{", f"    if ({P}_ready) return 0;",
             f"    if (cnrtQueueCreate(&{P}_queue) != cnrtSuccess) return -1;",
             f"    const size_t img = {max(image.elems, 16)}UL;",
@@ -427,7 +437,8 @@ def host_file(program, tc, version, dks, image, names):
             st = geo["st"]
             srcp = "NULL" if src[0] == "splat" else f"blob + {src[1]}UL"
             splat = cexpr.float_literal(src[1]) if src[0] == "splat" else "0.0f"
-            out.append(f"    {P}_reorder(h + {off}UL, {srcp}, {splat}, {geo['G']}, {geo['Cog']}, {geo['Cig']}, {geo['kh']}, "
+            dst = f"_int8((int8_t *)(h + {off}UL)" if geo.get("wbytes", 4) == 1 else f"(h + {off}UL"
+            out.append(f"    {P}_reorder{dst}, {srcp}, {splat}, {geo['G']}, {geo['Cog']}, {geo['Cig']}, {geo['kh']}, "
                        f"{geo['kw']}, {geo['NCB']}, {geo['NIB']}, {geo['Cob']}, {geo['Cib']}, {st['g']}L, {st['co']}L, "
                        f"{st['ci']}L, {st['y']}L, {st['x']}L);")
     out += [f"    if (cnrtMalloc((void **)&{P}_image, img * sizeof(float)) != cnrtSuccess) return -1;",

@@ -4,9 +4,9 @@ from __future__ import annotations
 from ..bound import bound_line
 from ..grouping_report import grouping_lines, traffic_line
 from ..table import flop, kernels_text, mb, ms, op_text, short, table
-from .schedule import CONV_OPS, POOL_OPS
+from .schedule import CONV_OPS, INTEGER_OPS, POOL_OPS
 
-OPS_NOTE = (f"{', '.join(CONV_OPS)} map to __bang_conv, {', '.join(POOL_OPS)} to __bang_*pool, kernels without "
+OPS_NOTE = (f"{', '.join(CONV_OPS + tuple(INTEGER_OPS))} map to __bang_conv, {', '.join(POOL_OPS)} to __bang_*pool, kernels without "
             "a reduction to vector __bang_* instructions; reductions and index lookups run as scalar device code")
 
 

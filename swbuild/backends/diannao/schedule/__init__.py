@@ -18,10 +18,13 @@ Kernel classes:
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..layout import view_strides
 from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
+from .integer import INTEGER_OPS, integer_as_conv
 
 
 CONV_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")   # __bang_conv (a reduction by sum)
@@ -33,12 +36,19 @@ def schedule_kernel(k, program, tc, layouts, store):
     attempts = []
     if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
-    if k.op in CONV_OPS and k.combine == "sum":
+    if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
+        try:
+            k = integer_as_conv(k, program, tc.hardware)
+        except Unschedulable as e:
+            return sched_scalar(KB(k, program, tc, layouts, store), [str(e)])
+    if INTEGER_OPS.get(k.op, k.op) in CONV_OPS and k.combine == "sum":
         attempts.append(lambda kb: sched_conv(kb))
     if k.op in POOL_OPS:
         attempts.append(lambda kb: sched_conv(kb, pool=True))
     if not k.combine:
         attempts.append(sched_elementwise)
+    if k.extra.get("fixed_point"):       # the int8 tile pads Ci to 64: when it does not fit, the float one
+        attempts.append(lambda kb: sched_conv(_conv_as(kb, 0)))
     why = []
     for fn in attempts:
         kb = KB(k, program, tc, layouts, store)
@@ -51,6 +61,13 @@ def schedule_kernel(k, program, tc, layouts, store):
         except Unschedulable as e:
             why.append(str(e))
     return sched_scalar(KB(k, program, tc, layouts, store), why)
+
+
+def _conv_as(kb, fx):
+    """The integer kernel on float __bang_conv (fx = 0: exact integers in float32, integer.py
+    proved the sums exact)."""
+    kb.k = replace(kb.k, extra={**kb.k.extra, "fixed_point": fx})
+    return kb
 
 
 def sched_scalar(kb, why=()):

@@ -69,11 +69,19 @@ class KB:
         self.bufs[name] = DBuf(name, "GDRAM", size, tensor=label)
         return name
 
-    def alloc(self, space, name, elems, layout=()):
-        elems = round_up(max(elems, 1), vector_elems(self.hw))
+    def alloc(self, space, name, elems, layout=(), ctype="float", elem_bytes=4):
+        elems = round_up(max(elems, 1), vector_elems(self.hw) * 4 // elem_bytes)
         off = self.top[space]
-        self.bufs[name] = DBuf(name, space, elems, off, layout)
-        self.top[space] = round_up(off + elems * 4, ALIGN)
+        self.bufs[name] = DBuf(name, space, elems, off, layout, ctype=ctype, elem_bytes=elem_bytes)
+        self.top[space] = round_up(off + elems * elem_bytes, ALIGN)
+        return name
+
+    def view(self, name, of, ctype, elem_bytes, layout=()):
+        """Another element type over the bytes of on-chip buffer `of` (copies move float
+        words, __bang_conv reads the int8 values packed in them)."""
+        b = self.bufs[of]
+        self.bufs[name] = DBuf(name, b.space, b.elems * b.elem_bytes // elem_bytes, b.offset, layout,
+                               ctype=ctype, elem_bytes=elem_bytes)
         return name
 
     def sid(self, kind, label):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
-from ....ir.loopnest import Acc, Bin, Load, Var, iconst
+from ....ir.loopnest import Acc, Bin, Load, Un, Var, iconst
 from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, simp
 from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
+from .integer import INTEGER_OPS
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
 
@@ -29,6 +30,10 @@ def sched_conv(kb, pool=False):
     n_lane_bufs = 1 + len(staged) + ta_peak            # acc + staged epilogue operands + temps
     n_pixel = sum(kinds[ld] == "pixel" for ld in loads)
     budget = kb.nram_budget()
+    # fixed point (schedule/integer.py): int8/int16 input tile converted in NRAM, int8 weights
+    fx = 0 if pool else int(kb.k.extra.get("fixed_point", 0))
+    wbytes = 1 if fx else 4
+    rate_key = {0: "conv_float_macs_per_cycle", 1: "conv_int8_macs_per_cycle", 2: "conv_int16_macs_per_cycle"}[fx]
     # pingpong.py pipelines the row tiles when no input-channel loop sits inside them: their
     # input, per-pixel operands and result then take two halves each
     piped = getattr(kb.p.target_state, "double_buffer", False)
@@ -38,15 +43,17 @@ def sched_conv(kb, pool=False):
         rin = (R - 1) * G.sh + G.kh
         xin_b, lane_b = round_up(round_up(rin * W_in * Cib, ve) * 4, ALIGN), round_up(round_up(lanes, ve) * 4, ALIGN)
         extra = (xin_b + (1 + n_pixel) * lane_b) if piped and NIB == 1 else 0
-        return xin_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
+        xq_b = round_up(round_up(round_up(rin * W_in * Cib, ve), ve * 4 // fx) * fx, ALIGN) if fx else 0
+        return xin_b + xq_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
 
     if pool:
         Cp = round_up(G.Cog, pool_c_elems(hw))
         cands = [(c, c, 1) for c in range(Cp, 0, -pool_c_elems(hw))]
     else:
-        ci_al, co_al = conv_ci_elems(hw), int(hw["conv_co_multiple"])
+        ci_al = int(hw["conv_ci_multiple_bytes"]) // fx if fx else conv_ci_elems(hw)
+        co_al = int(hw["conv_co_multiple"])
         Cin_p, Co_p = round_up(G.Cig, ci_al), round_up(G.Cog, co_al)
-        welems = kb.tc.wram_budget // 4
+        welems = kb.tc.wram_budget // wbytes
         cands = []
         for Cob in range(Co_p, 0, -co_al):
             cib_max = welems // (Cob * K1) // ci_al * ci_al
@@ -84,9 +91,9 @@ def sched_conv(kb, pool=False):
             comp = hw["vector_startup_cycles"] + R * G.Wo * K1 * ceil_div(Cob * 4, hw["vector_bytes_per_cycle"])
             return G.N * ceil_div(G.Cog, Cob) * pipelined_cycles(ceil_div(NRT, 16), load, comp, store)
         NCB = ceil_div(round_up(G.Cog, int(hw.get("conv_co_multiple", 64))), Cob)
-        rate = max(1, int(hw.get("conv_float_macs_per_cycle", 512)))
+        rate = max(1, int(hw.get(rate_key, 512)))
         comp = lanes * K1 * Cib / rate + hw["conv_startup_cycles"]
-        blk = Cob * K1 * Cib * 4
+        blk = Cob * K1 * Cib * wbytes
         gran = cpg / gb
         if mode == "rows":
             steps = pipelined_cycles(ceil_div(NRT, 16), load, comp, store)
@@ -106,10 +113,10 @@ def sched_conv(kb, pool=False):
         NCB = ceil_div(round_up(G.Cog, ve if pool else int(hw.get("conv_co_multiple", 64))), Cob)
         NRT = ceil_div(G.Ho, R)
         macs_tile = R * G.Wo * Cob * K1 * Cib
-        rate = max(1, int(hw.get("conv_float_macs_per_cycle", 512)))
+        rate = max(1, int(hw.get(rate_key, 512)))
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
         in_tile = ((R - 1) * G.sh + G.kh) * W_in * Cib * 4 * gran
-        blk = Cob * K1 * Cib * 4
+        blk = Cob * K1 * Cib * wbytes
         if mode == "rows":
             per = ceil_div(NRT, 16)
             t = G.N * G.G * NCB * (per * NIB * (macs_tile / rate + in_tile) + NIB * (blk * gran / 4 + blk / hw["sram_bytes_per_cycle"]))
@@ -132,10 +139,10 @@ def sched_conv(kb, pool=False):
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
     _, _, _, (Cob, Cib, NIB), mode, R = min(options)
-    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds)
+    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx)
 
 
-def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
+def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
     hw = kb.hw
     K1 = G.kh * G.kw
     rin = (R - 1) * G.sh + G.kh
@@ -145,19 +152,26 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
     if pool:
         NCB = ceil_div(G.Cog, Cob)
     BS = Cob * K1 * Cib
+    BSw = BS // 4 if fx else BS         # weight block in 4-byte words (int8 weights: four to a word)
     gx = kb.gparam(kb.k.buffers[G.xbuf].tensor)
     go = kb.gparam(kb.k.buffers[kb.k.out].tensor)
     xin = kb.alloc("NRAM", "xin", rin * W_in * Cib)
+    # fixed point: the staged tile (exact integers in float) converted for __bang_conv
+    xq = kb.alloc("NRAM", "xq", kb.bufs[xin].elems, ctype=("int8_t", "int16_t")[fx - 1], elem_bytes=fx) if fx else xin
     accb = kb.alloc("NRAM", "acc", lanes)
     cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
     if not pool:
-        wk = kb.alloc("WRAM", "wk", BS, layout=("conv_bank", Cob, K1 * Cib))
-        spec = ("conv", kb.p.root(G.wtensor), dict(G=G.G, Cog=G.Cog, Cig=G.Cig, kh=G.kh, kw=G.kw, NCB=NCB, NIB=NIB,
-                                                    Cob=Cob, Cib=Cib, st=dict(G.wst)))
-        gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib), G.G * NCB * NIB * BS, spec,
-                      f"{G.wtensor} (bank layout)")
+        bank = ("conv_bank", Cob, K1 * Cib)
+        wk = kb.alloc("WRAM", "wk", BSw, layout=() if fx else bank)
+        wconv = kb.view("wk8", wk, "int8_t", 1, layout=bank) if fx else wk
+        geo = dict(G=G.G, Cog=G.Cog, Cig=G.Cig, kh=G.kh, kw=G.kw, NCB=NCB, NIB=NIB, Cob=Cob, Cib=Cib, st=dict(G.wst))
+        if fx:
+            geo["wbytes"] = 1
+        spec = ("conv", kb.p.root(G.wtensor), geo)
+        gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib) + (("int8",) if fx else ()),
+                      G.G * NCB * NIB * BSw, spec, f"{G.wtensor} (bank layout{', int8' if fx else ''})")
         if mode == "rows":
-            Q = round_up(ceil_div(BS, 4), 16)
+            Q = round_up(ceil_div(BSw, 4), 16)
             sw_ = kb.alloc("SRAM", "wsh", 4 * Q)
     reps = {}
     for i, ld in enumerate(loads):
@@ -172,19 +186,19 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
 
     def weights(n, g, cb, ib, tk, exists):
         """Load one weight block into WRAM: through SRAM (rows mode) or directly."""
-        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BS)))
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
         if mode == "rows":
             q = Var("q")
             part = simp(Bin("*", tk, iconst(Q)))
             return [Barrier("cluster"),
                     Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
                          [SLoop("q", iconst(0), iconst(Q))],
-                         guard=guards(ge(Bin("-", Bin("-", iconst(BS - 1), part), q))), sid=kb.sid("copy", "w")),
+                         guard=guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w")),
                     Barrier("cluster"),
-                    Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (Var("i"),)), [SLoop("i", iconst(0), iconst(BS))],
+                    Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (Var("i"),)), [SLoop("i", iconst(0), iconst(BSw))],
                          sid=kb.sid("copy", "w"))]
         return [Stmt("copy", Load(wk, (Var("i"),)), Load(gw, (simp(Bin("+", blk, Var("i"))),)),
-                     [SLoop("i", iconst(0), iconst(BS))], guard=exists, sid=kb.sid("copy", "w"))]
+                     [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"))]
 
     def channel_reps(n, g, cb, exists):
         out = []
@@ -213,9 +227,15 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
             ch = simp(Bin("+", Bin("*", ib, iconst(Cib)), c)) if not pool else simp(Bin("+", Bin("*", cb, iconst(Cob)), c))
             src = Load(gx, (input_offset(G, n, g, ch, hrow, wcol),))
             bound = guards(ge(Bin("-", iconst(G.Cig - 1), ch)))
-            fill = (-math.inf if G.combine == "max" else 0.0)
-            return staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
-                               common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
+            fill = (-math.inf if G.combine == "max" else G.fill)
+            staged = staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
+                                 common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
+            if fx:      # the whole tile to int8/int16: exact, the values are integers of that range
+                i = Var("i")
+                staged.append(Stmt("compute", Load(xq, (i,)), Un(("to_int8", "to_int16")[fx - 1], Load(xin, (i,))),
+                                   [SLoop("i", iconst(0), iconst(kb.bufs[xin].elems))], guard=exists,
+                                   sid=kb.sid("compute", "fix")))
+            return staged
 
         ky, kx, kc = Var("ky"), Var("kx"), Var("kc")
         src_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", ro, iconst(G.sh)), ky), iconst(W_in)),
@@ -226,8 +246,8 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
             if pool:
                 return Stmt("compute", Load(dst, (lane_ix,)), Load(xin, (src_ix,)), list(out_loops), red,
                             G.combine, guard=exists + guards(rowtail), over=True, sid=kb.sid("compute", "pool"))
-            wv = Load(wk, (cc, simp(Bin("+", Bin("*", Bin("+", Bin("*", ky, iconst(G.kw)), kx), iconst(Cib)), kc))))
-            return Stmt("compute", Load(dst, (lane_ix,)), Bin("*", Load(xin, (src_ix,)), wv), list(out_loops),
+            wv = Load(wconv, (cc, simp(Bin("+", Bin("*", Bin("+", Bin("*", ky, iconst(G.kw)), kx), iconst(Cib)), kc))))
+            return Stmt("compute", Load(dst, (lane_ix,)), Bin("*", Load(xq, (src_ix,)), wv), list(out_loops),
                         red + [SLoop("kc", iconst(0), iconst(Cib))], "sum", guard=exists + guards(rowtail),
                         over=True, sid=csid)
 
@@ -315,5 +335,5 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds):
         return loop("bn", G.N, lambda n: loop("bg", G.G, lambda g: per_ng(n, g)))
 
     b = tasks(body)
-    return kb.finish("pool" if pool else ("gemm" if kb.k.op in ("Gemm", "MatMul") else "conv"), b,
+    return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from ....ir.loopnest import Acc, Bin, Load, Var, affine, iconst
 from ..devir import E, const, lin, simp, subst
 from .builder import Unschedulable
+from .integer import INTEGER_OPS
 from .three_address import loads_of
 
 
@@ -33,6 +34,7 @@ class Geom:
     axes_env: object           # fn(n, g, co, h, w) -> {kernel axis: Expr}
     epilogue: object
     combine: str = "sum"
+    fill: float = 0.0          # what the input's pads read (an integer input: its zero point)
 
 
 def _aff_of(ix):
@@ -50,7 +52,8 @@ def conv_geometry(kb):
     if not all(isinstance(x, Load) for x in ld):
         raise Unschedulable("operands")
     consts = [kb.g.tensors[k.buffers[x.buf].tensor].data is not None for x in ld]
-    if k.op in ("Conv", "ConvTranspose"):
+    op = INTEGER_OPS.get(k.op, k.op)
+    if op in ("Conv", "ConvTranspose"):
         xl, wl = ld
         if consts[0] or not consts[1]:
             raise Unschedulable("weights must be constant")
@@ -93,8 +96,9 @@ def conv_geometry(kb):
                 d[g_] = g
             return d
         return Geom(ex[n_], G, Cig, ex[co_], H, W, ex[k0], ex[k1], sh_, sw_, -h.get(None, 0), -w.get(None, 0),
-                    ex[o0], ex[o1], xl.buf, role_x, role_o, wb.tensor, role_w, env, k.epilogue)
-    if k.op in ("Gemm", "MatMul"):
+                    ex[o0], ex[o1], xl.buf, role_x, role_o, wb.tensor, role_w, env, k.epilogue,
+                    fill=float(xl.pad or 0.0))
+    if op in ("Gemm", "MatMul"):
         unit = [a.name for a in k.axes[:-2] if a.extent == 1]       # batch dims of extent 1
         if len(k.axes) - len(unit) != 2 or len(k.reduce_axes) != 1 or any(k.out_offset):
             raise Unschedulable("batched matmul")

@@ -11,6 +11,20 @@ from .builder import Unschedulable, ge, guards, loop, tasks
 from .three_address import Operand, ThreeAddress, loads_of, peak_temps
 
 
+def _memory_order(ax, acc):
+    """The axes outermost-stride first when every access agrees on that order: NHWC tensors
+    (around convolutions) seen through NCHW views then tile along contiguous channels x
+    pixels instead of gathering one element per channel (a loop interchange: legal, no
+    reduction). Accesses that disagree (a transpose) keep the kernel's own order."""
+    if len(ax) < 2:
+        return ax
+    orders = {tuple(sorted(range(len(ax)), key=lambda i: -abs(a.get(ax[i][0], 0)))) for a in acc.values()
+              if all(a.get(n, 0) for n, _ in ax)}       # broadcast operands (per channel...) do not vote
+    if len(orders) != 1:
+        return ax
+    return [ax[i] for i in orders.pop()]
+
+
 def sched_elementwise(kb):
     k = kb.k
     if k.combine:
@@ -32,6 +46,7 @@ def sched_elementwise(kb):
     axes.sort(key=lambda a: -abs(acc["out"].get(a[0], 0)))
     # fuse axes that are contiguous in every access; drop unit axes
     ax = [(n, e) for n, e in axes if e != 1] or [(axes[0][0], 1)]
+    ax = _memory_order(ax, acc)
     for n, e in axes:
         if e == 1 and (n, e) not in ax:
             for a in acc.values():

@@ -5,6 +5,8 @@
 #define BANGEMU_VECTOR_H
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "buffers.h"
@@ -139,6 +141,32 @@ BANGEMU_ACTIVE(__bang_active_sigmoid, OP_SIGMOID, BANGEMU_TRANSCENDENTAL_CYCLES_
 BANGEMU_ACTIVE(__bang_active_tanh, OP_TANH, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::tanh((float)a))
 BANGEMU_ACTIVE(__bang_active_exp, OP_EXP, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::exp((float)a))
 #undef BANGEMU_ACTIVE
+
+/* Conversions to fixed point, what __bang_conv's int8/int16 inputs come from:
+ * dst = saturate(rint(src / 2^position)), ties to even; NaN -> 0. Rules as a vector op on
+ * the float side (n * 4 a multiple of 128 B), both operands NRAM and 64-B aligned; cost: a
+ * vector op over the float bytes (assumed: one pass of the vector unit). */
+template <class I>
+inline void float2fix(int op, I* dst, const float* src, int n, int position) {
+  using namespace bangemu;
+  const char* fn = op_name(op);
+  if (!count_rule(fn, n, sizeof(float))) return;
+  bool ok = vec(fn, "dst", dst, (long long)n * sizeof(I));
+  ok = vec(fn, "src", src, (long long)n * sizeof(float)) && ok;
+  if (!ok) return;
+  const double lo = (double)std::numeric_limits<I>::min(), hi = (double)std::numeric_limits<I>::max();
+  for (int i = 0; i < n; ++i) {
+    double v = std::nearbyint(std::ldexp((double)src[i], -position));
+    dst[i] = (I)(v != v ? 0.0 : v < lo ? lo : v > hi ? hi : v);
+  }
+  charge(op, vector_cycles((long long)n * sizeof(float)));
+}
+inline void __bang_float2int8_rn(int8_t* dst, const float* src, int n, int position) {
+  float2fix(::bangemu::OP_FLOAT2INT8, dst, src, n, position);
+}
+inline void __bang_float2int16_rn(int16_t* dst, const float* src, int n, int position) {
+  float2fix(::bangemu::OP_FLOAT2INT16, dst, src, n, position);
+}
 
 /* Reductions: the result goes to dst[0]; dst needs one 128-B vector. */
 template <class T> inline void __bang_sum(T* dst, const T* src, int n) {

@@ -1,0 +1,123 @@
+"""QDQ recognition (optimizer/qdq_fuse.py, issue 36): Dequantize -> Conv/MatMul/Gemm (-> Relu)
+-> Quantize chains become QLinearConv / QLinearMatMul with the int8 weights of the model, and
+compute what onnxruntime's default session (which fuses the same chains) computes, bit for
+bit; what does not fuse stays float and says why. Numbers come from the reference
+interpreter over the lowered program (no C here: the emulated targets run these models in
+tests/core/test_quant.py and tests/diannao/test_integer_conv.py)."""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from quant_models import ort_as_written, ort_quantized
+from swbuild.driver import check
+from swbuild.driver.lowering import lower, prepare
+from swbuild.frontends.onnx import import_model
+from swbuild.ir.interp import run_program
+
+
+def qdq_relu_conv(y_zp, w_scale=0.01, seed=0, two_consumers=False, big=False):
+    """Quantize -> Dequantize -> Conv(Dequantize(int8 W), Dequantize(int32 bias)) -> Relu ->
+    Quantize(uint8, zero point y_zp) -> Dequantize: the layer quantize_static writes."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    ci = 64 if big else 3
+    w = (np.full((8, ci, 3, 3), 127) if big else rng.integers(-127, 128, (8, ci, 3, 3))).astype(np.int8)
+    xs, ws = np.float32(0.02), (rng.random(8) * w_scale + 0.002).astype(np.float32)
+    bias = rng.integers(-2000, 2000, 8).astype(np.int32)
+    inits = [("w", w), ("w_scale", ws), ("w_zp", np.zeros(8, np.int8)), ("b", bias), ("b_scale", (xs * ws).astype(np.float32)),
+             ("b_zp", np.zeros(8, np.int32)), ("x_scale", xs), ("x_zp", np.uint8(0 if big else 128)),
+             ("y_scale", np.float32(0.05)), ("y_zp", np.uint8(y_zp))]
+    nodes = [n("QuantizeLinear", ["x", "x_scale", "x_zp"], ["xq"], name="in_q"),
+             n("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xf"], name="in_dq"),
+             n("DequantizeLinear", ["w", "w_scale", "w_zp"], ["wf"], axis=0, name="w_dq"),
+             n("DequantizeLinear", ["b", "b_scale", "b_zp"], ["bf"], axis=0, name="b_dq"),
+             n("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             n("Relu", ["c"], ["r"], name="relu"),
+             n("QuantizeLinear", ["r", "y_scale", "y_zp"], ["rq"], name="out_q"),
+             n("DequantizeLinear", ["rq", "y_scale", "y_zp"], ["y"], name="out_dq")]
+    outs = [helper.make_tensor_value_info("y", TP.FLOAT, [1, 8, 6, 6]),
+            helper.make_tensor_value_info("rq", TP.UINT8, [1, 8, 6, 6])]
+    if two_consumers:
+        nodes.append(n("Identity", ["c"], ["c2"], name="also"))
+        outs.append(helper.make_tensor_value_info("c2", TP.FLOAT, [1, 8, 6, 6]))
+    g = helper.make_graph(nodes, "qdq_relu_conv", [helper.make_tensor_value_info("x", TP.FLOAT, [1, ci, 6, 6])], outs,
+                          initializer=[numpy_helper.from_array(np.asarray(a), k) for k, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _prepared(m):
+    g, _ = prepare(import_model(m), "m")
+    return g
+
+
+def _run(m, feed):
+    return run_program(lower(import_model(m), "m"), feed)
+
+
+def test_quantize_static_chains_become_integer_kernels_with_the_models_int8_weights(tmp_path):
+    m = ort_quantized(tmp_path)
+    g = _prepared(m)
+    ops = [n.op for n in g.nodes]
+    assert ops.count("QLinearConv") == 2 and ops.count("QLinearMatMul") == 1, ops
+    assert not {"Conv", "Gemm", "MatMul"} & set(ops) and g.qdq_notes == {}
+    conv = next(n for n in g.nodes if n.op == "QLinearConv")
+    w = g.tensors[conv.inputs[3]]
+    assert g.exact_ints[w.name] == "int8" and w.data is not None and w.shape == (8, 3, 3, 3)   # held as exact float32
+    assert np.array_equal(w.data, np.round(w.data)) and np.abs(w.data).max() <= 128
+    fc = next(n for n in g.nodes if n.op == "QLinearMatMul")
+    assert g.tensors[fc.inputs[3]].shape == (8, 10) and g.exact_ints[fc.inputs[3]] == "int8"    # Gemm's W, transposed
+    assert g.tensors[fc.inputs[8]].dtype == "int32"                                              # and its int32 bias
+
+
+def test_fused_model_computes_what_onnxruntimes_default_session_computes(tmp_path):
+    """onnxruntime's QDQ transformer fuses the same chains (QLinearConv, QGemm): same bytes."""
+    m = ort_quantized(tmp_path)
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        got = _run(m, {"x": x})[0]
+        np.testing.assert_array_equal(got, check.onnxruntime_reference(m, {"x": x})[0])
+
+
+def test_relu_at_the_dtypes_low_end_fuses_as_onnxruntime_does():
+    m = qdq_relu_conv(0)
+    assert [n.op for n in _prepared(m).nodes] == ["QuantizeLinear", "QLinearConv", "DequantizeLinear", "Cast"]  # rq: uint8
+    x = np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32) * 2
+    y, rq = _run(m, {"x": x})
+    ref = check.onnxruntime_reference(m, {"x": x})
+    np.testing.assert_array_equal(rq, ref[1])
+    np.testing.assert_array_equal(y, ref[0])
+
+
+def test_relu_above_the_low_end_clamps_at_the_zero_point_within_one_step_of_the_float_graph():
+    """onnxruntime leaves this chain in float (its Relu is not the saturation); the integer
+    kernel clamps at the zero point: the graph's float meaning within a quantization step."""
+    m = qdq_relu_conv(10)
+    assert "QLinearConv" in [n.op for n in _prepared(m).nodes]
+    x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32) * 2
+    y, rq = _run(m, {"x": x})
+    ref = ort_as_written(m, {"x": x})
+    assert rq.min() == 10 and (ref[1] == 10).sum() > 20          # Relu's zeros, as the graph's
+    assert np.abs(rq.astype(int) - ref[1].astype(int)).max() <= 1
+    assert (rq == ref[1]).mean() > 0.9
+
+
+def test_chains_that_do_not_fuse_stay_float_and_say_why():
+    g = _prepared(qdq_relu_conv(0, two_consumers=True))
+    assert "Conv" in [n.op for n in g.nodes] and "QLinearConv" not in [n.op for n in g.nodes]
+    assert "consumers" in g.qdq_notes["conv"]
+    # 64 * 9 weights of 127 against uint8 inputs: sums reach 255 * 127 * 576 > 2^24
+    g = _prepared(qdq_relu_conv(0, big=True))
+    assert "Conv" in [n.op for n in g.nodes] and "2^24" in g.qdq_notes["conv"]
+
+
+@pytest.mark.parametrize("scale_off", [False, True])
+def test_a_bias_whose_scale_is_not_x_scale_times_w_scale_is_not_fused(scale_off):
+    m = qdq_relu_conv(0)
+    if scale_off:
+        t = next(t for t in m.graph.initializer if t.name == "b_scale")
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(2), "b_scale"))
+    g = _prepared(m)
+    assert ("QLinearConv" in [n.op for n in g.nodes]) != scale_off
+    if scale_off:
+        assert "x_scale * w_scale" in g.qdq_notes["conv"]

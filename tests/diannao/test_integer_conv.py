@@ -1,0 +1,78 @@
+"""Integer convolutions on the MLU (schedule/integer.py, issue 36): a QDQ model's QLinearConv
+and QLinearMatMul kernels run as __bang_conv on fixed-point inputs (int8 x int8 for int8
+activations, int16 x int8 for uint8 ones) converted in NRAM from the staged tile, with int8
+weights in the image and WRAM, the zero point taken out in the epilogue. Bit-exact against
+onnxruntime's default session (which fuses the same chains), no BANG rule violated, and the
+emulator charges the toolchain's fixed-point rates."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dn_build import build_model, run_check
+from swbuild.driver import check
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from quant_models import ort_quantized, small_cnn  # noqa: E402
+
+
+def _instr(plan, kind):
+    out = {}
+    for k in plan["kernels"]:
+        for s in k.get("kernels", [k]):
+            if s.get("op") == kind:
+                out[s["name"]] = (s.get("class"), s.get("static_instructions", {}))
+    return out
+
+
+@pytest.mark.parametrize("acts,conversion", [("QInt8", "__bang_float2int8_rn"), ("QUInt8", "__bang_float2int16_rn")])
+def test_qdq_model_convolves_in_fixed_point_bit_exact(tc, tmp_path, acts, conversion):
+    m = ort_quantized(tmp_path, activations=acts)
+    plan, exe = build_model(tc, m, "q", tmp_path / "b")
+    convs = {**_instr(plan, "QLinearConv"), **_instr(plan, "QLinearMatMul")}
+    assert len(convs) == 3
+    for name, (cls, ins) in convs.items():
+        assert cls in ("conv", "gemm") and ins.get("__bang_conv") and ins.get(conversion), (name, cls, ins)
+    x = np.random.default_rng(5).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    ref = check.onnxruntime_reference(m, {"x": x})
+    doc, stats = run_check(plan, exe, ref, {"x": x}, 0, 0)
+    assert doc["status"] == "pass", doc.get("reason")
+    assert stats["violations"] == 0
+    got, _, _, _, _ = check.run_runner(exe, plan, {"x": x}, tmp_path)
+    np.testing.assert_array_equal(got[0], ref[0])
+    device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
+    assert "(int8_t *)" in device and f"{conversion}(" in device
+
+
+def _conv64(seed=0):
+    """Conv 64 -> 64 channels, 3x3, then Relu: channels need no padding in float or int8."""
+    from onnx import TensorProto as TP
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array((rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(64) * 0.1).astype(np.float32), "b")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+                           helper.make_node("Relu", ["c"], ["y"], name="relu")], "conv64",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, [1, 64, 16, 16])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 64, 16, 16])], initializer=[w, b])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_fixed_point_convolution_is_charged_the_int8_rate(tc, tmp_path):
+    """The same convolution in float and in int8: the emulator's __bang_conv cycles fall by
+    about the ratio of the toolchain's rates (8), less the fixed start-up of each call."""
+    x = np.random.default_rng(6).standard_normal((1, 64, 16, 16)).astype(np.float32)
+    cyc = {}
+    for name, m in (("f", _conv64()), ("q", ort_quantized(tmp_path, model=_conv64(), activations="QInt8"))):
+        plan, exe = build_model(tc, m, name, tmp_path / name)
+        ref = check.onnxruntime_reference(m, {"x": x})
+        doc, stats = run_check(plan, exe, ref, {"x": x}, 1e-3, 1e-4)
+        assert doc["status"] == "pass", doc.get("reason")
+        cyc[name] = sum(k.get("instruction_cycles", {}).get("__bang_conv", 0) for k in stats["kernels"])
+        calls = sum(k["instructions"].get("__bang_conv", 0) for k in stats["kernels"])
+        cyc[name + "_startup"] = calls * tc.hardware["conv_startup_cycles"]
+    hw = tc.hardware
+    assert hw["conv_int8_macs_per_cycle"] == 8 * hw["conv_float_macs_per_cycle"]
+    work = {k: cyc[k] - cyc[k + "_startup"] for k in ("f", "q")}
+    assert 7 <= work["f"] / work["q"] <= 8.5, cyc
