@@ -29,7 +29,7 @@ UNARY = {
     "sinh": "sinhf({a})", "cosh": "coshf({a})", "asinh": "asinhf({a})", "acosh": "acoshf({a})",
     "atanh": "atanhf({a})", "sign": "sw_signf({a})",
 }
-CTYPE = {"float32": "float", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
+CTYPE = {"float32": "float", "float16": "unsigned short", "float64": "double", "int8": "signed char", "int16": "short", "int32": "int",
          "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
          "bool": "unsigned char"}   # tensor dtype -> C type
 # the reduction step of each combine, over the accumulator {a} and the value {v}
@@ -61,6 +61,62 @@ FLOAT_HELPERS = """static inline float sw_fmaxf(float a, float b) { return a != 
 static inline float sw_fminf(float a, float b) { return a != a ? a : b != b ? b : a < b ? a : b; }
 static inline float sw_signf(float a) { return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a == a ? 0.0f : a; }
 """
+# IEEE binary16 <-> binary32 in integer C (float16 buffers are `unsigned short`; no compiler of
+# either chip is assumed to have _Float16): exact widening, and narrowing that rounds to
+# nearest even, overflows to infinity and keeps NaN quiet, as numpy's astype(float16) does.
+# Printed only in files of programs with a float16 buffer (optimizer/halves.py).
+HALF_HELPERS = """static inline float sw_h2f(unsigned short h)
+{
+    unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    union { unsigned int u; float f; } v;
+    if (e == 0x1fu) u = s | 0x7f800000u | (m << 13);            /* inf, NaN */
+    else if (e) u = s | ((e + 112u) << 23) | (m << 13);         /* normal: exponent bias 15 -> 127 */
+    else if (!m) u = s;                                         /* +-0 */
+    else {                                                      /* subnormal: normalise */
+        e = 113u;
+        while (!(m & 0x400u)) { m <<= 1; e--; }
+        u = s | (e << 23) | ((m & 0x3ffu) << 13);
+    }
+    v.u = u;
+    return v.f;
+}
+static inline unsigned short sw_f2h(float f)
+{
+    union { float f; unsigned int u; } v;
+    unsigned int s, a, e, m, sh, r, rem, half;
+    v.f = f;
+    s = (v.u >> 16) & 0x8000u, a = v.u & 0x7fffffffu;
+    if (a >= 0x7f800000u)                                       /* inf, NaN (made quiet) */
+        return (unsigned short)(s | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0u));
+    if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u); /* rounds to 65520 or more: inf */
+    if (a >= 0x38800000u) {                                     /* normal: drop 13 bits, ties to even */
+        r = a - 0x38000000u;
+        return (unsigned short)(s | ((r + 0x0fffu + ((r >> 13) & 1u)) >> 13));
+    }
+    if (a < 0x33000000u) return (unsigned short)s;              /* below 2^-25: +-0 */
+    e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e; /* subnormal: units of 2^-24 */
+    r = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+    r += (rem > half || (rem == half && (r & 1u)));
+    return (unsigned short)(s | r);
+}
+"""
+
+
+def has_halves(program):
+    """Whether a kernel of `program` reads or writes a float16 buffer (its files print HALF_HELPERS)."""
+    return any(b.dtype == "float16" for k in program.kernels for b in k.buffers.values())
+
+
+def to_float(dtype, text):
+    """C text reading element `text` of a `dtype` buffer as float (halves need HALF_HELPERS)."""
+    return f"sw_h2f({text})" if dtype == "float16" else text
+
+
+def from_float(dtype, text):
+    """C text storing float `text` into a `dtype` buffer (a C conversion, or the half rounding)."""
+    return f"sw_f2h({text})" if dtype == "float16" else f"({CTYPE[dtype]})({text})"
+
+
 PRELUDE = c_macros("SW_", ["min", "max", "floordiv", "mod"], upper=True) + FLOAT_HELPERS
 
 

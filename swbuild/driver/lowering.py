@@ -14,7 +14,7 @@ INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather in
 INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4,   # op -> input position of those integers
                 "GatherND": 1, "ScatterND": 1}     # (these two refuse run-time indices by name, ops/indexing.py)
 # dtypes a graph input or output may have in the public API; Cast kernels convert them
-BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool")
+BOUNDARY_DTYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool")
 TYPED_OPS = ("Cast", "CastLike") + ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")   # read any dtype
 
 
@@ -77,7 +77,8 @@ def prepare(graph, model_name):
     from ..optimizer.dtypes import booleans_as_float
     from ..optimizer.exact_ints import exact_ints_as_float
     from ..optimizer.graph import simplify
-    graph = exact_ints_as_float(booleans_as_float(simplify(graph)))
+    from ..optimizer.halves import halves_as_float
+    graph = exact_ints_as_float(booleans_as_float(halves_as_float(simplify(graph))))
     return graph, LowerCtx(graph, c_prefix(model_name))
 
 

@@ -68,8 +68,15 @@ def dtype_path(graph, notes, node):
     the integer dtypes a layout op copies as exact float32), else None."""
     if node.name in notes:
         return notes[node.name]
-    held = sorted({graph.exact_ints[t] for t in list(node.inputs) + list(node.outputs) if t in graph.exact_ints})
-    return f"{', '.join(held)} values held as exact float32" if held else None
+    ts = list(node.inputs) + list(node.outputs)
+    held = sorted({graph.exact_ints[t] for t in ts if t in graph.exact_ints})
+    if held:
+        return f"{', '.join(held)} values held as exact float32"
+    if any(t in graph.widened for t in ts):
+        return "float16 computed and stored as float32 (converted at the model's boundary)"
+    if node.op in ("Cast", "CastLike") and {graph.tensors[t].dtype for t in ts if t in graph.tensors} >= {"float16", "float32"}:
+        return "float16 <-> float32 conversion at the model's boundary (round to nearest even)"
+    return None
 
 
 def _lower(model, name, input_shapes, batch, doc):

@@ -53,6 +53,7 @@ class Graph:
     outputs: list
     opset: int = 13    # the model's default-domain opset (some ops changed meaning across versions)
     exact_ints: dict = field(default_factory=dict)   # float32 tensor -> the integer dtype it holds (optimizer/exact_ints.py)
+    widened: dict = field(default_factory=dict)      # float32 tensor -> the float16 it stands for (optimizer/halves.py)
 
     def producer(self):
         return {o: n for n in self.nodes for o in n.outputs}

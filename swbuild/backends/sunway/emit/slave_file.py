@@ -90,6 +90,6 @@ def slave_file(program, tc, version, kernels_c):
     api = api_of(tc)
     head += [api.include, *api.more_includes, *([api.wait_macro] if api.wait_macro else []),
              "#include <simd.h>", "#include <math.h>", f'#include "{program.prefix}_para.h"',
-             "", cexpr.PRELUDE, dma_helpers(api) + SW_EXPAND + (SW_NEXT if linked else "")]
+             "", cexpr.PRELUDE + (cexpr.HALF_HELPERS if cexpr.has_halves(program) else ""), dma_helpers(api) + SW_EXPAND + (SW_NEXT if linked else "")]
     return "\n".join(head + kernels_c)
 
