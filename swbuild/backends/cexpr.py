@@ -6,6 +6,7 @@ Loads and variables are rendered by callbacks, so the same rules serve every bac
 from __future__ import annotations
 
 import math
+import re
 
 from ..ir.loopnest import Acc, Bin, Const, Load, Select, Un, Var
 
@@ -117,6 +118,28 @@ def from_float(dtype, text):
     return f"sw_f2h({text})" if dtype == "float16" else f"({CTYPE[dtype]})({text})"
 
 
+def _to_double(text):
+    """A float32 rule as its double twin: expf -> exp, sw_fmaxf -> sw_fmax, 1.0f -> 1.0."""
+    return re.sub(r"(\d)f\b", r"\1", re.sub(r"\b(\w+)f\(", r"\1(", text))
+
+
+# the same rule tables for kernels that compute in double (a float64 model on Sunway)
+FLOAT_BIN_D = {k: _to_double(v) for k, v in FLOAT_BIN.items()}
+UNARY_D = {k: _to_double(v) for k, v in UNARY.items()}
+COMBINE_D = {k: _to_double(v) for k, v in COMBINE.items()}
+DOUBLE_HELPERS = _to_double(FLOAT_HELPERS).replace("float", "double")
+
+
+def has_doubles(program):
+    """Whether a kernel of `program` computes in double (its files print DOUBLE_HELPERS)."""
+    return any(k.elem_bytes == 8 for k in program.kernels)
+
+
+def ctype_of(k):
+    """The C type of a kernel's local buffers and accumulator."""
+    return "double" if k.elem_bytes == 8 else "float"
+
+
 PRELUDE = c_macros("SW_", ["min", "max", "floordiv", "mod"], upper=True) + FLOAT_HELPERS
 
 
@@ -138,7 +161,9 @@ class Writer:
         self(s)
 
 
-def float_literal(v: float) -> str:
+def float_literal(v: float, double=False) -> str:
+    if double:
+        return _to_double(float_literal(v))     # repr is exact for a double too
     v = float(v)
     if math.isnan(v):
         return "NAN"
@@ -160,26 +185,28 @@ def is_int(e) -> bool:
     return False
 
 
-def render(e, var, load, acc="acc") -> str:
-    """C text of `e`; `var(name)` and `load(Load)` render the leaves."""
+def render(e, var, load, acc="acc", double=False) -> str:
+    """C text of `e`; `var(name)` and `load(Load)` render the leaves; `double`: the double rules."""
+    fbin, unary = (FLOAT_BIN_D, UNARY_D) if double else (FLOAT_BIN, UNARY)
+
     def r(x):
         if isinstance(x, Var):
             return var(x.name)
         if isinstance(x, Const):
-            return str(int(x.value)) if x.dtype == "int" else float_literal(x.value)
+            return str(int(x.value)) if x.dtype == "int" else float_literal(x.value, double)
         if isinstance(x, Acc):
             return acc
         if isinstance(x, Load):
             return load(x)
         if isinstance(x, Bin):
-            table = INT_BIN if is_int(x) else FLOAT_BIN
+            table = INT_BIN if is_int(x) else fbin
             if x.op not in table:
                 raise ValueError(f"no C rule for {x.op}")
-            if table is FLOAT_BIN and x.op == "max" and isinstance(x.b, Const) and x.b.value == 0:
-                return UNARY["relu"].format(a=r(x.a))    # Relu keeps x on a tie: Relu(-0) = -0
+            if table is fbin and x.op == "max" and isinstance(x.b, Const) and x.b.value == 0:
+                return unary["relu"].format(a=r(x.a))    # Relu keeps x on a tie: Relu(-0) = -0
             return table[x.op].format(a=r(x.a), b=r(x.b))
         if isinstance(x, Un):
-            return UNARY[x.op].format(a=r(x.a))
+            return unary[x.op].format(a=r(x.a))
         if isinstance(x, Select):
             return f"({r(x.cond)} ? {r(x.a)} : {r(x.b)})"
         raise TypeError(x)

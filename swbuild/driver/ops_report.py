@@ -74,6 +74,9 @@ def dtype_path(graph, notes, node):
         return f"{', '.join(held)} values held as exact float32"
     if any(t in graph.widened for t in ts):
         return "float16 computed and stored as float32 (converted at the model's boundary)"
+    if node.op not in ("Cast", "CastLike") and any(
+            t in graph.tensors and graph.tensors[t].dtype == "float64" and graph.tensors[t].data is None for t in ts):
+        return "float64 computed in double (Sunway; refused on DianNao)"
     if node.op in ("Cast", "CastLike") and {graph.tensors[t].dtype for t in ts if t in graph.tensors} >= {"float16", "float32"}:
         return "float16 <-> float32 conversion at the model's boundary (round to nearest even)"
     return None

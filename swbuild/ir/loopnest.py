@@ -178,6 +178,13 @@ class Kernel:
         return math.prod(a.extent for a in self.axes)
 
     @property
+    def elem_bytes(self) -> int:
+        """Bytes of one element in the kernel's local buffers: 8 when it computes in double
+        (a float64 output), else 4 (float32, and what is held as float32)."""
+        b = self.buffers.get(self.out)
+        return 8 if b is not None and b.dtype == "float64" and self.kind == "compute" else 4
+
+    @property
     def reduce_points(self) -> int:
         return math.prod(a.extent for a in self.reduce_axes)
 

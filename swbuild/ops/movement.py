@@ -157,7 +157,7 @@ def lower_cast(ctx, node):
     if x.dtype != out.dtype and "float32" not in (x.dtype, out.dtype):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a run-time "
                                "tensor is not supported (one side must be float32)")
-    if out.dtype != "float32" and out.name not in ctx.graph.outputs:
+    if out.dtype not in ("float32", "float64") and out.name not in ctx.graph.outputs:
         raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a run-time "
                                "tensor that feeds further kernels is not supported (kernels compute in float32; "
                                "integer results are kept as graph outputs only)")

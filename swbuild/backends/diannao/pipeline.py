@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...optimizer.fuse import fuse_epilogues
+from ...support.errors import UnsupportedError
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
 from ...config.recipe import option_on
@@ -109,7 +110,21 @@ def pipeline_tiles(program, target, options):
     return program
 
 
+def refuse_doubles(program, target, options):
+    """float64 kernels are refused by name: the MLU's vector and matrix units compute in
+    float32 / half / fixed point (docs/diannao.md), and computing a float64 model in float32
+    would silently give less than the model's precision."""
+    for k in program.kernels:
+        dt = sorted({b.dtype for b in k.buffers.values() if b.dtype == "float64"})
+        if dt and k.kind != "convert":       # a Cast at the boundary converts, as before
+            raise UnsupportedError(f"node '{k.node}' ({k.op}): dtype float64 at run time is not supported on "
+                                   f"{target.name} (the MLU computes in float32, half and fixed point; no double "
+                                   "arithmetic); the Sunway targets compute it in double")
+    return program
+
+
 PIPELINE = [
+    refuse_doubles,             # float64 kernels: refused by name
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     choose_storage_layouts,     # NHWC around convolutions
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope

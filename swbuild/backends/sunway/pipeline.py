@@ -6,6 +6,7 @@ Every pass is `(Program, Target, Options) -> Program`; `program.target_state` is
 from __future__ import annotations
 
 from ...optimizer.fuse import fuse_epilogues
+from ...support.errors import UnsupportedError
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import inplace_concat, plan_memory
 from .kinds import schedule_special_kernels
@@ -18,6 +19,24 @@ from .passes.stitch import group_launches
 from .passes.stitch_producers import stitch_producers
 
 STATE = SunwayState
+
+# A program with double kernels (a float64 model: SW26010's native precision) runs the plain
+# path: its SIMD plans (floatv4), row-shared broadcasts, channel blocks, grouping and stitching
+# are written for 4-byte floats; tiles, LDM sizes and DMA (ldm.py, batch.py, predict.py) take
+# each kernel's element size.
+PLAIN_FOR_DOUBLES = {"simd": "off", "row_share": "off", "channel_blocks": "off", "grouping": "off", "stitch": "off"}
+
+
+def options_for(program, options):
+    """The options the pipeline runs with: the plain path when a kernel computes in double;
+    a kernel mixing double with other element types is refused, naming it."""
+    doubles = [k for k in program.kernels if k.elem_bytes == 8]
+    for k in doubles:
+        other = sorted({b.dtype for b in k.buffers.values() if b.dtype != "float64"})
+        if other:
+            raise UnsupportedError(f"node '{k.node}' ({k.op}): kernel {k.name} computes in float64 but reads "
+                                   f"{', '.join(other)} buffers; a double kernel reads float64 only (Cast first)")
+    return {**(options or {}), **PLAIN_FOR_DOUBLES} if doubles else options
 
 PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue

@@ -34,7 +34,7 @@ import math
 
 from ....ir.loopnest import affine, iter_loads
 from ....support.names import c_comment
-from ...cexpr import Writer, float_literal
+from ...cexpr import Writer, ctype_of, float_literal
 from ..kinds.convert import convert_c
 from ..kinds.gather import gather_c
 from ..kinds.recurrence import recurrence_c
@@ -95,6 +95,7 @@ def kernel_c(k, cores, itemsize=4):
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
     K = _K(k, cores)
     s, t = K.s, K.t
+    itemsize, ft, dbl = k.elem_bytes, ctype_of(k), k.elem_bytes == 8     # double: a float64 kernel
     pf = {b.name for b in K.boxes if b.name in s.prefetched}
     linked = bool(pf) or s.hook        # called by its launch with prefetch state (prefetch.py)
     w = Writer()
@@ -122,9 +123,9 @@ def kernel_c(k, cores, itemsize=4):
             allocs.append((f"Y_{b.name}", ldm_align(b.stage.box.cap(t) * itemsize)))
     for name, n in allocs:
         if name[2:] in pf and name.startswith("X_"):
-            w(f"float *{name} = pf ? pf->{name} : (float *)ldm_malloc({n});")
+            w(f"{ft} *{name} = pf ? pf->{name} : ({ft} *)ldm_malloc({n});")
         else:
-            w(f"float *{name} = (float *)ldm_malloc({n});")
+            w(f"{ft} *{name} = ({ft} *)ldm_malloc({n});")
     for b in K.boxes:
         nd = max(len(b.shape), 1)
         if b.name in pf:
@@ -195,8 +196,8 @@ def kernel_c(k, cores, itemsize=4):
         c = f"cur_{b.name}"
         w(f"SW_WAIT(rp_{b.name}[{c}], ng_{b.name}[{c}]);")
         if b.pad_dims:
-            w(f"if (fresh_{b.name}[{c}]) {{ sw_expand(X_{b.name} + {c} * {b.cap(t)}, {len(b.shape)}, lo_{b.name}[{c}], "
-              f"hi_{b.name}[{c}], shape_{b.name}, {float_literal(b.pad)}); fresh_{b.name}[{c}] = 0; }}")
+            w(f"if (fresh_{b.name}[{c}]) {{ sw_expand{'_d' if dbl else ''}(X_{b.name} + {c} * {b.cap(t)}, {len(b.shape)}, "
+              f"lo_{b.name}[{c}], hi_{b.name}[{c}], shape_{b.name}, {float_literal(b.pad, dbl)}); fresh_{b.name}[{c}] = 0; }}")
     for b in K.boxes:
         if b.stage is not None:
             stage_c(w, K, b, *_fp(K, b.stage.box, "T"))
@@ -204,7 +205,7 @@ def kernel_c(k, cores, itemsize=4):
     w.open("if (rstep == 0)")
     w("SW_WAIT(rp_out, ng_out);")
     if k.combine:
-        w(f"for (int i = 0; i < {' * '.join(f'TN_{n}' for n in K.sp) or '1'}; i++) acc[i] = {float_literal(k.init)};")
+        w(f"for (int i = 0; i < {' * '.join(f'TN_{n}' for n in K.sp) or '1'}; i++) acc[i] = {float_literal(k.init, dbl)};")
     w.close()
     if k.combine:
         if s.vector is not None:
@@ -537,7 +538,7 @@ def _step_setup(w, K):
             continue
         if b.feeds is not None:
             continue
-        w(f"const float *B_{n} = X_{n} + cur_{n} * {b.cap(t)};")
+        w(f"const {ctype_of(K.k)} *B_{n} = X_{n} + cur_{n} * {b.cap(t)};")
         if b.blocked is not None:
             ext = [str(x) for x in b.blocked]
         else:

@@ -79,6 +79,9 @@ def dma_helpers(api):
     return "\n".join(out) + "\n"
 
 
+# sw_expand over double boxes (a float64 kernel's LDM)
+SW_EXPAND_D = SW_EXPAND[SW_EXPAND.index("static void"):].replace("float", "double").replace("sw_expand(", "sw_expand_d(")
+
 SW_NEXT = """/* What the next kernel of a grouped launch issues while this one computes (prefetch.py) */
 struct sw_next { void (*fn)(void *, void *); void *arg; void *st; };
 """
@@ -90,6 +93,7 @@ def slave_file(program, tc, version, kernels_c):
     api = api_of(tc)
     head += [api.include, *api.more_includes, *([api.wait_macro] if api.wait_macro else []),
              "#include <simd.h>", "#include <math.h>", f'#include "{program.prefix}_para.h"',
-             "", cexpr.PRELUDE + (cexpr.HALF_HELPERS if cexpr.has_halves(program) else ""), dma_helpers(api) + SW_EXPAND + (SW_NEXT if linked else "")]
+             "", cexpr.PRELUDE + (cexpr.HALF_HELPERS if cexpr.has_halves(program) else "")
+             + (cexpr.DOUBLE_HELPERS + SW_EXPAND_D if cexpr.has_doubles(program) else ""), dma_helpers(api) + SW_EXPAND + (SW_NEXT if linked else "")]
     return "\n".join(head + kernels_c)
 
