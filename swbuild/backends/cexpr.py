@@ -100,6 +100,16 @@ static inline unsigned short sw_f2h(float f)
     r += (rem > half || (rem == half && (r & 1u)));
     return (unsigned short)(s | r);
 }
+/* double -> half without double rounding: the float in between rounds to odd (exact when
+ * inexact, the odd neighbour on d's side), which float's 24 bits make correct for 11 */
+static inline unsigned short sw_d2h(double d)
+{
+    union { float f; unsigned int u; } v;
+    v.f = (float)d;
+    if (d == d && (double)v.f != d && !(v.u & 1u) && (v.u & 0x7fffffffu) < 0x7f800000u)
+        v.u += (v.f < 0.0f ? -(double)v.f > -d : (double)v.f > d) ? 0xffffffffu : 1u;
+    return sw_f2h(v.f);
+}
 """
 
 
@@ -113,9 +123,12 @@ def to_float(dtype, text):
     return f"sw_h2f({text})" if dtype == "float16" else text
 
 
-def from_float(dtype, text):
-    """C text storing float `text` into a `dtype` buffer (a C conversion, or the half rounding)."""
-    return f"sw_f2h({text})" if dtype == "float16" else f"({CTYPE[dtype]})({text})"
+def from_float(dtype, text, src="float32"):
+    """C text storing float `text` (of dtype `src`) into a `dtype` buffer (a C conversion, or
+    the half rounding: from a double without rounding twice)."""
+    if dtype == "float16":
+        return f"sw_d2h({text})" if src == "float64" else f"sw_f2h({text})"
+    return f"({CTYPE[dtype]})({text})"
 
 
 def _to_double(text):
@@ -130,14 +143,64 @@ COMBINE_D = {k: _to_double(v) for k, v in COMBINE.items()}
 DOUBLE_HELPERS = _to_double(FLOAT_HELPERS).replace("float", "double")
 
 
+# integer data arithmetic (an int32 / int64 kernel on Sunway): C's own integer operators, as
+# onnxruntime's integer kernels compute (Div truncates toward zero); no rule, no kernel
+FLOAT_BIN_I = {k: v for k, v in FLOAT_BIN.items() if k not in ("min", "max", "pow")} | {
+    "min": "SW_MIN({a}, {b})", "max": "SW_MAX({a}, {b})"}
+UNARY_I = {"neg": "(-{a})", "abs": "SW_MAX({a}, -{a})", "not": "(!{a})", "relu": "SW_MAX(0, {a})",
+           "sign": "(({a} > 0) - ({a} < 0))", "floor": "{a}", "ceil": "{a}", "round": "{a}"}
+COMBINE_I = {"sum": "{a} += {v};", "prod": "{a} *= {v};", "max": "{a} = SW_MAX({a}, {v});",
+             "min": "{a} = SW_MIN({a}, {v});"}
+INT_LIMITS = {"int32": ("(-2147483647 - 1)", "2147483647"),
+              "int64": ("(-9223372036854775807LL - 1)", "9223372036854775807LL")}
+
+
+def int_literal(v):
+    """An integral constant in an expression over integers (exact where a float literal is not)."""
+    v = int(v)
+    return f"{v}LL" if v >= 0 else f"({v}LL)"
+
+
+def is_integral(v):
+    return math.isfinite(v) and float(v) == int(v) and abs(v) < 2 ** 62
+
+
+def rules_of(k):
+    """render()'s mode for kernel k: "int" (an int32/int64 output), "double" (float64) or "float";
+    with int_consts when it reads an integer buffer (integral constants as integer literals)."""
+    out = k.out_dtype
+    mode = "int" if out in ("int32", "int64") else "double" if out == "float64" else "float"
+    return {"mode": mode, "int_consts": any(b.dtype in ("int32", "int64") for b in k.buffers.values())}
+
+
+def int_problem(e):
+    """Why an integer kernel's expression has no exact C (a float-only op or a fractional
+    constant), or None."""
+    if isinstance(e, Un) and e.op not in UNARY_I:
+        return f"{e.op} of an integer"
+    if isinstance(e, Bin) and not is_int(e) and e.op not in FLOAT_BIN_I:
+        return f"{e.op} of integers"
+    if isinstance(e, Const) and e.dtype != "int" and not is_integral(e.value):
+        return f"the non-integer constant {e.value!r}"
+    for c in (getattr(e, "a", None), getattr(e, "b", None), getattr(e, "cond", None)):
+        if c is not None and not isinstance(c, Load):
+            why = int_problem(c)
+            if why:
+                return why
+    return None
+
+
 def has_doubles(program):
-    """Whether a kernel of `program` computes in double (its files print DOUBLE_HELPERS)."""
-    return any(k.elem_bytes == 8 for k in program.kernels)
+    """Whether a compute kernel of `program` holds a float64 / int32 / int64 buffer in local
+    memory (its files print DOUBLE_HELPERS and the typed sw_expand)."""
+    return any(k.kind == "compute" and b.dtype in ("float64", "int32", "int64")
+               for k in program.kernels for b in k.buffers.values())
 
 
-def ctype_of(k):
-    """The C type of a kernel's local buffers and accumulator."""
-    return "double" if k.elem_bytes == 8 else "float"
+def ctype_of(k, buf=None):
+    """The C type of a kernel's accumulator (its output's), or of buffer `buf` in local memory."""
+    b = k.buffers.get(k.out if buf is None else buf)
+    return CTYPE[b.dtype] if b is not None and b.dtype in ("float64", "int32", "int64") else "float"
 
 
 PRELUDE = c_macros("SW_", ["min", "max", "floordiv", "mod"], upper=True) + FLOAT_HELPERS
@@ -185,15 +248,22 @@ def is_int(e) -> bool:
     return False
 
 
-def render(e, var, load, acc="acc", double=False) -> str:
-    """C text of `e`; `var(name)` and `load(Load)` render the leaves; `double`: the double rules."""
-    fbin, unary = (FLOAT_BIN_D, UNARY_D) if double else (FLOAT_BIN, UNARY)
+def render(e, var, load, acc="acc", double=False, mode=None, int_consts=False) -> str:
+    """C text of `e`; `var(name)` and `load(Load)` render the leaves. `double` (or mode
+    "double"): the double rules; mode "int": integer arithmetic (int_problem() found none
+    missing); int_consts: integral constants as integer literals (rules_of)."""
+    mode = mode or ("double" if double else "float")
+    double = mode == "double"
+    fbin, unary = {"double": (FLOAT_BIN_D, UNARY_D), "int": (FLOAT_BIN_I, UNARY_I)}.get(mode, (FLOAT_BIN, UNARY))
+    int_consts = int_consts or mode == "int"
 
     def r(x):
         if isinstance(x, Var):
             return var(x.name)
         if isinstance(x, Const):
-            return str(int(x.value)) if x.dtype == "int" else float_literal(x.value, double)
+            if x.dtype == "int":
+                return str(int(x.value))
+            return int_literal(x.value) if int_consts and is_integral(x.value) else float_literal(x.value, double)
         if isinstance(x, Acc):
             return acc
         if isinstance(x, Load):

@@ -9,9 +9,10 @@ from ..ir.program import Program
 from ..support.names import c_part, c_prefix
 from ..ops import LOWERINGS, supported_ops
 
-# data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py; float64 in
-# double where the target has it: Sunway; DianNao refuses it by node, diannao/pipeline.py)
-DTYPES = ("float32", "float64")
+# data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py); float64 in
+# double and int32/int64 in C's integer types where the target has them: Sunway; DianNao
+# refuses them by node (diannao/pipeline.py)
+DTYPES = ("float32", "float64", "int32", "int64")
 INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices and sequence lengths
 INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4,   # op -> input position of those integers
                 "GatherND": 1, "ScatterND": 1}     # (these two refuse run-time indices by name, ops/indexing.py)

@@ -50,8 +50,8 @@ def test_fp16_model_matches_onnxruntime_within_fp16_tolerance(tmp_path, target):
 
 
 def test_half_conversions_in_c_match_numpy(tmp_path):
-    """Every half widens exactly; floats (all exponents, ties, subnormals, overflow, NaN)
-    narrow to what numpy's astype(float16) gives (round to nearest even)."""
+    """Every half widens exactly; floats (all exponents, ties, subnormals, overflow, NaN) and
+    doubles (near ties: no double rounding) narrow to what numpy's astype(float16) gives."""
     rng = np.random.default_rng(1)
     bits = np.concatenate([rng.integers(0, 2 ** 32, 200000, dtype=np.uint64).astype(np.uint32),
                            np.arange(0x33000000 - 8, 0x33000000 + 8, dtype=np.uint32),   # half the least subnormal
@@ -59,6 +59,11 @@ def test_half_conversions_in_c_match_numpy(tmp_path):
                            (np.arange(65536, dtype=np.uint32) << 13) + 0x38000000 + 0x1000])  # exact ties
     floats = bits.view(np.float32)
     (tmp_path / "f.bin").write_bytes(floats.tobytes())
+    # doubles a hair off half ties (float rounding would land on the tie: double rounding)
+    ties = (np.arange(1, 2048, dtype=np.float64) + 0.5) * 2.0 ** -10
+    doubles = np.concatenate([ties * (1 + 2.0 ** -40), ties * (1 - 2.0 ** -40), -ties * (1 + 2.0 ** -40), ties,
+                              rng.standard_normal(20000) * 10.0 ** rng.integers(-9, 6, 20000)])
+    (tmp_path / "d.bin").write_bytes(doubles.tobytes())
     src = tmp_path / "h.c"
     src.write_text("#include <stdio.h>\n" + HALF_HELPERS + """
 int main(void) {
@@ -66,6 +71,9 @@ int main(void) {
     float x; unsigned short h;
     for (unsigned int i = 0; i < 65536; i++) { x = sw_h2f((unsigned short)i); fwrite(&x, 4, 1, o); }
     while (fread(&x, 4, 1, f) == 1) { h = sw_f2h(x); fwrite(&h, 2, 1, o); }
+    fclose(f), f = fopen("d.bin", "rb");
+    double y;
+    while (fread(&y, 8, 1, f) == 1) { h = sw_d2h(y); fwrite(&h, 2, 1, o); }
     fclose(o); return 0;
 }
 """)
@@ -76,9 +84,11 @@ int main(void) {
     want = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
     nan = np.isnan(want)
     assert np.array_equal(wide[~nan].view(np.uint32), want[~nan].view(np.uint32)) and np.isnan(wide[nan]).all()
-    narrow = np.frombuffer(out[4 * 65536:], np.uint16)
+    narrow = np.frombuffer(out[4 * 65536:4 * 65536 + 2 * floats.size], np.uint16)
     with np.errstate(over="ignore"):
         ref = floats.astype(np.float16)
+        dref = doubles.astype(np.float16)
+    assert np.array_equal(np.frombuffer(out[4 * 65536 + 2 * floats.size:], np.uint16), dref.view(np.uint16))
     fin = ~np.isnan(floats)
     assert np.array_equal(narrow[fin], ref[fin].view(np.uint16))
     assert np.isnan(narrow[~fin].view(np.float16)).all()

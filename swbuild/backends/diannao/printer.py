@@ -242,7 +242,8 @@ def scalar_kernel(dk, P):
     oidx = [f"({a.name} + {o})" if o else a.name for a, o in zip(sp, k.out_offset)]
     out = f"{g}[{' + '.join(f'(long){i} * {s}' for i, s in zip(oidx, st) if s) or '0'}]"
     def half(x):      # a float16 graph output: the store rounds (cexpr.HALF_HELPERS)
-        return cexpr.from_float(odt, x) if odt == "float16" else x
+        srcs = {views[b][3] for b in k.buffers if b != k.out and b in views}
+        return cexpr.from_float(odt, x, "float64" if srcs == {"float64"} else "float32") if odt == "float16" else x
     if k.combine:
         w(f"float acc = {cexpr.float_literal(k.init)};")
         for a in red:

@@ -90,7 +90,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
                 diff |= x[1:] != x[:-1]
             same_cpe = cpe_of[rows_seq[1:]] == cpe_of[rows_seq[:-1]]
             change[1:] = diff | ~same_cpe
-        calls, by, chunk = transfers(b, lo, hi, k.elem_bytes, n=nrow)
+        calls, by, chunk = transfers(b, lo, hi, k.buf_bytes(b.buf), n=nrow)
         owner = cpe_of[rows_seq]
         sel = change
         if b.shared:
@@ -187,7 +187,7 @@ def predict_kernel(k, cores, para_bytes, hw=None):
 def compulsory_bytes(k, itemsize=None, boxes=None):
     """Bytes a kernel must move at least: every tensor region it reads once, its output once.
     `boxes`: the kernel's box_plans, when the caller has them."""
-    by_tensor = {}
+    by_tensor, size = {}, {}
     full = {a.name: (0, a.extent) for a in list(k.axes) + list(k.reduce_axes)}
     for b in boxes if boxes is not None else box_plans(k):
         if b.context == "out":
@@ -201,8 +201,9 @@ def compulsory_bytes(k, itemsize=None, boxes=None):
         if prev is not None and len(prev) == len(box):
             box = [(min(a[0], c[0]), max(a[1], c[1])) for a, c in zip(prev, box)]
         by_tensor[key] = box
-    n = sum(math.prod(max(0, h - lo_ + 1) for lo_, h in box) for box in by_tensor.values())
-    return (n + k.points) * (itemsize or k.elem_bytes)
+        size[key] = itemsize or k.buf_bytes(b.buf)
+    n = sum(math.prod(max(0, h - lo_ + 1) for lo_, h in box) * size[t] for t, box in by_tensor.items())
+    return n + k.points * (itemsize or k.elem_bytes)
 
 
 def boxes_key(sched):

@@ -45,7 +45,7 @@ def _conv(k, x):
     x = to_float(src.dtype, x)
     if k.extra.get("to_bool"):
         return f"({x} != 0 ? 1.0f : 0.0f)" if dst.dtype == "float32" else f"({CTYPE[dst.dtype]})({x} != 0)"
-    return from_float(dst.dtype, x)
+    return from_float(dst.dtype, x, src.dtype)
 
 
 def convert_c(k, cores, itemsize=4):
