@@ -12,7 +12,7 @@ from ..ir.loopnest import Acc, Bin, Const, Load, Select, Un, Var
 
 FLOAT_BIN = {
     "+": "({a} + {b})", "-": "({a} - {b})", "*": "({a} * {b})", "/": "({a} / {b})",
-    "min": "sw_fminf({a}, {b})", "max": "sw_fmaxf({a}, {b})", "pow": "powf({a}, {b})",
+    "min": "sw_fminf({a}, {b})", "max": "sw_fmaxf({a}, {b})", "pow": "powf({a}, {b})", "fmod": "fmodf({a}, {b})",
     "<": "({a} < {b})", "<=": "({a} <= {b})", ">": "({a} > {b})", ">=": "({a} >= {b})",
     "==": "({a} == {b})", "!=": "({a} != {b})", "and": "({a} && {b})", "or": "({a} || {b})",
 }
@@ -145,8 +145,9 @@ DOUBLE_HELPERS = _to_double(FLOAT_HELPERS).replace("float", "double")
 
 # integer data arithmetic (an int32 / int64 kernel on Sunway): C's own integer operators, as
 # onnxruntime's integer kernels compute (Div truncates toward zero); no rule, no kernel
-FLOAT_BIN_I = {k: v for k, v in FLOAT_BIN.items() if k not in ("min", "max", "pow")} | {
-    "min": "SW_MIN({a}, {b})", "max": "SW_MAX({a}, {b})"}
+FLOAT_BIN_I = {k: v for k, v in FLOAT_BIN.items() if k not in ("min", "max", "pow", "fmod")} | {
+    "min": "SW_MIN({a}, {b})", "max": "SW_MAX({a}, {b})", "%": "SW_MOD({a}, {b})",
+    "fmod": "({a} % {b})"}      # Mod fmod=1: C's % keeps the dividend's sign, as fmod does
 UNARY_I = {"neg": "(-{a})", "abs": "SW_MAX({a}, -{a})", "not": "(!{a})", "relu": "SW_MAX(0, {a})",
            "sign": "(({a} > 0) - ({a} < 0))", "floor": "{a}", "ceil": "{a}", "round": "{a}"}
 COMBINE_I = {"sum": "{a} += {v};", "prod": "{a} *= {v};", "max": "{a} = SW_MAX({a}, {v});",

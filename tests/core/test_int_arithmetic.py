@@ -1,5 +1,6 @@
 """int32/int64 arithmetic at run time (issue 36): Sunway kernels compute in C's integer types
-(exact, as onnxruntime: Div truncates, values far beyond float32's 2^24); an op with no exact
+(exact, as onnxruntime: Div truncates, Mod takes the divisor's sign, values far beyond
+float32's 2^24); an op with no exact
 integer C is refused naming the node; DianNao refuses (tests/core/test_dtypes.py)."""
 
 import numpy as np
@@ -24,11 +25,13 @@ def int_model():
              n("Gather", ["w", "gi"], ["gw"], axis=1), n("Equal", ["a", "b"], ["eq"]), n("Max", ["a", "b"], ["mx"]),
              n("Cast", ["c"], ["c64"], to=I), n("Add", ["c64", "a"], ["ca"]),
              n("Cast", ["x"], ["xi"], to=TP.INT32), n("Mul", ["xi", "two32"], ["xi2"]), n("Abs", ["xi2"], ["xa"]),
-             n("Cast", ["q"], ["qf"], to=TP.DOUBLE)]
+             n("Cast", ["q"], ["qf"], to=TP.DOUBLE), n("Mod", ["a", "k3"], ["md"]), n("Mod", ["b", "c64"], ["mc"]),
+             n("Mod", ["b", "k3"], ["mf"], fmod=1)]
     inits = [numpy_helper.from_array(np.array(v, dt), k) for k, v, dt in [
         ("k", 3, np.int64), ("k3", -7, np.int64), ("ax", [1], np.int64), ("two32", 2, np.int32), ("gi", [0, 5, -2], np.int64)]]
     outs = [("w", I, [2, 6]), ("rs", I, [2, 1]), ("rm", I, [2, 1]), ("gw", I, [2, 3]), ("eq", TP.BOOL, [2, 6]),
-            ("mx", I, [2, 6]), ("ca", I, [2, 6]), ("xa", TP.INT32, [2, 6]), ("qf", TP.DOUBLE, [2, 6])]
+            ("mx", I, [2, 6]), ("ca", I, [2, 6]), ("xa", TP.INT32, [2, 6]), ("qf", TP.DOUBLE, [2, 6]),
+            ("md", I, [2, 6]), ("mc", I, [2, 6]), ("mf", I, [2, 6])]     # Mod: the divisor's sign, as Python's %
     g = helper.make_graph(nodes, "ints", [helper.make_tensor_value_info(x, I, [2, 6]) for x in "ab"]
                           + [helper.make_tensor_value_info("c", TP.INT32, [2, 6]),
                              helper.make_tensor_value_info("x", TP.FLOAT, [2, 6])],
@@ -59,7 +62,7 @@ def test_int_op_without_exact_c_is_refused_naming_the_node():
                           [helper.make_tensor_value_info(x, I, [4]) for x in "ab"],
                           [helper.make_tensor_value_info("c", I, [4])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    with pytest.raises(UnsupportedError, match=r"node 'ipow' \(Pow\): pow of integers has no exact int64 arithmetic"):
+    with pytest.raises(UnsupportedError, match=r"node 'ipow' \(Pow\): pow of integers has no exact arithmetic in C for dtype int64"):
         build_program(m, toolchain.load("sunway-emu"), name="p")
 
 

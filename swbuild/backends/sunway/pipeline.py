@@ -37,8 +37,8 @@ def options_for(program, options):
         if k.out_dtype in ("int32", "int64"):
             why = next(filter(None, (int_problem(e) for e in (k.body, k.epilogue))), None)
             if why:
-                e = UnsupportedError(f"node '{k.node}' ({k.op}): {why} has no exact {k.out_dtype} arithmetic "
-                                     f"in C (kernel {k.name}); integers compute in C's integer types")
+                e = UnsupportedError(f"node '{k.node}' ({k.op}): {why} has no exact arithmetic in C for dtype "
+                                     f"{k.out_dtype} (kernel {k.name}); integers compute in C's integer types")
                 e.kernel = k.name   # `swbuild ops` answers for this node and goes on with the others
                 raise e
     return {**(options or {}), **PLAIN_FOR_DOUBLES} if typed else options
