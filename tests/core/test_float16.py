@@ -9,14 +9,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto as TP
-from onnx import helper, numpy_helper
+from onnx import helper
+from onnxconverter_common import float16     # the test extra: how users make fp16 models
 
 from core_models import build_and_run, cnn, make, rand
 from swbuild.backends.cexpr import HALF_HELPERS
 from swbuild.driver import check
 from swbuild.frontends.onnx import import_model
-
-float16 = pytest.importorskip("onnxconverter_common.float16")
 
 
 def fp16_model():
