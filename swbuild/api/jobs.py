@@ -91,7 +91,7 @@ def make_job(args) -> Job:
     if bad:
         raise SwbuildError(f"--name: {bad}" if args.name else f"{path}: the file name gives the model name; {bad} "
                            "(choose one with --name)")
-    check = {k: opts.pop(k) for k in ("seed", "rtol", "atol", "timeout")}
+    check = {k: opts.pop(k) for k in ("seed", "rtol", "atol", "fp16_rtol", "fp16_atol", "timeout")}
     batch = opts.pop("batch") if "batch" in sets else None
     return Job(name, path, path, shapes, batch, opts, check, None, {path.name: path})
 

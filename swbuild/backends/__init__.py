@@ -29,6 +29,7 @@ class Family:
     exit_reasons: dict      # runner exit status -> what the emulator rejected
     mpi_render: Callable = None   # (Program, Target, mpi.Layout, version) -> files of a build over MPI ranks
     summary: object = None        # module: report_lines(report), kernel_note(plan kernel), OPS_NOTE (for people)
+    options_for: Callable = None  # (Program, options) -> the options its pipeline runs with (a copy), or None
 
     def generated_files(self, prefix):
         """{role: file name} of every file `swbuild compile` writes for a model."""
@@ -38,6 +39,8 @@ class Family:
         """Run the pipeline over a lowered program."""
         from ..support.progress import Steps
         program.target_state = self.state()
+        if self.options_for is not None:
+            options = self.options_for(program, options)
         with Steps(len(self.pipeline), program.name) as p:
             for run in self.pipeline:
                 p.step(f"{run.__name__} ({len(program.kernels)} kernels)")
@@ -50,7 +53,7 @@ def _sunway():
     from .sunway import outputs, pipeline, report, summary
     return Family("sunway", pipeline.PIPELINE, pipeline.STATE, outputs.render, outputs.plan, report.build_report,
                   report.emulator_findings, report.plot_report, outputs.FILES, outputs.UNITS,
-                  {LDM_EXIT: "emulated hardware limit violated"}, mpi.render, summary)
+                  {LDM_EXIT: "emulated hardware limit violated"}, mpi.render, summary, pipeline.options_for)
 
 
 def _diannao():

@@ -114,6 +114,13 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("seed", "int", 0, "seed of the check inputs (and of zoo weights)", "check.seed", 0),
     Option("rtol", "float", 1e-3, "relative tolerance of `check` against onnxruntime", "check.rtol", 0),
     Option("atol", "float", 1e-4, "absolute tolerance of `check` against onnxruntime", "check.atol", 0),
+    # float16 has 11 significant bits (a unit roundoff of 2**-11 ~ 4.9e-4): ten of its ulps
+    # relative, and as much absolute where a value cancels to near zero; a ResNet-18 / BERT
+    # converted to fp16 differs from its float32 twin by ~1e-3 of its peak in onnxruntime itself
+    Option("fp16_rtol", "float", 1e-2, "relative tolerance of `check` for float16 outputs (the larger of this "
+           "and rtol)", "check.fp16_rtol", 0),
+    Option("fp16_atol", "float", 1e-2, "absolute tolerance of `check` for float16 outputs (the larger of this "
+           "and atol)", "check.fp16_atol", 0),
     Option("timeout", "int", 3600, "seconds `check` lets the runner run before it stops it and names the kernel "
            "that was running", "check.timeout", 1),
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),

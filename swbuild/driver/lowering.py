@@ -9,12 +9,15 @@ from ..ir.program import Program
 from ..support.names import c_part, c_prefix
 from ..ops import LOWERINGS, supported_ops
 
-DTYPES = ("float32",)   # data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py)
+# data types kernels compute in (booleans too: float32 0/1, optimizer/dtypes.py); float64 in
+# double and int32/int64 in C's integer types where the target has them: Sunway; DianNao
+# refuses them by node (diannao/pipeline.py)
+DTYPES = ("float32", "float64", "int32", "int64")
 INDEX_DTYPES = ("int64", "int32")   # run-time integers are allowed as Gather indices and sequence lengths
 INDEX_INPUTS = {"Gather": 1, "RNN": 4, "GRU": 4, "LSTM": 4,   # op -> input position of those integers
                 "GatherND": 1, "ScatterND": 1}     # (these two refuse run-time indices by name, ops/indexing.py)
 # dtypes a graph input or output may have in the public API; Cast kernels convert them
-BOUNDARY_DTYPES = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool")
+BOUNDARY_DTYPES = ("float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "bool")
 TYPED_OPS = ("Cast", "CastLike") + ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")   # read any dtype
 
 
@@ -77,8 +80,9 @@ def prepare(graph, model_name):
     from ..optimizer.dtypes import booleans_as_float
     from ..optimizer.exact_ints import exact_ints_as_float
     from ..optimizer.graph import simplify
+    from ..optimizer.halves import halves_as_float
     from ..optimizer.qdq_fuse import fuse_qdq
-    graph = exact_ints_as_float(booleans_as_float(fuse_qdq(simplify(graph))))
+    graph = exact_ints_as_float(booleans_as_float(halves_as_float(fuse_qdq(simplify(graph)))))
     return graph, LowerCtx(graph, c_prefix(model_name))
 
 

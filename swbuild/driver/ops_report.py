@@ -63,6 +63,9 @@ def analyse(model, tc, name, input_shapes=None, batch=None, options=None) -> dic
     return _count(doc)
 
 
+INDEX_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")     # views: no arithmetic
+
+
 def dtype_path(graph, notes, node):
     """How a node treats dtypes, when it touches quantized integers (ops/quant.py's note, or
     the integer dtypes a layout op copies as exact float32), else None."""
@@ -70,8 +73,20 @@ def dtype_path(graph, notes, node):
         return notes[node.name]
     if node.name in graph.qdq_notes:       # a QDQ chain left in float (optimizer/qdq_fuse.py)
         return graph.qdq_notes[node.name]
-    held = sorted({graph.exact_ints[t] for t in list(node.inputs) + list(node.outputs) if t in graph.exact_ints})
-    return f"{', '.join(held)} values held as exact float32" if held else None
+    ts = list(node.inputs) + list(node.outputs)
+    held = sorted({graph.exact_ints[t] for t in ts if t in graph.exact_ints})
+    if held:
+        return f"{', '.join(held)} values held as exact float32"
+    if any(t in graph.widened for t in ts):
+        return "float16 computed and stored as float32 (converted at the model's boundary)"
+    run = {graph.tensors[t].dtype for t in ts if t in graph.tensors and graph.tensors[t].data is None}
+    if node.op not in ("Cast", "CastLike") and run & {"float64", "int32", "int64"} and node.op not in INDEX_ONLY:
+        what = "; ".join(p for d, p in (("float64", "float64 computed in double"),
+                                         ("int64", "int64 in C's long long"), ("int32", "int32 in C's int")) if d in run)
+        return f"{what} (Sunway, exact; refused on DianNao)"
+    if node.op in ("Cast", "CastLike") and {graph.tensors[t].dtype for t in ts if t in graph.tensors} >= {"float16", "float32"}:
+        return "float16 <-> float32 conversion at the model's boundary (round to nearest even)"
+    return None
 
 
 def _lower(model, name, input_shapes, batch, doc):

@@ -57,6 +57,7 @@ class Graph:
     # stay in `tensors`): optimizer/qdq_fuse.py rebuilds integer kernels from them
     dequantized: dict = field(default_factory=dict)
     qdq_notes: dict = field(default_factory=dict)    # node -> why its QDQ chain stays float (optimizer/qdq_fuse.py)
+    widened: dict = field(default_factory=dict)      # float32 tensor -> the float16 it stands for (optimizer/halves.py)
 
     def producer(self):
         return {o: n for n in self.nodes for o in n.outputs}

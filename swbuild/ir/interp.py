@@ -16,7 +16,7 @@ _BIN = {
     "min": np.minimum, "max": np.maximum, "pow": np.power,
     "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
     "==": np.equal, "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or,
-    "//": np.floor_divide, "%": np.mod,
+    "//": np.floor_divide, "%": np.mod, "fmod": np.fmod,
 }
 
 

@@ -148,6 +148,12 @@ class Stage:
         return f"stage {self.buf}{list(self.shape)} = {p.op} {p.name}: {how}{p.body} -> {p.epilogue} ({ins})"
 
 
+# element bytes of the dtypes a compute kernel's buffers may have (float16, bool and the small
+# integers never reach one: they are float32 inside the program, optimizer/halves.py, dtypes.py,
+# exact_ints.py)
+ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+
+
 @dataclass
 class Kernel:
     name: str
@@ -176,6 +182,22 @@ class Kernel:
     @property
     def points(self) -> int:
         return math.prod(a.extent for a in self.axes)
+
+    @property
+    def elem_bytes(self) -> int:
+        """Bytes of one element of the kernel's accumulator and output tile: its output's
+        dtype (8 for float64 / int64), 4 for float32 and what is held as float32."""
+        return self.buf_bytes(self.out)
+
+    def buf_bytes(self, name) -> int:
+        """Bytes of one element of buffer `name` in local memory and in its DMA."""
+        b = self.buffers.get(name)
+        return ITEMSIZE.get(b.dtype, 4) if b is not None and self.kind == "compute" else 4
+
+    @property
+    def out_dtype(self) -> str:
+        b = self.buffers.get(self.out)
+        return b.dtype if b is not None else "float32"
 
     @property
     def reduce_points(self) -> int:
@@ -226,6 +248,15 @@ def iter_loads(e):
         yield e
     for c in children(e):
         yield from iter_loads(c)
+
+
+def data_loads(e):
+    """The loads whose values enter the arithmetic of `e` (not those inside an index)."""
+    if isinstance(e, Load):
+        yield e
+        return
+    for c in children(e):
+        yield from data_loads(c)
 
 
 def count_ops(e) -> int:

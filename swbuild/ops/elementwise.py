@@ -118,6 +118,21 @@ def lower_binary(ctx, node):
     ctx.add(kb.kernel(out.name, axes, Bin(BINARY[node.op], a, b)))
 
 
+@register("Mod")
+def lower_mod(ctx, node):
+    """fmod=1: C's fmod (the dividend's sign), exact in float; fmod=0 (integers only, the
+    divisor's sign as Python's %): SW_MOD in an integer kernel (Sunway; cexpr's integer rules)."""
+    out = _out(ctx, node)
+    fmod = int(node.attrs.get("fmod", 0))
+    if not fmod and out.dtype not in ("int32", "int64"):
+        raise UnsupportedError(f"node '{node.name}' (Mod): fmod=0 of dtype {out.dtype}: the spec defines it for "
+                               "integers only (int32/int64 here; floats need fmod=1)")
+    kb = KernelBuilder(ctx, node)
+    axes = axes_for(out.shape)
+    a, b = _loads(ctx, kb, node.inputs[:2], axes)
+    ctx.add(kb.kernel(out.name, axes, Bin("fmod" if fmod else "%", a, b)))
+
+
 @register(*VARIADIC)
 def lower_variadic(ctx, node):
     out = _out(ctx, node)

@@ -154,10 +154,14 @@ def lower_cast(ctx, node):
     if x.dtype == out.dtype and not (to_bool and x.dtype == "float32"):
         ctx.alias(out.name, x.name)
         return
-    if x.dtype != out.dtype and "float32" not in (x.dtype, out.dtype):
+    # what kernels compute in, and float16 at the boundary (C conversions; halves via cexpr)
+    kernel_types = ("float32", "float64", "int32", "int64", "float16")
+    if x.dtype != out.dtype and "float32" not in (x.dtype, out.dtype) \
+            and not (x.dtype in kernel_types and out.dtype in kernel_types):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a run-time "
-                               "tensor is not supported (one side must be float32)")
-    if out.dtype != "float32" and out.name not in ctx.graph.outputs:
+                               "tensor is not supported (one side must be float32, or both of float32, float64, "
+                               "int32, int64)")
+    if out.dtype not in ("float32", "float64", "int32", "int64") and out.name not in ctx.graph.outputs:
         raise UnsupportedError(f"node '{node.name}' ({node.op}): cast from {x.dtype} to {out.dtype} of a run-time "
                                "tensor that feeds further kernels is not supported (kernels compute in float32; "
                                "integer results are kept as graph outputs only)")

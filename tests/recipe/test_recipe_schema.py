@@ -63,7 +63,7 @@ def test_valid_recipe(project, fmt):
     assert r.targets == ("sunway-emu",)
     assert r.options == {"partition": "on", "double_buffer": "on", "simd": "off", "ldm_reserve": "auto",
                          "row_share": "on", "traffic_target": "off"}
-    assert r.check == {"rtol": 1e-3, "atol": 1e-4, "seed": 0, "timeout": 3600}
+    assert r.check == {"rtol": 1e-3, "atol": 1e-4, "seed": 0, "fp16_rtol": 1e-2, "fp16_atol": 1e-2, "timeout": 3600}
     assert r.line_of("options.simd") == (11 if fmt == "yaml" else 14)
     r.verify_source()
 
@@ -157,7 +157,7 @@ def test_yaml_bare_on_off_and_string_floats(project):
     r = load_recipe(write(d, "z.yaml", "model: z\nsource: {zoo: vgg16}\noptions: {partition: off, simd: on}\n"
                                        "check: {atol: 1e-5, rtol: 0.01, seed: 7}\n"))
     assert r.options["partition"] == "off" and r.options["simd"] == "on"
-    assert r.check == {"atol": 1e-5, "rtol": 0.01, "seed": 7, "timeout": 3600}
+    assert r.check == {"atol": 1e-5, "rtol": 0.01, "seed": 7, "fp16_rtol": 1e-2, "fp16_atol": 1e-2, "timeout": 3600}
 
 
 def test_batch_overrides_first_dim_and_defaults_to_it(project):
@@ -169,7 +169,7 @@ def test_batch_overrides_first_dim_and_defaults_to_it(project):
     assert r.batch == 2
     r2 = r.with_overrides(parse_sets(["batch=8", "seed=3", "simd=on", "atol=0.5"]))
     assert r2.batch == 8 and r2.inputs[0].shape == (8, 3, 8, 8)
-    assert r2.check == {"rtol": 1e-3, "atol": 0.5, "seed": 3, "timeout": 3600} and r2.options["simd"] == "on"
+    assert r2.check == {"rtol": 1e-3, "atol": 0.5, "seed": 3, "fp16_rtol": 1e-2, "fp16_atol": 1e-2, "timeout": 3600} and r2.options["simd"] == "on"
     assert r.batch == 2                      # frozen: the original is untouched
     assert r2.normalized()["batch"] == 8 and r2.normalized()["inputs"][0]["shape"] == [8, 3, 8, 8]
 

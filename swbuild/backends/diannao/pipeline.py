@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...optimizer.fuse import fuse_epilogues
+from ...support.errors import UnsupportedError
+from ...ir.loopnest import data_loads
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
 from ...config.recipe import option_on
@@ -109,7 +111,28 @@ def pipeline_tiles(program, target, options):
     return program
 
 
+def refuse_doubles(program, target, options):
+    """float64 and int32/int64 arithmetic are refused by node: the MLU's vector and matrix units
+    compute in float32 / half / fixed point (docs/diannao.md), and computing a float64 model or
+    64-bit integers in float32 would silently lose values. Integer indices (Gather's) and the
+    boundary's conversions are not arithmetic and stay as before."""
+    for k in program.kernels:
+        if k.kind != "compute":
+            continue
+        data = {k.out_dtype} | {
+            k.buffers[ld.buf].dtype for e in (k.body, k.epilogue) for ld in data_loads(e)}
+        bad = sorted(data & {"float64", "int32", "int64"})
+        if bad:
+            e = UnsupportedError(f"node '{k.node}' ({k.op}): dtype {bad[0]} at run time is not supported on "
+                                 f"{target.name} (the MLU computes in float32, half and fixed point; no double or "
+                                 "64-bit integer arithmetic); the Sunway targets compute it exactly")
+            e.kernel = k.name       # `swbuild ops` answers for this node and goes on with the others
+            raise e
+    return program
+
+
 PIPELINE = [
+    refuse_doubles,             # float64 kernels: refused by name
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     choose_storage_layouts,     # NHWC around convolutions
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope

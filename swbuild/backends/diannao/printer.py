@@ -217,7 +217,7 @@ def scalar_kernel(dk, P):
                f"((long)({cexpr.render(e, lambda n: n, load)}) + ((long)({cexpr.render(e, lambda n: n, load)}) < 0 "
                f"? {shape[d]} : 0))" for d, e in enumerate(ld.index)]
         off = " + ".join(f"(long)({i}) * {s}" for i, s in zip(idx, st) if s) or "0"
-        text = f"{g}[{off}]"
+        text = cexpr.to_float(dtype, f"{g}[{off}]")
         if ld.pad is None:
             return text
         conds = []
@@ -241,6 +241,9 @@ def scalar_kernel(dk, P):
         g = f"(({CTYPE[odt]} *){g})"
     oidx = [f"({a.name} + {o})" if o else a.name for a, o in zip(sp, k.out_offset)]
     out = f"{g}[{' + '.join(f'(long){i} * {s}' for i, s in zip(oidx, st) if s) or '0'}]"
+    def half(x):      # a float16 graph output: the store rounds (cexpr.HALF_HELPERS)
+        srcs = {views[b][3] for b in k.buffers if b != k.out and b in views}
+        return cexpr.from_float(odt, x, "float64" if srcs == {"float64"} else "float32") if odt == "float16" else x
     if k.combine:
         w(f"float acc = {cexpr.float_literal(k.init)};")
         for a in red:
@@ -248,10 +251,10 @@ def scalar_kernel(dk, P):
         w(COMBINE[k.combine].format(a="acc", v=cexpr.render(k.body, lambda n: n, load)))
         for _ in red:
             w.close()
-        w(f"{out} = {cexpr.render(k.epilogue, lambda n: n, load, acc='acc')};")
+        w(f"{out} = {half(cexpr.render(k.epilogue, lambda n: n, load, acc='acc'))};")
     else:
         from ...ir.loopnest import substitute_acc
-        w(f"{out} = {cexpr.render(substitute_acc(k.epilogue, k.body), lambda n: n, load)};")
+        w(f"{out} = {half(cexpr.render(substitute_acc(k.epilogue, k.body), lambda n: n, load))};")
     w.close()
     return w.lines
 
@@ -303,7 +306,7 @@ def device_file(program, tc, version, dks, arenas):
            "#define SWB_LAUNCH(k, dim, type, q, ...) BANGEMU_LAUNCH(k, dim, type, q, __VA_ARGS__)",
            "#else",
            "#define SWB_LAUNCH(k, dim, type, q, ...) k<<<dim, type, q>>>(__VA_ARGS__)",
-           "#endif", "", cexpr.PRELUDE.rstrip(), ""]
+           "#endif", "", (cexpr.PRELUDE + (cexpr.HALF_HELPERS if cexpr.has_halves(program) else "")).rstrip(), ""]
     quals = {"NRAM": ("__nram__", "nram"), "WRAM": ("__wram__", "wram"), "SRAM": ("__mlu_shared__", "sram")}
     for space, n in arenas.items():
         if n:

@@ -6,6 +6,8 @@ Every pass is `(Program, Target, Options) -> Program`; `program.target_state` is
 from __future__ import annotations
 
 from ...optimizer.fuse import fuse_epilogues
+from ...support.errors import UnsupportedError
+from ..cexpr import int_problem
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import inplace_concat, plan_memory
 from .kinds import schedule_special_kernels
@@ -19,6 +21,28 @@ from .passes.stitch import group_launches
 from .passes.stitch_producers import stitch_producers
 
 STATE = SunwayState
+
+# A program with float64 or int32/int64 kernels (a float64 model: SW26010's native precision;
+# integer arithmetic at run time) runs the plain path: its SIMD plans (floatv4), row-shared
+# broadcasts, channel blocks, grouping and stitching are written for float32 boxes; tiles, LDM
+# sizes and DMA (ldm.py, batch.py, predict.py) take each box's element size.
+PLAIN_FOR_DOUBLES = {"simd": "off", "row_share": "off", "channel_blocks": "off", "grouping": "off", "stitch": "off"}
+
+
+def options_for(program, options):
+    """The options the pipeline runs with: the plain path when a kernel holds a float64 or
+    integer buffer; an integer kernel whose arithmetic has no exact C is refused, naming it."""
+    typed = [k for k in program.kernels if k.kind == "compute"
+             and any(b.dtype in ("float64", "int32", "int64") for b in k.buffers.values())]
+    for k in typed:
+        if k.out_dtype in ("int32", "int64"):
+            why = next(filter(None, (int_problem(e) for e in (k.body, k.epilogue))), None)
+            if why:
+                e = UnsupportedError(f"node '{k.node}' ({k.op}): {why} has no exact arithmetic in C for dtype "
+                                     f"{k.out_dtype} (kernel {k.name}); integers compute in C's integer types")
+                e.kernel = k.name   # `swbuild ops` answers for this node and goes on with the others
+                raise e
+    return {**(options or {}), **PLAIN_FOR_DOUBLES} if typed else options
 
 PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue

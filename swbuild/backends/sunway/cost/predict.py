@@ -90,7 +90,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
                 diff |= x[1:] != x[:-1]
             same_cpe = cpe_of[rows_seq[1:]] == cpe_of[rows_seq[:-1]]
             change[1:] = diff | ~same_cpe
-        calls, by, chunk = transfers(b, lo, hi, n=nrow)
+        calls, by, chunk = transfers(b, lo, hi, k.buf_bytes(b.buf), n=nrow)
         owner = cpe_of[rows_seq]
         sel = change
         if b.shared:
@@ -136,7 +136,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     lo, hi = footprints(ob, oranges)
     lo = [np.broadcast_to(x, (nseq,)) for x in lo]
     hi = [np.broadcast_to(x, (nseq,)) for x in hi]
-    calls, by, chunk = transfers(ob, lo, hi, n=nseq)
+    calls, by, chunk = transfers(ob, lo, hi, k.elem_bytes, n=nseq)
     put_ops += np.bincount(cpe_of, weights=calls, minlength=cores).astype(np.int64)
     put_bytes += np.bincount(cpe_of, weights=by, minlength=cores).astype(np.int64)
     out = {"get_ops": get_ops, "get_bytes": get_bytes, "put_ops": put_ops, "put_bytes": put_bytes,
@@ -184,10 +184,10 @@ def predict_kernel(k, cores, para_bytes, hw=None):
             "put": {"ops": int(r["put_ops"].sum()), "bytes": int(r["put_bytes"].sum())}}
 
 
-def compulsory_bytes(k, itemsize=4, boxes=None):
+def compulsory_bytes(k, itemsize=None, boxes=None):
     """Bytes a kernel must move at least: every tensor region it reads once, its output once.
     `boxes`: the kernel's box_plans, when the caller has them."""
-    by_tensor = {}
+    by_tensor, size = {}, {}
     full = {a.name: (0, a.extent) for a in list(k.axes) + list(k.reduce_axes)}
     for b in boxes if boxes is not None else box_plans(k):
         if b.context == "out":
@@ -201,8 +201,9 @@ def compulsory_bytes(k, itemsize=4, boxes=None):
         if prev is not None and len(prev) == len(box):
             box = [(min(a[0], c[0]), max(a[1], c[1])) for a, c in zip(prev, box)]
         by_tensor[key] = box
-    n = sum(math.prod(max(0, h - lo_ + 1) for lo_, h in box) for box in by_tensor.values())
-    return (n + k.points) * itemsize
+        size[key] = itemsize or k.buf_bytes(b.buf)
+    n = sum(math.prod(max(0, h - lo_ + 1) for lo_, h in box) * size[t] for t, box in by_tensor.items())
+    return n + k.points * (itemsize or k.elem_bytes)
 
 
 def boxes_key(sched):

@@ -34,7 +34,8 @@ import math
 
 from ....ir.loopnest import affine, iter_loads
 from ....support.names import c_comment
-from ...cexpr import Writer, float_literal
+from ...cexpr import INT_LIMITS, Writer, ctype_of, float_literal, int_literal
+from .slave_file import EXPAND_SUFFIX
 from ..kinds.convert import convert_c
 from ..kinds.gather import gather_c
 from ..kinds.mesh_chain_c import mesh_chain_c
@@ -93,11 +94,23 @@ class _K:
         return b
 
 
+def _init(k):
+    """The accumulator's first value in the kernel's own type (an integer max starts at the
+    type's least value, not at -inf)."""
+    lim = INT_LIMITS.get(k.out_dtype)
+    if lim is None:
+        return float_literal(k.init, k.elem_bytes == 8)
+    if k.init in (float("inf"), float("-inf")):
+        return lim[1] if k.init > 0 else lim[0]
+    return int_literal(k.init)
+
+
 def kernel_c(k, cores, itemsize=4):
     if k.kind != "compute":
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
     K = _K(k, cores)
     s, t = K.s, K.t
+    itemsize, ft, dbl = k.elem_bytes, ctype_of(k), k.elem_bytes == 8     # double: a float64 kernel
     pf = {b.name for b in K.boxes if b.name in s.prefetched}
     linked = bool(pf) or s.hook        # called by its launch with prefetch state (prefetch.py)
     w = Writer()
@@ -118,16 +131,16 @@ def kernel_c(k, cores, itemsize=4):
     w("SW_WAIT(rp, 1);")
     counts, gstep = _deal(w, K, cores, hook if s.hook else None)
     acc_n = math.prod(t[n] for n in K.sp)
-    allocs = [("acc", ldm_align(acc_n * itemsize))]
+    allocs = [("acc", ldm_align(acc_n * itemsize), ft)]       # each box in its tensor's element type
     for b in K.boxes:
-        allocs.append((f"X_{b.name}", ldm_align(b.cap(t) * itemsize) * b.halves))
+        allocs.append((f"X_{b.name}", ldm_align(b.cap(t) * k.buf_bytes(b.buf)) * b.halves, ctype_of(k, b.buf)))
         if b.stage is not None:
-            allocs.append((f"Y_{b.name}", ldm_align(b.stage.box.cap(t) * itemsize)))
-    for name, n in allocs:
+            allocs.append((f"Y_{b.name}", ldm_align(b.stage.box.cap(t) * k.buf_bytes(b.buf)), ctype_of(k, b.buf)))
+    for name, n, ty in allocs:
         if name[2:] in pf and name.startswith("X_"):
-            w(f"float *{name} = pf ? pf->{name} : (float *)ldm_malloc({n});")
+            w(f"{ty} *{name} = pf ? pf->{name} : ({ty} *)ldm_malloc({n});")
         else:
-            w(f"float *{name} = (float *)ldm_malloc({n});")
+            w(f"{ty} *{name} = ({ty} *)ldm_malloc({n});")
     for b in K.boxes:
         nd = max(len(b.shape), 1)
         if b.name in pf:
@@ -198,8 +211,8 @@ def kernel_c(k, cores, itemsize=4):
         c = f"cur_{b.name}"
         w(f"SW_WAIT(rp_{b.name}[{c}], ng_{b.name}[{c}]);")
         if b.pad_dims:
-            w(f"if (fresh_{b.name}[{c}]) {{ sw_expand(X_{b.name} + {c} * {b.cap(t)}, {len(b.shape)}, lo_{b.name}[{c}], "
-              f"hi_{b.name}[{c}], shape_{b.name}, {float_literal(b.pad)}); fresh_{b.name}[{c}] = 0; }}")
+            w(f"if (fresh_{b.name}[{c}]) {{ sw_expand{EXPAND_SUFFIX[ctype_of(k, b.buf)]}(X_{b.name} + {c} * {b.cap(t)}, {len(b.shape)}, "
+              f"lo_{b.name}[{c}], hi_{b.name}[{c}], shape_{b.name}, {float_literal(b.pad, dbl)}); fresh_{b.name}[{c}] = 0; }}")
     for b in K.boxes:
         if b.stage is not None:
             stage_c(w, K, b, *_fp(K, b.stage.box, "T"))
@@ -207,7 +220,7 @@ def kernel_c(k, cores, itemsize=4):
     w.open("if (rstep == 0)")
     w("SW_WAIT(rp_out, ng_out);")
     if k.combine:
-        w(f"for (int i = 0; i < {' * '.join(f'TN_{n}' for n in K.sp) or '1'}; i++) acc[i] = {float_literal(k.init)};")
+        w(f"for (int i = 0; i < {' * '.join(f'TN_{n}' for n in K.sp) or '1'}; i++) acc[i] = {_init(k)};")
     w.close()
     if k.combine:
         if s.vector is not None:
@@ -220,7 +233,7 @@ def kernel_c(k, cores, itemsize=4):
     w.close()
     w.close()
     w("SW_WAIT(rp_out, ng_out);")
-    for name, n in reversed(allocs):
+    for name, n, _ in reversed(allocs):
         if name[2:] in pf and name.startswith("X_"):
             w(f"if (!pf) ldm_free({name}, {n});   /* else the launch frees it */")
         else:
@@ -425,6 +438,7 @@ def _fetch_single(w, K, b, itemsize):
 
 
 def _issue(w, K, b, h, itemsize):
+    itemsize = K.k.buf_bytes(b.buf)     # the box's own element size
     """Record the new footprint in half h and issue its DMA (flo*/fhi* are in scope). A
     shared box is recorded by the whole row (array), which counts its fetches in lockstep,
     and the k-th fetch is broadcast by the CPE at k % width in it (an even deal)."""
@@ -444,6 +458,7 @@ def _issue(w, K, b, h, itemsize):
 
 
 def _transfer(w, K, b, h, itemsize):
+    itemsize = K.k.buf_bytes(b.buf)
     nd = len(b.shape)
     n = b.name
     dst = f"X_{n} + {h} * {b.cap(K.t)}"
@@ -540,7 +555,7 @@ def _step_setup(w, K):
             continue
         if b.feeds is not None:
             continue
-        w(f"const float *B_{n} = X_{n} + cur_{n} * {b.cap(t)};")
+        w(f"const {ctype_of(K.k, b.buf)} *B_{n} = X_{n} + cur_{n} * {b.cap(t)};")
         if b.blocked is not None:
             ext = [str(x) for x in b.blocked]
         else:

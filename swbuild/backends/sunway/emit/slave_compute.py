@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from ....ir.loopnest import Acc, Const, substitute_acc
-from ...cexpr import COMBINE, float_literal, render
+from ...cexpr import COMBINE, COMBINE_D, COMBINE_I, ctype_of, float_literal, render, rules_of
 
 
 def _gvar(local):
@@ -26,12 +26,14 @@ def _scalar_point(w, K, local):
     k = K.k
     w("{")
     w.depth += 1
-    w(f"float* const ap = acc + {_acc_off(K, local)};")
-    w("float a = *ap;")
+    ft, rules = ctype_of(k), rules_of(k)
+    combine = {"double": COMBINE_D, "int": COMBINE_I}.get(rules["mode"], COMBINE)
+    w(f"{ft}* const ap = acc + {_acc_off(K, local)};")
+    w(f"{ft} a = *ap;")
     for n in K.red:
         w.open(f"for (int l_{n} = 0; l_{n} < TN_{n}; l_{n}++)")
-    v = render(k.body, _gvar(local), lambda ld: _load_text(K, "body", ld, local))
-    w(COMBINE[k.combine].format(a="a", v=v))
+    v = render(k.body, _gvar(local), lambda ld: _load_text(K, "body", ld, local), **rules)
+    w(combine[k.combine].format(a="a", v=v))
     for _ in K.red:
         w.close()
     w("*ap = a;")
@@ -197,9 +199,11 @@ def epilogue(w, K):
     local = lambda n: f"l_{n}"  # noqa: E731
     off = _acc_off(K, local)
     if k.combine:
-        e = render(k.epilogue, _gvar(local), lambda ld: _load_text(K, "epi", ld, local), acc=f"acc[{off}]")
+        e = render(k.epilogue, _gvar(local), lambda ld: _load_text(K, "epi", ld, local), acc=f"acc[{off}]",
+                   **rules_of(k))
     else:
-        e = render(substitute_acc(k.epilogue, k.body), _gvar(local), lambda ld: _load_text(K, "epi", ld, local))
+        e = render(substitute_acc(k.epilogue, k.body), _gvar(local), lambda ld: _load_text(K, "epi", ld, local),
+                   **rules_of(k))
     w(f"acc[{off}] = {e};")
     for _ in K.sp:
         w.close()

@@ -79,6 +79,11 @@ def dma_helpers(api):
     return "\n".join(out) + "\n"
 
 
+# sw_expand over boxes of the other element types (float64 / int64 / int32 kernels' LDM)
+EXPAND_SUFFIX = {"float": "", "double": "_d", "long long": "_ll", "int": "_i"}
+SW_EXPAND_TYPED = "".join(SW_EXPAND[SW_EXPAND.index("static void"):].replace("float", t).replace("sw_expand(", f"sw_expand{s}(")
+                          for t, s in EXPAND_SUFFIX.items() if s)
+
 SW_NEXT = """/* What the next kernel of a grouped launch issues while this one computes (prefetch.py) */
 struct sw_next { void (*fn)(void *, void *); void *arg; void *st; };
 """
@@ -90,6 +95,7 @@ def slave_file(program, tc, version, kernels_c):
     api = api_of(tc)
     head += [api.include, *api.more_includes, *([api.wait_macro] if api.wait_macro else []),
              "#include <simd.h>", "#include <math.h>", f'#include "{program.prefix}_para.h"',
-             "", cexpr.PRELUDE, dma_helpers(api) + SW_EXPAND + (SW_NEXT if linked else "")]
+             "", cexpr.PRELUDE + (cexpr.HALF_HELPERS if cexpr.has_halves(program) else "")
+             + (cexpr.DOUBLE_HELPERS + SW_EXPAND_TYPED if cexpr.has_doubles(program) else ""), dma_helpers(api) + SW_EXPAND + (SW_NEXT if linked else "")]
     return "\n".join(head + kernels_c)
 

@@ -3,7 +3,8 @@
 Kernels compute in float32; a graph input of another dtype (int64 ids and masks, bool) is
 read into float32 by one of these, and a float32 result written into a typed graph output.
 The view is flat: each CPE takes chunks of CHUNK elements round-robin, DMAs them into LDM,
-converts (C conversion: truncation toward zero into integers, `!= 0` into bool) and puts
+converts (C conversion: truncation toward zero into integers, `!= 0` into bool; float16,
+held as `unsigned short`, through cexpr's sw_h2f / sw_f2h) and puts
 them back. The kernel is out[i] = convert(in[i]) over [N].
 
 DMA lengths must be multiples of the toolchain's `dma_align_bytes` (4 B): with 1- or 2-byte
@@ -16,12 +17,12 @@ import math
 
 from ....support.errors import LdmError
 from ....support.names import c_comment
-from ...cexpr import CTYPE
+from ...cexpr import CTYPE, from_float, to_float
 from .gather import FixedSchedule, special_prologue
 from ..schedule.kernel_schedule import ldm_align
 
 CHUNK = 1024            # elements per DMA: at most 8 KB of int64/float64 and 4 KB of float32 in LDM
-SIZES = {"float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "bool": 1}
+SIZES = {"float32": 4, "float16": 2, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "bool": 1}
 
 
 def _bufs(k):
@@ -37,10 +38,14 @@ def dma_elements(k):
 
 
 def _conv(k, x):
-    dst = k.buffers[k.out]
+    """C text converting element `x` of the source buffer into the destination's type."""
+    src, dst = k.buffers[k.extra["src"]], k.buffers[k.out]
+    if src.dtype == dst.dtype and not k.extra.get("to_bool"):
+        return x                        # a copy (a float16 output that is a constant: its bits)
+    x = to_float(src.dtype, x)
     if k.extra.get("to_bool"):
-        return f"({x} != 0 ? 1.0f : 0.0f)" if dst.dtype == "float32" else f"({x} != 0)"
-    return x
+        return f"({x} != 0 ? 1.0f : 0.0f)" if dst.dtype == "float32" else f"({CTYPE[dst.dtype]})({x} != 0)"
+    return from_float(dst.dtype, x, src.dtype)
 
 
 def convert_c(k, cores, itemsize=4):
@@ -51,7 +56,7 @@ def convert_c(k, cores, itemsize=4):
     na = dma_elements(k)
     nch = math.ceil(na / CHUNK)
     tail = [f"    if (cpe == 0)   /* the last {n - na} element(s): fewer bytes than one DMA word */",
-            f"        for (long i = {na}L; i < {n}L; i++) (({ot} *)p.{d})[i] = ({ot}){_conv(k, f'(({it} *)p.{s})[i]')};"] \
+            f"        for (long i = {na}L; i < {n}L; i++) (({ot} *)p.{d})[i] = {_conv(k, f'(({it} *)p.{s})[i]')};"] \
         if na < n else []
     return "\n".join([
         f"/* Cast {src.dtype} -> {dst.dtype} (node {c_comment(k.node)}) */",
@@ -64,7 +69,7 @@ def convert_c(k, cores, itemsize=4):
         f"        sw_get(a, (const {it} *)p.{s} + i0, n * (int)sizeof({it}), 0, 0, &rp);",
         "        ng++;",
         "        SW_WAIT(rp, ng);",
-        f"        for (int j = 0; j < n; j++) b[j] = ({ot}){conv};",
+        f"        for (int j = 0; j < n; j++) b[j] = {conv};",
         f"        sw_put(({ot} *)p.{d} + i0, b, n * (int)sizeof({ot}), 0, 0, &rp);",
         "        ng++;",
         "        SW_WAIT(rp, ng);",

@@ -100,11 +100,11 @@ def box_static(s, b, T, n):
         if not at.any():
             continue
         if mv == 0:
-            tot = math.prod(shape) * 4
+            tot = math.prod(shape) * s.EB[id(b)]
             by[at], chunk[at] = tot, tot
             continue
         c = mv - 1
-        run = e[c][at] * (math.prod(shape[mv:]) * 4)
+        run = e[c][at] * (math.prod(shape[mv:]) * s.EB[id(b)])
         if c == 0:
             by[at], chunk[at] = run, run
             continue
@@ -120,8 +120,8 @@ def box_static(s, b, T, n):
                         for d in range(len(shape))], n)
             cap = np.where(blk, nb, cap)
             calls = np.where(blk, 1, calls)
-            by = np.where(blk, nb * 4, by)
-            chunk = np.where(blk, nb * 4, chunk)
+            by = np.where(blk, nb * s.EB[id(b)], by)
+            chunk = np.where(blk, nb * s.EB[id(b)], chunk)
     return cap, calls, by, chunk
 
 
@@ -146,7 +146,7 @@ def statics(s, T, n):
 
 def ldm(s, T, n, st, db):
     """Search.ldm per row."""
-    tot = _align(_prod([T[a.name] for a in s.k.axes], n) * 4)
+    tot = _align(_prod([T[a.name] for a in s.k.axes], n) * s.E)
     for b in s.boxes:
         if b.context == "out":
             continue
@@ -155,9 +155,9 @@ def ldm(s, T, n, st, db):
         if db:
             for v in s._bvars[id(b)]:
                 two |= T[v] < s.ext[v]
-        tot = tot + _align(cap * 4) * np.where(two, 2, 1)
+        tot = tot + _align(cap * s.EB[id(b)]) * np.where(two, 2, 1)
         if b.stage is not None:
-            tot = tot + _align(stage_cap(b, T, s.ext, n) * 4)
+            tot = tot + _align(stage_cap(b, T, s.ext, n) * s.EB[id(b)])
     return tot
 
 
@@ -233,10 +233,10 @@ def out_static(s, T, n):
         if not at.any():
             continue
         if mv == 0:
-            by[at] = chunk[at] = math.prod(shape) * 4
+            by[at] = chunk[at] = math.prod(shape) * s.E
             continue
         c = mv - 1
-        run = ext[c][at] * (math.prod(shape[mv:]) * 4)
+        run = ext[c][at] * (math.prod(shape[mv:]) * s.E)
         chunk[at] = run
         if c == 0:
             by[at] = run

@@ -124,7 +124,7 @@ def rows(s, cands):
     size = np.ones(len(where[sp[0]]) if sp else 1, np.int64)
     for n in sp:
         size = size * np.array(cands[n], np.int64)[where[n]]
-    keep = size * 4 <= s.budget * 0.9          # the accumulator leaves room for the inputs
+    keep = size * s.E <= s.budget * 0.9          # the accumulator leaves room for the inputs
     whole = tuple(a.extent for a in k.reduce_axes)
     variants = [whole] + [whole[:i] + (c,) + whole[i + 1:] for i, a in enumerate(k.reduce_axes)
                           for c in cands[a.name] if c < a.extent]

@@ -73,9 +73,11 @@ class Search:
 
     def __init__(self, kernel, hw, budget, options, graph=None, toolchain_hash=""):
         self.k, self.hw, self.budget = kernel, hw, budget
+        self.E = kernel.elem_bytes      # bytes per element of the accumulator and output tile
         self.toolchain_hash = toolchain_hash     # keys the persistent schedule cache
         self.cores = int(hw["cpes"])
         self.boxes = box_plans(kernel)
+        self.EB = {id(b): kernel.buf_bytes(b.buf) for b in self.boxes}     # per box: its tensor's element
         self.graph = graph
         self.db_ok = option_on(options, "double_buffer")
         self.simd_ok = option_on(options, "simd")
@@ -114,16 +116,17 @@ class Search:
         if self.can_block[id(b)] and m > 1:
             blocks = [tiles[next(iter(b.dim_vars(d)))] if b.dim_vars(d) else 1 for d in range(len(b.shape))]
             n = math.prod(blocks)
-            return n, 1, n * 4, n * 4
+            E = self.EB[id(b)]
+            return n, 1, n * E, n * E
         span = b.span(tiles)
         ext = [min(e, s) for e, s in zip(span, b.shape)]
         cap = math.prod(span)
         if m == 0:
-            n = math.prod(b.shape) * 4
+            n = math.prod(b.shape) * self.EB[id(b)]
             return cap, 1, n, n
         c = m - 1
         inner = math.prod(b.shape[m:])
-        run = ext[c] * inner * 4
+        run = ext[c] * inner * self.EB[id(b)]
         if c == 0:
             return cap, 1, run, run
         calls = math.prod(ext[:c - 1])
@@ -141,16 +144,16 @@ class Search:
         acc = 1
         for a in self.k.axes:
             acc *= tiles[a.name]
-        tot = ldm_align(acc * 4)
+        tot = ldm_align(acc * self.E)
         ext = self.ext
         for b in self.boxes:
             if b.context == "out":
                 continue
             cap = self.box_static(b, tiles)[0]
             two = db and any(tiles[v] < ext[v] for v in self._bvars[id(b)])
-            tot += ldm_align(cap * 4) * (2 if two else 1)
+            tot += ldm_align(cap * self.EB[id(b)]) * (2 if two else 1)
             if b.stage is not None:       # the intermediate its stage computes: one buffer
-                tot += ldm_align(b.stage.box.cap(tiles) * 4)
+                tot += ldm_align(b.stage.box.cap(tiles) * self.EB[id(b)])
         return tot
 
     def fetch_cycles(self, b, tiles, cap):
@@ -303,10 +306,10 @@ class Search:
         m = ob.merge_dim(tiles)
         inner = math.prod(ob.shape[m:]) if m else math.prod(ob.shape)
         if m == 0:
-            n = math.prod(ob.shape) * 4
+            n = math.prod(ob.shape) * self.E
             return 1, 1, n, n
         c = m - 1
-        run = ext[c] * inner * 4
+        run = ext[c] * inner * self.E
         if c == 0:
             return 1, 1, run, run
         calls = math.prod(ext[:c - 1])

@@ -171,9 +171,10 @@ def lay_out_ldm(program, target, options):
         s, tiles, boxes = d.search, d.tiles, d.search.boxes
         for b in boxes:
             b.halves = 2 if d.double_buffer and b.context != "out" and s.moves(b, tiles) else 1
-        ldm = ldm_align(math.prod(tiles[a.name] for a in k.axes) * 4)
-        ldm += sum(ldm_align(b.cap(tiles) * 4) * b.halves for b in boxes if b.context != "out")
-        ldm += sum(ldm_align(b.stage.box.cap(tiles) * 4) for b in boxes if b.stage is not None)
+        E = k.elem_bytes
+        ldm = ldm_align(math.prod(tiles[a.name] for a in k.axes) * E)
+        ldm += sum(ldm_align(b.cap(tiles) * k.buf_bytes(b.buf)) * b.halves for b in boxes if b.context != "out")
+        ldm += sum(ldm_align(b.stage.box.cap(tiles) * k.buf_bytes(b.buf)) for b in boxes if b.stage is not None)
         if ldm > budget:        # cannot happen: the search only keeps fitting tiles
             raise LdmError(k.name, ldm, budget)
         k.schedule = Schedule(tiles, d.red_order, [a.name for a in k.axes], "cyclic", boxes, ldm, budget,
