@@ -26,7 +26,8 @@ STATE = SunwayState
 # integer arithmetic at run time) runs the plain path: its SIMD plans (floatv4), row-shared
 # broadcasts, channel blocks, grouping and stitching are written for float32 boxes; tiles, LDM
 # sizes and DMA (ldm.py, batch.py, predict.py) take each box's element size.
-PLAIN_FOR_DOUBLES = {"simd": "off", "row_share": "off", "channel_blocks": "off", "grouping": "off", "stitch": "off"}
+PLAIN_FOR_DOUBLES = {"simd": "off", "row_share": "off", "channel_blocks": "off", "grouping": "off", "stitch": "off",
+                     "mesh_gemm": "off"}
 
 
 def options_for(program, options):
