@@ -40,9 +40,10 @@ import numpy as np
 
 from ..support.errors import UnsupportedError
 from ..ir.loopnest import Acc, Axis, Bin, Const, Select, Un, iconst
+from ..optimizer.exact_ints import sum_bound
 from .base import KernelBuilder, attr_ints, broadcast_index, register
 from .nn import _pads, lin
-from .quant import _const_values, _float_param, _range, _span, int_dtype, note, prove_exact, saturate
+from .quant import _const_values, _float_param, _diffs, _range, int_dtype, note, prove_exact, saturate
 
 MS = "com.microsoft."
 F32 = np.float32
@@ -304,9 +305,9 @@ def lower_qgemm(ctx, node):
     bd = bv - (0 if bz is None else bz.reshape(1, -1))
     c = _const_values(ctx, node, 6, "C") if len(node.inputs) > 6 and node.inputs[6] else None
     ys = _param(ctx, node, 7, "y_scale") if len(node.inputs) > 7 and node.inputs[7] else None
-    span = _span(ctx, node, A.name, np.array([za]))
-    bound = float((np.abs(bd).sum(axis=0) * span).max(initial=0.0)) + (0.0 if c is None else float(np.abs(c).max()))
-    bound = prove_exact(node, bound, f"K = {K}, max|a - a_zero_point| = {int(span)}")
+    lo, hi = _diffs(ctx, node, A.name, np.array([za]))
+    bound = sum_bound(bd.T, lo, hi) + (0.0 if c is None else float(np.abs(c).max()))
+    bound = prove_exact(node, bound, f"K = {K}, a - a_zero_point in [{lo:.0f}, {hi:.0f}]")
     scales = (F32(alpha * sa) * bs).astype(F32)
     if ys is not None:
         scales = (scales / ys).astype(F32)

@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.loopnest import Axis, Bin, Const, Un
+from ..optimizer.exact_ints import sum_bound
 from .base import KernelBuilder, attr_ints, register
 from .nn import _pads, conv_kernel
-from .quant import (EXACT, _const_values, _requant, _scalar_zero, _span, _t, _weights, int_dtype,
+from .quant import (EXACT, _const_values, _requant, _scalar_zero, _diffs, _t, _weights, int_dtype,
                     lower_qlinear_conv_single, note, prove_exact)
 
 BASE = 16       # d = BASE * h + l
@@ -37,7 +38,8 @@ def lower_qlinear_conv(ctx, node):
     wd = _weights(ctx, node, 3, 5, w.shape[0])
     per_co = np.abs(wd).reshape(w.shape[0], -1).sum(axis=1)
     extra = np.zeros_like(per_co) if b is None else np.abs(b.reshape(-1))
-    if float((per_co * _span(ctx, node, x.name, xzp) + extra).max(initial=0.0)) < EXACT:
+    # the single sum when its proof (ops/quant.py's, the same bound) passes
+    if sum_bound(wd.reshape(w.shape[0], -1), *_diffs(ctx, node, x.name, xzp), b) < EXACT:
         return lower_qlinear_conv_single(ctx, node)
     K = int(np.prod(w.shape[1:]))
     bh = prove_exact(node, float((per_co * BASE).max(initial=0.0)), f"the high part: {K} products of |h| <= {BASE}")
