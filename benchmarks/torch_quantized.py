@@ -106,8 +106,10 @@ def export(py, mode, exporter, path, timeout):
         return {"status": "error", "error": f"export did not finish in {timeout} s", "seconds": timeout}
     sec = round(time.perf_counter() - t0, 1)
     if p.returncode != 0 or not path.exists():
-        lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
-        return {"status": "error", "error": (lines[-1] if lines else "no file written")[-600:], "seconds": sec}
+        # the exception's own line (the dynamo exporter ends with advice, not the cause)
+        lines = [ln.strip() for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith(" ")]
+        cause = [ln for ln in lines if ("Error" in ln or "Exception" in ln) and ":" in ln and "Refer to" not in ln]
+        return {"status": "error", "error": ((cause or lines or ["no file written"])[-1])[-600:], "seconds": sec}
     return {"status": "ok", "seconds": sec}
 
 
