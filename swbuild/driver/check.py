@@ -221,6 +221,9 @@ def quantization_steps(model, names):
     else:
         m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model), load_external_data=False)
     inits = {t.name: t for t in m.graph.initializer}
+    # the TorchScript exporter writes PyTorch's scales as Constant nodes, not initializers
+    inits.update({n.output[0]: a.t for n in m.graph.node if n.op_type == "Constant"
+                  for a in n.attribute if a.name == "value"})
     steps = {}
     for n in m.graph.node:
         if n.op_type != "DequantizeLinear" or len(n.input) < 2 or n.output[0] not in names:

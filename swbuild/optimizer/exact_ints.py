@@ -58,6 +58,19 @@ def sum_bound(wd, lo, hi, bias=None):
     return float(per.max(initial=0.0))
 
 
+SPLIT_BASE = 16     # a wide 8-bit sum splits x - zero point = 16 h + l (ops/quant_wide.py)
+
+
+def split_sum_bounds(wd, bias=None, base=SPLIT_BASE):
+    """(bound of sum_k wd * h, bound of sum_k wd * l + bias) for an 8-bit input whose centred value
+    d (|d| <= 255) is split as d = base * h + l, |h| <= base, 0 <= l < base: the two float32 sums
+    ops/quant_wide.py computes when sum_bound passes 2^24. Both below 2^24: that layer is exact."""
+    wd = np.asarray(wd, np.float64).reshape(len(wd), -1) if np.ndim(wd) else np.zeros((1, 1))
+    per = np.abs(wd).sum(axis=1)
+    extra = 0.0 if bias is None else np.abs(np.asarray(bias, np.float64).reshape(-1))
+    return float((per * base).max(initial=0.0)), float((per * (base - 1) + extra).max(initial=0.0))
+
+
 def _range(dtype):
     if dtype in RANGES:
         return RANGES[dtype]

@@ -22,7 +22,8 @@ A chain fuses when:
   QLinearConv assumes of its bias, so the float graph and the integer kernel agree);
 - the result feeds only (a Relu feeding only) a QuantizeLinear per tensor, constant;
 - Gemm: alpha = beta = 1, transA = 0; MatMul: a 2-D constant W;
-- the integer sum is provably exact in float32 (optimizer/exact_ints.sum_bound < 2^24).
+- the integer sum is provably exact in float32 (optimizer/exact_ints.sum_bound < 2^24), or, for
+  a Conv, its split in two sums is (split_sum_bounds: ops/quant_wide.py, the deep layers of a ResNet).
 A Relu fuses as a clamp at the output zero point: quantizing max(v, 0) and clamping the
 quantized v at the zero point give the same integer. onnxruntime fuses it only when that zero
 point is the dtype's low end (then the clamp is the saturation itself); otherwise it runs the
@@ -34,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.graph import Node, Tensor
-from .exact_ints import FUSED_RELU, RANGES, sum_bound
+from .exact_ints import FUSED_RELU, RANGES, split_sum_bounds, sum_bound
 from .graph import remove_dead_nodes
 
 EXACT = 1 << 24
@@ -148,7 +149,11 @@ def _match(graph, n, prod, cons):
     b = None if db is None else np.asarray(graph.tensors[db.inputs[0]].data, np.float64)
     bound = sum_bound(rows, lo - z, hi - z, b)
     if bound >= EXACT:
-        raise _Skip(f"its integer sum can reach {int(bound)} >= 2^24 (not exact in float32)")
+        # a Conv's wide sum is two exact float32 sums joined by one rounding (ops/quant_wide.py)
+        wide = split_sum_bounds(rows, b) if n.op == "Conv" and max(abs(lo - z), abs(hi - z)) <= 255 else None
+        if wide is None or max(wide) >= EXACT:
+            raise _Skip(f"its integer sum can reach {int(bound)} >= 2^24 (not exact in float32)"
+                        + ("" if wide is None else f", nor its split in 16 h + l ({int(max(wide))})"))
     return dx, dw, db, relu, q
 
 

@@ -16,13 +16,14 @@ from swbuild.frontends.onnx import import_model
 from swbuild.ir.interp import run_program
 
 
-def qdq_relu_conv(y_zp, w_scale=0.01, seed=0, two_consumers=False, big=False):
+def qdq_relu_conv(y_zp, w_scale=0.01, seed=0, two_consumers=False, big=0, w127=False):
     """Quantize -> Dequantize -> Conv(Dequantize(int8 W), Dequantize(int32 bias)) -> Relu ->
-    Quantize(uint8, zero point y_zp) -> Dequantize: the layer quantize_static writes."""
+    Quantize(uint8, zero point y_zp) -> Dequantize: the layer quantize_static writes. big = the
+    input channels of a layer whose input is uint8 from 0 (w127: all its weights are 127)."""
     rng = np.random.default_rng(seed)
     n = helper.make_node
-    ci = 64 if big else 3
-    w = (np.full((8, ci, 3, 3), 127) if big else rng.integers(-127, 128, (8, ci, 3, 3))).astype(np.int8)
+    ci = big or 3
+    w = (np.full((8, ci, 3, 3), 127) if w127 else rng.integers(-127, 128, (8, ci, 3, 3))).astype(np.int8)
     xs, ws = np.float32(0.02), (rng.random(8) * w_scale + 0.002).astype(np.float32)
     bias = rng.integers(-2000, 2000, 8).astype(np.int32)
     inits = [("w", w), ("w_scale", ws), ("w_zp", np.zeros(8, np.int8)), ("b", bias), ("b_scale", (xs * ws).astype(np.float32)),
@@ -106,9 +107,26 @@ def test_chains_that_do_not_fuse_stay_float_and_say_why():
     g = _prepared(qdq_relu_conv(0, two_consumers=True))
     assert "Conv" in [n.op for n in g.nodes] and "QLinearConv" not in [n.op for n in g.nodes]
     assert "consumers" in g.qdq_notes["conv"]
-    # 64 * 9 weights of 127 against uint8 inputs: sums reach 255 * 127 * 576 > 2^24
-    g = _prepared(qdq_relu_conv(0, big=True))
-    assert "Conv" in [n.op for n in g.nodes] and "2^24" in g.qdq_notes["conv"]
+    # 1024 * 9 weights of 127 against uint8 inputs: even the 16 h + l split's high sum reaches
+    # 16 * 127 * 9216 > 2^24
+    g = _prepared(qdq_relu_conv(0, big=1024, w127=True))
+    assert "Conv" in [n.op for n in g.nodes] and "2^24" in g.qdq_notes["conv"] and "16 h + l" in g.qdq_notes["conv"]
+
+
+def test_a_conv_whose_sum_passes_2_24_fuses_as_two_exact_sums_bit_exact_with_onnxruntime():
+    """PyTorch's int8 ResNet-18 (deep 3x3x512 layers) and the 3x3x256 layer below may reach 255 * (its positive weights' sum) > 2^24; left in float32 its
+    rounding moved an output by a step against onnxruntime's int32 QLinearConv. Fused,
+    ops/quant_wide.py's split sums give the same bytes."""
+    m = qdq_relu_conv(0, big=256)
+    g = _prepared(m)
+    assert "QLinearConv" in [n.op for n in g.nodes] and "conv" not in g.qdq_notes
+    # the bound is over the dtype's range; inputs up to 25 keep the outputs off saturation
+    x = np.random.default_rng(3).random((1, 256, 6, 6)).astype(np.float32) * 0.5
+    y, rq = _run(m, {"x": x})
+    ref = check.onnxruntime_reference(m, {"x": x})
+    assert len(np.unique(rq)) > 20 and (rq == 255).mean() < 0.1       # neither all zero nor saturated
+    np.testing.assert_array_equal(rq, ref[1])
+    np.testing.assert_array_equal(y, ref[0])
 
 
 @pytest.mark.parametrize("scale_off", [False, True])

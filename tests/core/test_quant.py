@@ -206,6 +206,22 @@ def test_check_allows_a_dequantized_output_one_quantization_step():
     assert not check.compare([q + np.uint8(1)], [q], 1e-3, 10.0)[0]       # integers: exact whatever atol
 
 
+def test_the_quantization_step_is_read_from_a_constant_node_as_pytorchs_export_writes_it():
+    """torch.onnx's TorchScript exporter writes a quantized model's scales as Constant nodes: the
+    output's step is found there too (it was missed, and PyTorch's int8 ResNet-18 checked at atol)."""
+    n = helper.make_node
+    c = lambda name, v: n("Constant", [], [name], value=numpy_helper.from_array(v, name))   # noqa: E731
+    g = helper.make_graph(
+        [c("s", np.float32(0.25)), c("z", np.uint8(3)), c("v", np.array([0.5, 0.25], np.float32)),
+         c("zv", np.zeros(2, np.uint8)),
+         n("QuantizeLinear", ["x", "s", "z"], ["q"]), n("DequantizeLinear", ["q", "s", "z"], ["y"]),
+         n("DequantizeLinear", ["q", "v", "zv"], ["w"], axis=1)], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info(k, TP.FLOAT, [1, 2]) for k in ("y", "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    assert check.quantization_steps(m, ["y", "w"]) == [0.25, None]     # per-axis scales: no single step
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_onnxruntime_quantize_dynamic_mlp_is_bit_exact(target, tmp_path):
     """quantize_dynamic's pattern: a run-time uint8 zero point into ConvInteger (padded: x - zp
