@@ -8,7 +8,7 @@ from ...cexpr import render
 from .gather import special_prologue
 from .mesh_chain import chain_buffers
 from .mesh_gemm import MESH, MSG_FLOATS, VECS, rows_of, x_halves
-from .mesh_gemm_c import REG_MACROS, _W, _micro, _send_or_take
+from .mesh_gemm_c import REG_MACROS, _W, _micro, _send_or_take, put_and_close
 
 
 def first_name(b):
@@ -110,14 +110,7 @@ def mesh_chain_c(k, cores, itemsize=4):
     load2 = lambda ld: f"V2_{ld.buf}[i]" if ld.buf in g2.vecs else f"R2_{ld.buf}[i * pv + e]"   # noqa: E731
     epi2 = render(k.epilogue, lambda v: v, load2, acc=f"acc2[i * {pc} + e]")
     w(f"            for (int i = 0; i < {mc2}; i++) for (int e = 0; e < pv; e++) acc2[i * pv + e] = {epi2};")
-    w(f"            sw_put(p.{g2.y} + ((long)n * {CO} + co) * {P} + p0, acc2, {mc2} * pv * 4, pv * 4, ({P} - pv) * 4, &rp);")
-    w("            ng++;")
-    w("            SW_WAIT(rp, ng);")
-    w("        }")
-    w("    }")
-    w("}")
-    for name, size in reversed(bufs):
-        w(f"ldm_free({name}, {size});")
+    put_and_close(w, f"p.{g2.y} + ((long)n * {CO} + co) * {P} + p0", "acc2", mc2, P, bufs)
     return "\n".join([REG_MACROS, f"/* {c_comment(k1.op)} + {c_comment(k.op)} (nodes {c_comment(k1.node)}, "
                       f"{c_comment(k.node)}): {c_comment(str(s))} */", *special_prologue(k), *w, "}", ""])
 

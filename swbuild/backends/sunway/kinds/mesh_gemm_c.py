@@ -55,6 +55,19 @@ class _W(list):
         self.append("    " + s)
 
 
+
+def put_and_close(w, dst, acc, mc, P, bufs):
+    """The last layer's rows (packed to pv) put to `dst`, the loops closed, the LDM freed."""
+    w(f"            sw_put({dst}, {acc}, {mc} * pv * 4, pv * 4, ({P} - pv) * 4, &rp);")
+    w("            ng++;")
+    w("            SW_WAIT(rp, ng);")
+    w("        }")
+    w("    }")
+    w("}")
+    for name, size in reversed(bufs):
+        w(f"ldm_free({name}, {size});")
+
+
 def mesh_gemm_c(k, cores, itemsize=4):
     s = k.schedule
     g, mc, pc, kc = s.shape, s.mc, s.pc, s.kc
@@ -120,14 +133,7 @@ def mesh_gemm_c(k, cores, itemsize=4):
     load = lambda ld: f"V_{ld.buf}[i]" if ld.buf in g.vecs else f"R_{ld.buf}[i * pv + e]"   # noqa: E731
     epi = render(k.epilogue, lambda v: {"n": "n"}.get(v, v), load, acc=f"acc[i * {pc} + e]")
     w(f"            for (int i = 0; i < {mc}; i++) for (int e = 0; e < pv; e++) acc[i * pv + e] = {epi};")
-    w(f"            sw_put(p.{g.y} + ((long)n * {g.CO} + co) * {P} + p0, acc, {mc} * pv * 4, pv * 4, ({P} - pv) * 4, &rp);")
-    w("            ng++;")
-    w("            SW_WAIT(rp, ng);")
-    w("        }")
-    w("    }")
-    w("}")
-    for name, size in reversed(bufs):
-        w(f"ldm_free({name}, {size});")
+    put_and_close(w, f"p.{g.y} + ((long)n * {g.CO} + co) * {P} + p0", "acc", mc, P, bufs)
     return "\n".join([REG_MACROS, f"/* {c_comment(k.op)} (node {c_comment(k.node)}): {c_comment(str(s))} */",
                       *special_prologue(k), *w, "}", ""])
 
