@@ -1,5 +1,6 @@
 """Fixtures shared by every test directory."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -52,3 +53,51 @@ def shared_once(tmp_path_factory, request):
             tmp.replace(done)       # a failed build leaves no result: the next worker retries
             return result
     return get
+
+
+# Disk: a whole run compiles thousands of programs (9 to 18 GB of build trees, enough to
+# fill CI's disk). tmp_path_retention_policy = "failed" (pyproject) drops each passing test's
+# own tmp_path; the hook below drops the directories a module- or class-scoped fixture made
+# with tmp_path_factory while it was set up, when that fixture is torn down, unless a test of
+# its module failed. What session fixtures make during their setup stays to the end (so a
+# session fixture makes its top directory at setup, not lazily in a getter it returns).
+_failed_key = pytest.StashKey[bool]()
+_session_dirs = set()
+
+
+def _new_dirs(base, before):
+    return {d for d in set(base.iterdir()) - before
+            if d.is_dir() and not d.is_symlink() and not d.name.startswith("shared_")}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.scope not in ("module", "class", "session"):
+        return (yield)
+    base = request.config._tmp_path_factory.getbasetemp()
+    before = set(base.iterdir())
+    if fixturedef.scope == "session":
+        try:
+            return (yield)
+        finally:
+            _session_dirs.update(_new_dirs(base, before))
+    module = request.node.getparent(pytest.Module)
+    made = set()
+
+    def drop():     # registered first, so it runs after the fixture's own teardown
+        if module is None or not module.stash.get(_failed_key, False):
+            for d in made - _session_dirs:
+                shutil.rmtree(d, ignore_errors=True)
+    fixturedef.addfinalizer(drop)
+    result = yield
+    made.update(_new_dirs(base, before))
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    module = item.getparent(pytest.Module)
+    if report.failed and module is not None:
+        module.stash[_failed_key] = True
+    return report

@@ -11,10 +11,11 @@ from scop_helpers import KERNELS_DIR, WORKERS, Result, _finish, build, scop_cli,
 def runtime_libs(tmp_path_factory):
     """libswemu.a per target, built once per session."""
     cache = {}
+    root = tmp_path_factory.mktemp("runtimes")     # made now: see the root conftest's Disk note
 
     def get(tc):
         if tc.name not in cache:
-            steps, lib = build.runtime_steps(tc, tmp_path_factory.mktemp(f"rt-{tc.name}"))
+            steps, lib = build.runtime_steps(tc, root / tc.name)
             build.run_steps(steps, log=lambda m: None)
             cache[tc.name] = lib
         return cache[tc.name]
