@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
+import onnx_builders
 from swbuild.driver import build
 from swbuild.config import toolchain
 from swbuild.backends.cexpr import CTYPE
@@ -79,33 +79,13 @@ def collect(ops=None):
     return sorted(out, key=lambda c: c.name)
 
 
-def _array(v):
-    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else np.asarray(v)
-
-
 def bind_params(tc, index):
-    """Model with parameter inputs turned into initializers; returns (model, runtime inputs)."""
-    m = onnx.ModelProto()
-    m.CopyFrom(tc.model)
+    """Case of a node test with its parameter inputs turned into initializers."""
     inputs, outputs = tc.data_sets[0]
-    names = [vi.name for vi in m.graph.input]
-    bound = set()
-    for n in m.graph.node:
-        for k in PARAM_INPUTS.get(n.op_type, ()):
-            if k < len(n.input) and n.input[k] in names:
-                bound.add(n.input[k])
-    keep, run_inputs = [], []
-    for vi, value in zip(list(m.graph.input), inputs):
-        value = _array(value)
-        if vi.name in bound:
-            m.graph.initializer.append(numpy_helper.from_array(value, vi.name))
-        else:
-            keep.append(vi)
-            run_inputs.append(value)
-    del m.graph.input[:]
-    m.graph.input.extend(keep)
+    m, feed = onnx_builders.bind_params(tc.model, inputs, PARAM_INPUTS)
+    run_inputs = list(feed.values())
     try:
-        expected = [_array(o) for o in outputs]
+        expected = [onnx_builders.as_array(o) for o in outputs]
     except ValueError:     # a sequence (Loop's scan outputs of sequences): no array
         return Case(index, tc.name, m, run_inputs, [], 0, 0, status="unsupported",
                     reason="input '-': an output that is a sequence, not a tensor")

@@ -1,11 +1,9 @@
 """Small ONNX models written by the tests (never committed as files)."""
 import json
 
-import numpy as np
-import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from onnx_builders import make, rand  # noqa: F401  (re-exported to the tests here)
+from onnx_builders import as_array, bind_params, make, rand  # noqa: F401  (make, rand: re-exported to the tests here)
 from swbuild.driver import build, check
 from swbuild.config import toolchain
 from swbuild.driver.compiler import compile_to
@@ -63,23 +61,9 @@ def node_tests(select, params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = [c for c in collect_testcases(None) if c.kind == "node" and c.data_sets and select(c)]
-    def array(v):
-        return np.asarray(numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
-
     out = []
     for c in sorted(cases, key=lambda c: c.name):
-        m = onnx.ModelProto.FromString(c.model.SerializeToString())
         ins, outs = c.data_sets[0]
-        bound = {n.input[k] for n in m.graph.node for k in params.get(n.op_type, ()) if k < len(n.input) and n.input[k]}
-        keep, feed = [], {}
-        for vi, v in zip(list(m.graph.input), ins):
-            v = array(v)
-            if vi.name in bound:
-                m.graph.initializer.append(numpy_helper.from_array(v, vi.name))
-            else:
-                keep.append(vi)
-                feed[vi.name] = v
-        del m.graph.input[:]
-        m.graph.input.extend(keep)
-        out.append((c.name, m, feed, [array(o) for o in outs]))
+        m, feed = bind_params(c.model, ins, params)
+        out.append((c.name, m, feed, [as_array(o) for o in outs]))
     return out
