@@ -26,7 +26,7 @@ from .partition import partition_kernel
 from .pingpong import pipeline_kernel
 from .preprocess import align_extents, choose_fills, resolve_guards
 from .recurrence import sched_recurrence
-from .schedule import schedule_kernel
+from .schedule import narrow, schedule_kernel
 from .schedule.builder import Store
 from .stitch import group_launches
 
@@ -40,6 +40,7 @@ class DianNaoState:
     partitioned: bool = True                      # option `partition` (loop partitioning ran)
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
     double_buffer: bool = True                    # option double_buffer: tiles chosen for pingpong.py
+    int8_storage: frozenset = frozenset()         # tensors held as int8 bytes in GDRAM (schedule/narrow.py)
 
 
 STATE = DianNaoState
@@ -55,11 +56,18 @@ def choose_storage_layouts(program, target, options):
 def schedule_kernels(program, target, options):
     """Per kernel: its class, work split over the cores and staging through NRAM/WRAM/SRAM."""
     st = program.target_state
-    st.store = Store()
     st.double_buffer = option_on(options, "double_buffer")
-    st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
-              for k in program.kernels]
-    return program
+    # int8 activations as bytes in GDRAM where every kernel touching them can (schedule/narrow.py)
+    st.int8_storage = narrow.candidates(program) if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) > 0 \
+        else frozenset()
+    while True:
+        st.store = Store()
+        st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
+                  for k in program.kernels]
+        bad = narrow.unfulfilled(st.dev, st.int8_storage)
+        if not bad:
+            return program
+        st.int8_storage = st.int8_storage - bad
 
 
 def remember_whole_fills(program, target, options):
