@@ -1,8 +1,9 @@
 """int8 activations held as bytes in GDRAM on the MLU (schedule/narrow.py, issue 36): between
 two integer convolutions the requantized tensor is converted in NRAM and stored one byte per
 element, and the next convolution copies those bytes straight into the tile __bang_conv reads
-(no float staging, no conversion pass). Bit-exact against onnxruntime, the predicted copy
-bytes equal the emulator's, no BANG rule violated; a tensor anything else reads stays float."""
+(no float staging, no conversion pass); an element-wise reader widens the bytes in NRAM.
+Bit-exact against onnxruntime, the predicted copy bytes equal the emulator's, no BANG rule
+violated; a tensor some kernel cannot read or write as bytes stays float32."""
 import sys
 from pathlib import Path
 
@@ -66,9 +67,11 @@ def test_int8_between_integer_convolutions_is_stored_as_bytes(tc, tmp_path):
     assert _stores(plan)[0] == C * H * H
 
 
-def test_int8_that_is_also_a_graph_output_stays_float(tc, tmp_path):
-    """r1 is read by a DequantizeLinear too: no byte storage, and the outputs are what they were
-    (onnxruntime does not fuse conv2 here, so y may differ from it by one quantization step)."""
+def test_int8_read_by_an_elementwise_kernel_is_widened_in_nram(tc, tmp_path):
+    """r1 is a graph output too: its int8 tensor is read by conv2 and by the DequantizeLinear
+    that makes the output, an element-wise kernel that copies the bytes and widens them in
+    NRAM (__bang_int82float). r1 is exact; onnxruntime does not fuse conv2 here, so y may
+    differ from it by one quantization step."""
     m = ort_quantized(tmp_path, model=_chain(tap=True), activations="QInt8")
     plan, exe = build_model(tc, m, "t", tmp_path / "b")
     x = np.random.default_rng(4).standard_normal((1, C, H, H)).astype(np.float32)
@@ -80,4 +83,25 @@ def test_int8_that_is_also_a_graph_output_stays_float(tc, tmp_path):
     step = np.diff(np.unique(ref[0])).min()
     assert np.abs(got[0] - ref[0]).max() <= step * 1.001
     device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
-    assert "((int8_t *)g" not in device
+    assert "__bang_int82float(" in device and "((int8_t *)g" in device
+
+
+def test_a_tensor_some_kernel_cannot_read_as_bytes_goes_back_to_float():
+    """narrow.unfulfilled: a kernel that did not schedule a byte tensor as such (the scalar
+    class, a conv that read it as an epilogue operand) sends it back to float32."""
+    from types import SimpleNamespace as NS
+
+    from swbuild.backends.diannao.schedule.narrow import unfulfilled
+    from swbuild.ir.loopnest import Bin, Buffer, Load, Var
+    i = Var("i")
+    conv = NS(buffers={"b0": Buffer("b0", "t", (4,), "float32"), "b1": Buffer("b1", "w", (4,), "float32"),
+                       "o": Buffer("o", "u", (4,), "float32")}, out="o", op="QLinearConv",
+              body=Bin("*", Load("b0", (i,)), Load("b1", (i,))))
+    good = NS(kernel=conv, cls="conv", info={"narrow_in": True, "narrow_out": True})
+    assert unfulfilled([good], frozenset({"t", "u"})) == set()
+    assert unfulfilled([NS(kernel=conv, cls="conv", info={"narrow_in": False, "narrow_out": True})],
+                       frozenset({"t", "u"})) == {"t"}
+    assert unfulfilled([NS(kernel=conv, cls="scalar", info={})], frozenset({"t", "u"})) == {"t", "u"}
+    ew = NS(buffers={"a": Buffer("a", "u", (4,), "float32"), "o": Buffer("o", "v", (4,), "float32")}, out="o", op="Add")
+    assert unfulfilled([NS(kernel=ew, cls="elementwise", info={"narrow_bufs": {"a"}, "narrow_out": False})],
+                       frozenset({"u", "v"})) == {"v"}

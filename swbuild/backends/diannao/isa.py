@@ -175,6 +175,7 @@ DESCRIPTIONS = [
     _unary("__bang_active_exp", Un("exp", a_i)),
     _fix("__bang_float2int8_rn", "to_int8"),
     _fix("__bang_float2int16_rn", "to_int16"),
+    _fix("__bang_int82float", "from_int8"),      # a byte-stored int8 activation read as float (schedule/narrow.py)
     Desc("__memset_nram", "fill", ((i, n),), Load("dst", (i,)), value, space={"dst": "NRAM"},
          emit=lambda m: f"__memset_nram({m.ptr('dst')}, {m.val('n')}, ({m.ctype()}){m.scalar('value')});"),
     # data movement between the memory levels: contiguous, strided (segments), gather

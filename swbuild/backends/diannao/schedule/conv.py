@@ -150,11 +150,11 @@ def sched_conv(kb, pool=False):
 
 
 def narrow_ends(kb, G, fx, pool):
-    """(input, result) of this convolution held as int8 in GDRAM (narrow.py): the input only
-    when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
-    if pool:
-        return False, False
+    """(input, result) of this convolution or pool held as int8 in GDRAM (narrow.py): the input
+    only when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
     narrow = kb.narrow()
+    if pool:        # a quantized MaxPool's result (its epilogue requantizes) stored as bytes
+        return False, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
     x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
         and -128 <= G.fill <= 127
     return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
