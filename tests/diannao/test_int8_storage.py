@@ -63,8 +63,11 @@ def test_int8_between_integer_convolutions_is_stored_as_bytes(tc, tmp_path):
     assert "__bang_float2int8_rn(" in first and "NRAM2GDRAM" in first and "((int8_t *)g" in first
     assert "__bang_float2int8_rn(" not in second.split("__bang_conv(")[0]
     assert "((int8_t *)g0" in second.split("__bang_conv(")[0]
-    # the intermediate crosses GDRAM as one byte per element: a quarter of its float32 size
+    # the intermediate crosses GDRAM as one byte per element: a quarter of its float32 size;
+    # it and the quantized input (written by an element-wise kernel) take that in the arena
     assert _stores(plan)[0] == C * H * H
+    assert sorted(plan["int8_storage"]) == ["r1_QuantizeLinear_Output", "x_QuantizeLinear_Output"]
+    assert plan["arena_bytes"] == 2 * C * H * H
 
 
 def test_int8_read_by_an_elementwise_kernel_is_widened_in_nram(tc, tmp_path):

@@ -1,7 +1,8 @@
 """The DianNao pipeline: the passes, in the order they run (`swbuild pipeline --target T`).
 
     fuse epilogues → storage layouts (NHWC around convolutions, identity copies removed)
-    → static arena → work split and staging (schedule) → loop partitioning (Algorithm 2,
+    → static arena → work split and staging (schedule; the arena again when int8 activations
+    are stored as bytes) → loop partitioning (Algorithm 2,
     option `partition`) → pre-processing of what is left (Algorithm 1: extra computation,
     padded lengths) → instruction mapping (ISA Mapper) → load / compute / store pipelines
     (option `double_buffer`) → BANG C.
@@ -68,6 +69,14 @@ def schedule_kernels(program, target, options):
         if not bad:
             return program
         st.int8_storage = st.int8_storage - bad
+
+
+def replan_memory(program, target, options):
+    """int8 activations stored as bytes (schedule/narrow.py) take one byte per element in the arena."""
+    narrow = program.target_state.int8_storage
+    if narrow:
+        plan_memory(program, target, options, itemsize={t: 1 for t in narrow})
+    return program
 
 
 def remember_whole_fills(program, target, options):
@@ -146,6 +155,7 @@ PIPELINE = [
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     plan_memory,                # the static arena
     schedule_kernels,           # work split and staging
+    replan_memory,              # the arena again with int8 activations as bytes
     remember_whole_fills,       # halo fills kept whole for choose_fills
     partition_loops,            # Algorithm 2: loop partitioning
     preprocess_guards,          # Algorithm 1: extra computation, padded lengths
