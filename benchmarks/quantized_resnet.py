@@ -3,8 +3,9 @@
 BatchNorm recalibrated, exported as benchmarks/model_zoo.py exports it), quantized by
 onnxruntime's quantize_static (QDQ, int8 activations and per-tensor int8 weights unless told
 otherwise, seeded calibration images), both through `swbuild report --json` on diannao-emu:
-modelled time and GDRAM bytes of each and their ratios; with --check, `swbuild check` of the
-int8 model on the given targets.
+modelled time and GDRAM bytes of each and their ratios, and per launch (a kernel or a stitched
+group) its cycles, GDRAM bytes, operators and costliest instructions, largest first, so what
+still dominates is visible; with --check, `swbuild check` of the int8 model on the given targets.
 
     python benchmarks/quantized_resnet.py --torch-python /path/to/python-with-torch
     python benchmarks/quantized_resnet.py --check sunway-emu sunway-pro-emu diannao-emu
@@ -53,7 +54,20 @@ def report(path, target, out, timeout):
             "cycles": d["cycles"], "gdram_bytes": d["gdram_bytes"], "kernel_launches": d["kernel_launches"],
             "tensorized_fraction": d["tensorized_fraction"], "memcpy_bytes": d["memcpy_bytes"],
             "instruction_cycles": d["instruction_cycles"],
-            "classes": sorted({s.get("class") for k in d["kernels"] for s in k.get("kernels", [k])})}
+            "classes": sorted({s.get("class") for k in d["kernels"] for s in k.get("kernels", [k])}),
+            "launches": launches(d)}
+
+
+def launches(d, top=3):
+    """Per launch, largest first: cycles, share of the model's, GDRAM bytes, the operators it
+    runs and its `top` costliest instructions (summed over the 16 cores, as the report has them)."""
+    out = []
+    for ln in sorted(d["kernels"], key=lambda k: -k["cycles"]):
+        ic = sorted(ln.get("instruction_cycles", {}).items(), key=lambda kv: -kv[1])
+        out.append({"name": ln["name"], "cycles": ln["cycles"], "share": round(ln["cycles"] / max(1, d["cycles"]), 3),
+                    "gdram_bytes": ln["gdram_bytes"], "ops": [k["op"] for k in ln.get("kernels", [ln])],
+                    "top_instructions": {k: v for k, v in ic[:top] if v}})
+    return out
 
 
 def main(argv=None):

@@ -129,9 +129,15 @@ def _first_fit(order, sizes, life):
     return arena, offsets
 
 
-def plan_memory(program, target=None, options=None):
-    """The static arena: every intermediate tensor's byte offset, by liveness (first fit)."""
+def plan_memory(program, target=None, options=None, itemsize=None):
+    """The static arena: every intermediate tensor's byte offset, by liveness (first fit).
+    `itemsize`: bytes per element of tensors a backend stores narrower than their dtype (DianNao's
+    int8 activations, backends/diannao/schedule/narrow.py)."""
     g = program.graph
+    itemsize = itemsize or {}
+
+    def nbytes(t):
+        return g.tensors[t].size * itemsize[t] if t in itemsize else g.tensors[t].nbytes
     slices = program.slices
     external = {program.root(t) for t in program.inputs + program.outputs}
     life, members = {}, {}
@@ -154,7 +160,7 @@ def plan_memory(program, target=None, options=None):
             base = _base(slices, program.root(t))[0]
             if idx and base in life:
                 life[base] = (min(life[base][0], idx[0]), max(life[base][1], idx[-1]))
-    sizes = {t: round_up(g.tensors[t].nbytes, ALIGN) for t in life}
+    sizes = {t: round_up(nbytes(t), ALIGN) for t in life}
     heuristics = {
         "largest first": lambda t: (-sizes[t], life[t][0], t),
         "earliest first": lambda t: (life[t][0], -sizes[t], t),
@@ -188,6 +194,6 @@ def plan_memory(program, target=None, options=None):
             groups[r] = (base, off)
     all_sizes = dict(sizes)
     for r in groups:
-        all_sizes[r] = round_up(g.tensors[r].nbytes, ALIGN)
+        all_sizes[r] = round_up(nbytes(r), ALIGN)
     program.memory = MemoryPlan(all_offsets, all_sizes, lifetimes, arena, bound, groups, name)
     return program

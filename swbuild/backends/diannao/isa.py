@@ -55,16 +55,17 @@ def _copy_rules(m):
     """The direction's rules (docs/diannao.md): WRAM side 8-B aligned and sizes a multiple of
     64 B; NRAM2NRAM 64-B aligned, sizes a multiple of 128 B; segnum in range; strides."""
     d = m.direction
-    if d not in DIRECTIONS:
+    if d not in DIRECTIONS or m.elem_bytes("dst") != m.elem_bytes("src"):    # a copy moves bytes, never converts
         return False
     nb = m.const("n")
+    eb = m.elem_bytes("dst")
     if "WRAM" in d:
         side = "dst" if d.endswith("WRAM") else "src"
-        if not m.aligned(side, m.hw["wram_align_bytes"]) or nb is None or nb * 4 % m.hw["wram_size_multiple_bytes"]:
+        if not m.aligned(side, m.hw["wram_align_bytes"]) or nb is None or nb * eb % m.hw["wram_size_multiple_bytes"]:
             return False
     if d == "NRAM2NRAM":
         a = m.hw["nram2nram_align_bytes"]
-        if not (m.aligned("dst", a) and m.aligned("src", a)) or nb is None or nb * 4 % m.hw["nram2nram_size_multiple_bytes"]:
+        if not (m.aligned("dst", a) and m.aligned("src", a)) or nb is None or nb * eb % m.hw["nram2nram_size_multiple_bytes"]:
             return False
     if "segs" in m.params:
         hi = m.upper("segs")
@@ -174,8 +175,9 @@ DESCRIPTIONS = [
     _unary("__bang_active_exp", Un("exp", a_i)),
     _fix("__bang_float2int8_rn", "to_int8"),
     _fix("__bang_float2int16_rn", "to_int16"),
+    _fix("__bang_int82float", "from_int8"),      # a byte-stored int8 activation read as float (schedule/narrow.py)
     Desc("__memset_nram", "fill", ((i, n),), Load("dst", (i,)), value, space={"dst": "NRAM"},
-         emit=lambda m: f"__memset_nram({m.ptr('dst')}, {m.val('n')}, (float){m.scalar('value')});"),
+         emit=lambda m: f"__memset_nram({m.ptr('dst')}, {m.val('n')}, ({m.ctype()}){m.scalar('value')});"),
     # data movement between the memory levels: contiguous, strided (segments), gather
     Desc("__memcpy", "copy", ((s, segs), (i, n)), Load("dst", (s * ds + i,)), Load("src", (s * ss + i,)),
          rules=COPY_RULES,
@@ -185,7 +187,7 @@ DESCRIPTIONS = [
          emit=lambda m: f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction});"),
     Desc("__memcpy", "copy", ((s, segs),), Load("dst", (s * ds,)), Load("src", (s * ss,)), rules=COPY_RULES,
          derived={"n": lambda p: 1},
-         emit=lambda m: (f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, 4, {m.direction}, "
+         emit=lambda m: (f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.elem_bytes()}, {m.direction}, "
                          f"{m.bytes('ds')}, {m.bytes('ss')}, {m.val('segs')} - 1);")),
 ]
 

@@ -94,7 +94,8 @@ def plan(program, tc):
                         "scalar_statements": sorted(k for k, v in sc.items() if v[0] == "compute" and not v[1]),
                         "static_instructions": static_instructions(dk), "nram_bytes": dk.info.get("nram_bytes", 0),
                         "wram_bytes": dk.info.get("wram_bytes", 0), "sram_bytes": dk.info.get("sram_bytes", 0),
-                        "schedule": {k: v for k, v in info.items() if k in ("mode", "R", "Cob", "Cib", "NIB", "NRT", "NCB", "why")},
+                        "schedule": {k: v for k, v in info.items() if k in ("mode", "R", "Cob", "Cib", "NIB", "NRT", "NCB", "why",
+                                                                         "narrow_in", "narrow_out")},
                         "statements_after_partition": dk.info.get("statements_after_partition"),
                         "copy_bytes": copies, **({"copy_bytes_unpredicted": why} if why else {}),
                         **({"recurrence": dk.info["recurrence"]} if "recurrence" in dk.info else {})})
@@ -104,6 +105,7 @@ def plan(program, tc):
         "compute_statements": tot, "tensorized_statements": ten,
         "tensorized_fraction": (ten / tot) if tot else 1.0,
         "layouts": {t: "NHWC" for t in sorted(program.target_state.layouts)},
+        "int8_storage": sorted(getattr(program.target_state, "int8_storage", ())),   # bytes in GDRAM (schedule/narrow.py)
         "notes": list(program.notes),
         "kernels": launch_entries(kernels, launches_of(program)),
     })

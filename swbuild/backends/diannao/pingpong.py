@@ -280,14 +280,14 @@ def _double(dk, state, loaded, stored, filled):
             pong[b] = state["pong"][b]
             continue
         off = round_up(top[sp], ALIGN)
-        top[sp] = off + round_up(dk.bufs[b].elems * 4, ALIGN)
+        top[sp] = off + round_up(dk.bufs[b].elems * dk.bufs[b].elem_bytes, ALIGN)
         pong[b] = off
     if any(top[sp] > state["budget"][sp] for sp in ON_CHIP):
         return None
     for sp in ON_CHIP:
         dk.info[f"{sp.lower()}_bytes"] = top[sp]
     state["pong"].update(pong)
-    return {b: (pong[b] - dk.bufs[b].offset) // 4 for b in double}
+    return {b: (pong[b] - dk.bufs[b].offset) // dk.bufs[b].elem_bytes for b in double}
 
 
 def _static(run, dk, state):

@@ -1,7 +1,8 @@
 """The DianNao pipeline: the passes, in the order they run (`swbuild pipeline --target T`).
 
     fuse epilogues → storage layouts (NHWC around convolutions, identity copies removed)
-    → static arena → work split and staging (schedule) → loop partitioning (Algorithm 2,
+    → static arena → work split and staging (schedule; the arena again when int8 activations
+    are stored as bytes) → loop partitioning (Algorithm 2,
     option `partition`) → pre-processing of what is left (Algorithm 1: extra computation,
     padded lengths) → instruction mapping (ISA Mapper) → load / compute / store pipelines
     (option `double_buffer`) → BANG C.
@@ -26,7 +27,7 @@ from .partition import partition_kernel
 from .pingpong import pipeline_kernel
 from .preprocess import align_extents, choose_fills, resolve_guards
 from .recurrence import sched_recurrence
-from .schedule import schedule_kernel
+from .schedule import narrow, schedule_kernel
 from .schedule.builder import Store
 from .stitch import group_launches
 
@@ -40,6 +41,7 @@ class DianNaoState:
     partitioned: bool = True                      # option `partition` (loop partitioning ran)
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
     double_buffer: bool = True                    # option double_buffer: tiles chosen for pingpong.py
+    int8_storage: frozenset = frozenset()         # tensors held as int8 bytes in GDRAM (schedule/narrow.py)
 
 
 STATE = DianNaoState
@@ -55,10 +57,25 @@ def choose_storage_layouts(program, target, options):
 def schedule_kernels(program, target, options):
     """Per kernel: its class, work split over the cores and staging through NRAM/WRAM/SRAM."""
     st = program.target_state
-    st.store = Store()
     st.double_buffer = option_on(options, "double_buffer")
-    st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
-              for k in program.kernels]
+    # int8 activations as bytes in GDRAM where every kernel touching them can (schedule/narrow.py)
+    st.int8_storage = narrow.candidates(program) if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) > 0 \
+        else frozenset()
+    while True:
+        st.store = Store()
+        st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
+                  for k in program.kernels]
+        bad = narrow.unfulfilled(st.dev, st.int8_storage)
+        if not bad:
+            return program
+        st.int8_storage = st.int8_storage - bad
+
+
+def replan_memory(program, target, options):
+    """int8 activations stored as bytes (schedule/narrow.py) take one byte per element in the arena."""
+    narrow = program.target_state.int8_storage
+    if narrow:
+        plan_memory(program, target, options, itemsize={t: 1 for t in narrow})
     return program
 
 
@@ -138,6 +155,7 @@ PIPELINE = [
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     plan_memory,                # the static arena
     schedule_kernels,           # work split and staging
+    replan_memory,              # the arena again with int8 activations as bytes
     remember_whole_fills,       # halo fills kept whole for choose_fills
     partition_loops,            # Algorithm 2: loop partitioning
     preprocess_guards,          # Algorithm 1: extra computation, padded lengths

@@ -46,8 +46,8 @@ class KernelPrinter:
         b = self.dk.bufs[buf]
         c = const(off)
         tail = "" if c == 0 else f" + {self.ix(off)}" if c is None or c > 0 else f" - {-c}"
-        if b.space == "GDRAM":
-            return f"{buf}{tail}"
+        if b.space == "GDRAM":       # float * parameters; an int8 tensor (schedule/narrow.py) is read as bytes
+            return f"{buf}{tail}" if b.ctype == "float" else f"(({b.ctype} *){buf}{tail})"
         arena = {"NRAM": "nram", "WRAM": "wram", "SRAM": "sram"}[b.space]
         base = f"({b.ctype} *)({self.P}_{arena} + {b.offset})" if b.offset else f"({b.ctype} *){self.P}_{arena}"
         return f"({base}{tail})" if tail else base
@@ -186,11 +186,19 @@ class Emit:
         v = self.m.params[p]
         return str(v) if isinstance(v, int) else self.kp.ix(v)
 
+    def ctype(self):
+        return self.kp.dk.bufs[self.m.ops["dst"][0]].ctype
+
+    def elem_bytes(self):
+        """Bytes of a copy's element (its operands agree: int8 tensors are copied as bytes)."""
+        return self.kp.dk.bufs[self.m.ops["dst"][0]].elem_bytes
+
     def bytes(self, p):
+        eb = self.elem_bytes()
         if p in self.local:
-            return f"{self.local[p]} * 4"
+            return f"{self.local[p]} * {eb}"
         v = self.m.params[p]
-        return str(4 * v) if isinstance(v, int) else f"({self.kp.ix(v)}) * 4"
+        return str(eb * v) if isinstance(v, int) else f"({self.kp.ix(v)}) * {eb}"
 
     def scalar(self, name):
         e = self.m.scalars[name]

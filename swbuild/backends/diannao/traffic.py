@@ -5,7 +5,7 @@ compare the plan with the counters.
 
 The body is walked as the printed C runs it: once per task (clusterId, coreId), a task loop
 being the `if` on the ids the printer writes, loops and guards evaluated with the task's
-values, a mapped copy adding 4 x n x segs bytes when both are positive (the printer skips
+values, a mapped copy adding (element bytes) x n x segs bytes when both are positive (the printer skips
 the rest). A loop whose body does not read its variable counts its body once times the trip
 count, and a subtree's count is remembered per values of the variables it reads, so a
 kernel of many tiles costs little to walk.
@@ -50,9 +50,10 @@ def _vars(e):
 
 
 class Walker:
-    def __init__(self):
+    def __init__(self, bufs=None):
         self.fv = {}
         self.memo = {}
+        self.bufs = bufs or {}
 
     # -- which variables a subtree reads (its count depends on nothing else) ------------
     def free(self, n):
@@ -119,7 +120,9 @@ class Walker:
         if not loops:
             n = ev(m.params.get("n", 1), env)
             segs = ev(m.params.get("segs", 1), env)
-            return {m.direction: 4 * n * segs} if n > 0 and segs > 0 else {}
+            b = self.bufs.get(m.ops["dst"][0])       # int8 tensors are copied as bytes (schedule/narrow.py)
+            eb = b.elem_bytes if b is not None else 4
+            return {m.direction: eb * n * segs} if n > 0 and segs > 0 else {}
         lp, rest = loops[0], loops[1:]
         lo, ext = ev(lp.lo, env), ev(lp.ext, env)
         out = {}
@@ -147,7 +150,7 @@ def predicted_copy_bytes(dk):
         return {}, None
     if dk.cls == "recurrence":      # printed by recurrence.py, outside the device IR: it counts its own
         return recurrence_copy_bytes(dk), None
-    w = Walker()
+    w = Walker(dk.bufs)
     out = {}
     try:
         for c, k in TASKS:

@@ -2,6 +2,7 @@
 program-wide constant image (Store), and the task and loop helpers every kernel class uses."""
 from __future__ import annotations
 
+from dataclasses import replace
 
 from ....ir.loopnest import Bin, Load, Var, affine, iconst
 from ..devir import DBuf, DevKernel, For, const, simp, subst
@@ -54,7 +55,14 @@ class KB:
             ref = ("image", off)
         else:
             ref = ("tensor", r)
-        return self._param(ref, t.size, r)
+        name = self._param(ref, t.size, r)
+        if r in self.narrow():      # an int8 activation stored as bytes (schedule/narrow.py)
+            self.bufs[name] = replace(self.bufs[name], ctype="int8_t", elem_bytes=1)
+        return name
+
+    def narrow(self):
+        """Tensors (roots) this program stores as int8 in GDRAM (schedule/narrow.py)."""
+        return getattr(self.p.target_state, "int8_storage", None) or frozenset()
 
     def image(self, key, nelems, spec, label):
         off = self.store.add(key, nelems, spec)

@@ -33,6 +33,10 @@ def sched_conv(kb, pool=False):
     # fixed point (schedule/integer.py): int8/int16 input tile converted in NRAM, int8 weights
     fx = 0 if pool else int(kb.k.extra.get("fixed_point", 0))
     wbytes = 1 if fx else 4
+    # int8 GDRAM storage (narrow.py): an int8 input is copied straight into __bang_conv's tile
+    # (no float staging, a byte per element), an int8 result is converted in NRAM and stored
+    x8, o8 = narrow_ends(kb, G, fx, pool)
+    xb, ob = (1 if x8 else 4), (1 if o8 else 4)
     rate_key = {0: "conv_float_macs_per_cycle", 1: "conv_int8_macs_per_cycle", 2: "conv_int16_macs_per_cycle"}[fx]
     # pingpong.py pipelines the row tiles when no input-channel loop sits inside them: their
     # input, per-pixel operands and result then take two halves each
@@ -42,9 +46,12 @@ def sched_conv(kb, pool=False):
         lanes = R * G.Wo * Cob
         rin = (R - 1) * G.sh + G.kh
         xin_b, lane_b = round_up(round_up(rin * W_in * Cib, ve) * 4, ALIGN), round_up(round_up(lanes, ve) * 4, ALIGN)
-        extra = (xin_b + (1 + n_pixel) * lane_b) if piped and NIB == 1 else 0
         xq_b = round_up(round_up(round_up(rin * W_in * Cib, ve), ve * 4 // fx) * fx, ALIGN) if fx else 0
-        return xin_b + xq_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
+        o8_b = round_up(round_up(lanes, ve * 4), ALIGN) if o8 else 0
+        if x8:
+            xin_b, xq_b = xq_b, 0
+        extra = (xin_b + (1 + n_pixel) * lane_b + o8_b) if piped and NIB == 1 else 0
+        return xin_b + xq_b + o8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
 
     if pool:
         Cp = round_up(G.Cog, pool_c_elems(hw))
@@ -78,14 +85,14 @@ def sched_conv(kb, pool=False):
         rin = (R - 1) * G.sh + G.kh
         lanes = R * G.Wo * Cob
 
-        def copy(rows, pixels, chans, xst, write):
+        def copy(rows, pixels, chans, xst, write, eb=4):
             """Copies of a tile: a strided copy per row when channels are contiguous (HWC),
             else one element-gather copy per pixel (each element its own granule)."""
             if xst["c"] == 1:
-                return rows * (ms + (pixels - 1) * seg + pixels * ceil_div(chans * 4, gb) * (1 + write) * cpg)
+                return rows * (ms + (pixels - 1) * seg + pixels * ceil_div(chans * eb, gb) * (1 + write) * cpg)
             return rows * pixels * (ms + (chans - 1) * seg + chans * (1 + write) * cpg)
-        load = copy(rin, W_in, Cib, G.xst, False) + n_pixel * copy(R, G.Wo, Cob, G.ost, False)
-        store = copy(R, G.Wo, Cob, G.ost, True)
+        load = copy(rin, W_in, Cib, G.xst, False, xb) + n_pixel * copy(R, G.Wo, Cob, G.ost, False)
+        store = copy(R, G.Wo, Cob, G.ost, True, ob)
         NRT = ceil_div(G.Ho, R)
         if pool:
             comp = hw["vector_startup_cycles"] + R * G.Wo * K1 * ceil_div(Cob * 4, hw["vector_bytes_per_cycle"])
@@ -115,7 +122,7 @@ def sched_conv(kb, pool=False):
         macs_tile = R * G.Wo * Cob * K1 * Cib
         rate = max(1, int(hw.get(rate_key, 512)))
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
-        in_tile = ((R - 1) * G.sh + G.kh) * W_in * Cib * 4 * gran
+        in_tile = ((R - 1) * G.sh + G.kh) * W_in * Cib * xb * gran
         blk = Cob * K1 * Cib * wbytes
         if mode == "rows":
             per = ceil_div(NRT, 16)
@@ -139,10 +146,21 @@ def sched_conv(kb, pool=False):
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
     _, _, _, (Cob, Cib, NIB), mode, R = min(options)
-    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx)
+    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8)
 
 
-def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
+def narrow_ends(kb, G, fx, pool):
+    """(input, result) of this convolution or pool held as int8 in GDRAM (narrow.py): the input
+    only when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
+    narrow = kb.narrow()
+    if pool:        # a quantized MaxPool's result (its epilogue requantizes) stored as bytes
+        return False, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
+    x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
+        and -128 <= G.fill <= 127
+    return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
+
+
+def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False):
     hw = kb.hw
     K1 = G.kh * G.kw
     rin = (R - 1) * G.sh + G.kh
@@ -155,9 +173,12 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
     BSw = BS // 4 if fx else BS         # weight block in 4-byte words (int8 weights: four to a word)
     gx = kb.gparam(kb.k.buffers[G.xbuf].tensor)
     go = kb.gparam(kb.k.buffers[kb.k.out].tensor)
-    xin = kb.alloc("NRAM", "xin", rin * W_in * Cib)
-    # fixed point: the staged tile (exact integers in float) converted for __bang_conv
-    xq = kb.alloc("NRAM", "xq", kb.bufs[xin].elems, ctype=("int8_t", "int16_t")[fx - 1], elem_bytes=fx) if fx else xin
+    if x8:      # int8 in GDRAM: copied straight into the tile __bang_conv reads
+        xin = xq = kb.alloc("NRAM", "xq", rin * W_in * Cib, ctype="int8_t", elem_bytes=1)
+    else:
+        xin = kb.alloc("NRAM", "xin", rin * W_in * Cib)
+        # fixed point: the staged tile (exact integers in float) converted for __bang_conv
+        xq = kb.alloc("NRAM", "xq", kb.bufs[xin].elems, ctype=("int8_t", "int16_t")[fx - 1], elem_bytes=fx) if fx else xin
     accb = kb.alloc("NRAM", "acc", lanes)
     cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
     if not pool:
@@ -173,6 +194,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
         if mode == "rows":
             Q = round_up(ceil_div(BSw, 4), 16)
             sw_ = kb.alloc("SRAM", "wsh", 4 * Q)
+    o8b = kb.alloc("NRAM", "o8", lanes, ctype="int8_t", elem_bytes=1) if o8 else None
     reps = {}
     for i, ld in enumerate(loads):
         if kinds[ld] != "scalar":
@@ -230,7 +252,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
             fill = (-math.inf if G.combine == "max" else G.fill)
             staged = staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
                                  common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
-            if fx:      # the whole tile to int8/int16: exact, the values are integers of that range
+            if fx and not x8:      # the whole tile to int8/int16: exact, the values are integers of that range
                 i = Var("i")
                 staged.append(Stmt("compute", Load(xq, (i,)), Un(("to_int8", "to_int16")[fx - 1], Load(xin, (i,))),
                                    [SLoop("i", iconst(0), iconst(kb.bufs[xin].elems))], guard=exists,
@@ -294,6 +316,10 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
                 kb.alloc("NRAM", name, lanes)
         stm += ta.stmts
         resb = res.ref if res.kind == "buf" else accb
+        if o8:      # the requantized lanes (integers of int8's range, narrow.py) to bytes, stored as such
+            stm.append(Stmt("compute", Load(o8b, (ln,)), Un("to_int8", Load(resb, (ln,))), lane_loop,
+                            guard=exists + guards(lanetail), over=True, sid=kb.sid("compute", "narrow")))
+            resb = o8b
         oc = simp(Bin("+", Bin("*", g, iconst(G.Cog)), Bin("+", Bin("*", cb, iconst(Cob)), cc))) if not pool else \
             simp(Bin("+", Bin("*", cb, iconst(Cob)), cc))
         stm.append(Stmt("copy", Load(go, (output_offset(G, n, iconst(0), oc, simp(Bin("+", row0, ro)), xo),)),
@@ -336,4 +362,5 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
 
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
-                     mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in)
+                     mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in,
+                     narrow_in=x8, narrow_out=o8)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ....ir.loopnest import Bin, Load, Var, iconst, substitute_acc
+from ....ir.loopnest import Bin, Load, Un, Var, iconst, substitute_acc
 from ..devir import ScalarLoad, SLoop, Stmt, E, lin, pow2_floor, simp, subst
 from ....ir.sizes import ceil_div, round_up
 from ..preprocess import staged_copy, vector_elems
@@ -100,6 +100,12 @@ def sched_elementwise(kb):
         nb = need
     lanes = T * inner
     kb.info_tile = dict(axes=ext, split_axis=j, tile=T, chunk=C0, lanes=lanes)
+    # int8 tensors stored as bytes (narrow.py): staged tiles copied as bytes and converted in
+    # NRAM (__bang_int82float, exact), the result converted (__bang_float2int8_rn: its lanes
+    # are requantized integers) and stored as bytes; invariant or hoisted reads stay float
+    narrow = kb.narrow()
+    x8 = {i for i in staged if i not in hoisted and kb.p.root(k.buffers[loads[i].buf].tensor) in narrow}
+    o8 = kb.p.root(k.buffers[k.out].tensor) in narrow
 
     def body(t):
         def tile(outer_env, outer_conds, base_j, tail_conds_l, lane_conds, tile_exists):
@@ -135,8 +141,17 @@ def sched_elementwise(kb):
                     buf = f"x{i}"
                     if buf not in kb.bufs:
                         kb.alloc("NRAM", buf, lanes)
-                    stm += staged_copy(kb.sid("copy", "in"), buf, lane_ix, Load(g, (goff(i),)), loops,
-                                       bound=tail_conds_l, common=outer_conds)
+                    if i in x8:
+                        if f"{buf}b" not in kb.bufs:
+                            kb.alloc("NRAM", f"{buf}b", lanes, ctype="int8_t", elem_bytes=1)
+                        stm += staged_copy(kb.sid("copy", "in"), f"{buf}b", lane_ix, Load(g, (goff(i),)), loops,
+                                           bound=tail_conds_l, common=outer_conds)
+                        stm.append(Stmt("compute", Load(buf, (Var("ln"),)), Un("from_int8", Load(f"{buf}b", (Var("ln"),))),
+                                        [SLoop("ln", iconst(0), iconst(lanes))], guard=outer_conds + lane_conds,
+                                        over=True, sid=kb.sid("compute", "widen")))
+                    else:
+                        stm += staged_copy(kb.sid("copy", "in"), buf, lane_ix, Load(g, (goff(i),)), loops,
+                                           bound=tail_conds_l, common=outer_conds)
                     leafmap[ld] = Operand("buf", buf)
             ta = ThreeAddress(kb, "e", lambda: iconst(lanes), readonly=[f"x{i}" for i in hoisted])
             res = ta.run(value, lambda ld: leafmap[ld], outer_conds + lane_conds)
@@ -152,6 +167,13 @@ def sched_elementwise(kb):
                 src = "r"
             else:
                 src = res.ref
+            if o8:
+                if "o8" not in kb.bufs:
+                    kb.alloc("NRAM", "o8", lanes, ctype="int8_t", elem_bytes=1)
+                stm.append(Stmt("compute", Load("o8", (Var("ln"),)), Un("to_int8", Load(src, (Var("ln"),))),
+                                [SLoop("ln", iconst(0), iconst(lanes))], guard=outer_conds + lane_conds, over=True,
+                                sid=kb.sid("compute", "narrow")))
+                src = "o8"
             go = kb.gparam(k.buffers[k.out].tensor)
             stm.append(Stmt("copy", Load(go, (goff("out"),)), Load(src, (lane_ix,)), loops,
                             guard=outer_conds + tail_conds_l, sid=kb.sid("copy", "out")))
@@ -210,4 +232,5 @@ def sched_elementwise(kb):
         return hoist() + loop("r0", C0, rows)
 
     b = tasks(body)
-    return kb.finish("elementwise", b, tile=kb.info_tile)
+    return kb.finish("elementwise", b, tile=kb.info_tile, narrow_in=bool(x8), narrow_out=o8,
+                     narrow_bufs=frozenset(loads[i].buf for i in x8))

@@ -167,6 +167,18 @@ inline void __bang_float2int8_rn(int8_t* dst, const float* src, int n, int posit
 inline void __bang_float2int16_rn(int16_t* dst, const float* src, int n, int position) {
   float2fix(::bangemu::OP_FLOAT2INT16, dst, src, n, position);
 }
+/* And back: dst = src * 2^position (exact), what reads an int8 activation stored as bytes
+ * (schedule/narrow.py); rules and cost as above, over the float side's bytes. */
+inline void __bang_int82float(float* dst, const int8_t* src, int n, int position) {
+  using namespace bangemu;
+  const char* fn = op_name(OP_INT82FLOAT);
+  if (!count_rule(fn, n, sizeof(float))) return;
+  bool ok = vec(fn, "dst", dst, (long long)n * sizeof(float));
+  ok = vec(fn, "src", src, (long long)n * sizeof(int8_t)) && ok;
+  if (!ok) return;
+  for (int i = 0; i < n; ++i) dst[i] = std::ldexp((float)src[i], position);
+  charge(OP_INT82FLOAT, vector_cycles((long long)n * sizeof(float)));
+}
 
 /* Reductions: the result goes to dst[0]; dst needs one 128-B vector. */
 template <class T> inline void __bang_sum(T* dst, const T* src, int n) {
