@@ -40,6 +40,7 @@ class DianNaoState:
     partitioned: bool = True                      # option `partition` (loop partitioning ran)
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
     double_buffer: bool = True                    # option double_buffer: tiles chosen for pingpong.py
+    cluster_split: bool = True                    # option cluster_split: schedule/conv.py's clusters mode
 
 
 STATE = DianNaoState
@@ -57,6 +58,7 @@ def schedule_kernels(program, target, options):
     st = program.target_state
     st.store = Store()
     st.double_buffer = option_on(options, "double_buffer")
+    st.cluster_split = option_on(options, "cluster_split")
     st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
               for k in program.kernels]
     return program
