@@ -42,6 +42,7 @@ class DianNaoState:
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
     double_buffer: bool = True                    # option double_buffer: tiles chosen for pingpong.py
     int8_storage: frozenset = frozenset()         # tensors held as int8 bytes in GDRAM (schedule/narrow.py)
+    cluster_split: bool = True                    # option cluster_split: schedule/conv.py's clusters mode
 
 
 STATE = DianNaoState
@@ -58,6 +59,7 @@ def schedule_kernels(program, target, options):
     """Per kernel: its class, work split over the cores and staging through NRAM/WRAM/SRAM."""
     st = program.target_state
     st.double_buffer = option_on(options, "double_buffer")
+    st.cluster_split = option_on(options, "cluster_split")
     # int8 activations as bytes in GDRAM where every kernel touching them can (schedule/narrow.py)
     st.int8_storage = narrow.candidates(program) if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) > 0 \
         else frozenset()

@@ -1,5 +1,6 @@
 """The conv, gemm and pool classes: HWC tiles with halo, WRAM weights, rows or output-channel
-blocks split over the tasks."""
+blocks split over the tasks, or (clusters mode) output-channel blocks over the clusters and
+rows over a cluster's cores, so that each weight byte leaves GDRAM once per launch."""
 from __future__ import annotations
 
 import math
@@ -41,6 +42,7 @@ def sched_conv(kb, pool=False):
     # pingpong.py pipelines the row tiles when no input-channel loop sits inside them: their
     # input, per-pixel operands and result then take two halves each
     piped = getattr(kb.p.target_state, "double_buffer", False)
+    split_clusters = getattr(kb.p.target_state, "cluster_split", False)
 
     def nram(R, Cib, Cob, NIB):
         lanes = R * G.Wo * Cob
@@ -102,9 +104,10 @@ def sched_conv(kb, pool=False):
         comp = lanes * K1 * Cib / rate + hw["conv_startup_cycles"]
         blk = Cob * K1 * Cib * wbytes
         gran = cpg / gb
-        if mode == "rows":
-            steps = pipelined_cycles(ceil_div(NRT, 16), load, comp, store)
-            return G.N * G.G * NCB * (steps + blk * gran / 4 + blk / hw["sram_bytes_per_cycle"])
+        if mode in ("rows", "clusters"):
+            tasks_, blocks = (16, NCB) if mode == "rows" else (4, ceil_div(NCB, 4))
+            steps = pipelined_cycles(ceil_div(NRT, tasks_), load, comp, store)
+            return G.N * G.G * blocks * (steps + blk * gran / 4 + blk / hw["sram_bytes_per_cycle"])
         return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
 
     def estimate(mode, cand, R):
@@ -124,9 +127,9 @@ def sched_conv(kb, pool=False):
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
         in_tile = ((R - 1) * G.sh + G.kh) * W_in * Cib * xb * gran
         blk = Cob * K1 * Cib * wbytes
-        if mode == "rows":
-            per = ceil_div(NRT, 16)
-            t = G.N * G.G * NCB * (per * NIB * (macs_tile / rate + in_tile) + NIB * (blk * gran / 4 + blk / hw["sram_bytes_per_cycle"]))
+        if mode in ("rows", "clusters"):
+            per, blocks = (ceil_div(NRT, 16), NCB) if mode == "rows" else (ceil_div(NRT, 4), ceil_div(NCB, 4))
+            t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * (blk * gran / 4 + blk / hw["sram_bytes_per_cycle"]))
         else:
             per = ceil_div(NCB, 16)
             t = G.N * G.G * per * (NRT * NIB * (macs_tile / rate + in_tile) + (NIB if NIB == 1 else NRT * NIB) * blk * gran)
@@ -134,15 +137,16 @@ def sched_conv(kb, pool=False):
 
     options = []
     for cand in cands:
-        for mode in ("rows", "channels"):
-            if pool and mode == "channels":
+        for mode in ("rows", "clusters", "channels"):
+            if (pool and mode != "rows") or (mode == "clusters" and not split_clusters):
                 continue
-            R = best_rows(cand, ceil_div(G.Ho, 16) if mode == "rows" else G.Ho)
+            R = best_rows(cand, {"rows": ceil_div(G.Ho, 16), "clusters": ceil_div(G.Ho, 4)}.get(mode, G.Ho))
             if R is None:
                 continue
             # pipelined: fewer rows per tile buy overlap; every R that fits is a candidate
             for r in (range(R, 0, -1) if piped and cand[2] == 1 else (R,)):
-                options.append((estimate(mode, cand, r), mode != "rows", -cand[0], cand, mode, r))
+                options.append((estimate(mode, cand, r), ("rows", "clusters", "channels").index(mode), -cand[0], cand, mode,
+                            r))
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
     _, _, _, (Cob, Cib, NIB), mode, R = min(options)
@@ -191,7 +195,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         spec = ("conv", kb.p.root(G.wtensor), geo)
         gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib) + (("int8",) if fx else ()),
                       G.G * NCB * NIB * BSw, spec, f"{G.wtensor} (bank layout{', int8' if fx else ''})")
-        if mode == "rows":
+        if mode in ("rows", "clusters"):
             Q = round_up(ceil_div(BSw, 4), 16)
             sw_ = kb.alloc("SRAM", "wsh", 4 * Q)
     o8b = kb.alloc("NRAM", "o8", lanes, ctype="int8_t", elem_bytes=1) if o8 else None
@@ -207,18 +211,20 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         return ge(Bin("-", Bin("-", iconst(G.Cog - 1), Bin("*", cb, iconst(Cob))), cc))
 
     def weights(n, g, cb, ib, tk, exists):
-        """Load one weight block into WRAM: through SRAM (rows mode) or directly."""
+        """Load one weight block into WRAM: through SRAM, a quarter by each core of the cluster
+        (rows and clusters modes; `exists` is the same on the cluster's cores, so the barriers
+        stay uniform), or directly."""
         blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
-        if mode == "rows":
+        if mode in ("rows", "clusters"):
             q = Var("q")
             part = simp(Bin("*", tk, iconst(Q)))
             return [Barrier("cluster"),
                     Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
                          [SLoop("q", iconst(0), iconst(Q))],
-                         guard=guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w")),
+                         guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w")),
                     Barrier("cluster"),
                     Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (Var("i"),)), [SLoop("i", iconst(0), iconst(BSw))],
-                         sid=kb.sid("copy", "w"))]
+                         guard=exists, sid=kb.sid("copy", "w"))]
         return [Stmt("copy", Load(wk, (Var("i"),)), Load(gw, (simp(Bin("+", blk, Var("i"))),)),
                      [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"))]
 
@@ -233,7 +239,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                                bound=guards(chan_bound(cb)), common=exists)
         return out
 
-    def tile(n, g, cb, row0, exists, tk):
+    def tile(n, g, cb, row0, exists, tk, cexists=()):
         rowtail = ge(Bin("-", Bin("-", iconst(G.Ho - 1), row0), ro))
         lanetail = ge(Bin("-", Bin("*", Bin("-", iconst(G.Ho), row0), iconst(G.Wo * Cob)), Bin("+", Var("ln"), iconst(1))))
         stm = []
@@ -280,7 +286,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             stm.append(compute(accb))
         else:                      # input-channel blocks: the weights of each block, then accumulate
             # rows mode: every task takes part in the cooperative loads (barriers stay uniform)
-            wguard = () if mode == "rows" else exists
+            wguard = {"rows": (), "clusters": cexists}.get(mode, exists)
             stm += weights(n, g, cb, iconst(0), tk, wguard)
             stm += stage_input(iconst(0))
             stm.append(compute(accb))
@@ -357,6 +363,22 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                 if NIB == 1:
                     pre += weights(n, g, cb, iconst(0), tk, exists)
                 return pre + loop("rt", NRT, lambda rt: tile(n, g, cb, simp(Bin("*", rt, iconst(R))), exists, tk))
+            if mode == "clusters":
+                SCc, S = ceil_div(NCB, 4), ceil_div(NRT, 4)
+
+                def per_jc(jj):
+                    cb = simp(Bin("+", Bin("*", Var("tc"), iconst(SCc)), jj))
+                    cex = guards(ge(Bin("-", iconst(NCB - 1), cb)))
+                    pre = channel_reps(n, g, cb, cex)
+                    if NIB == 1:
+                        pre += weights(n, g, cb, iconst(0), tk, cex)
+
+                    def per_s(s):
+                        rt = simp(Bin("+", Bin("*", tk, iconst(S)), s))
+                        exists = cex + guards(ge(Bin("-", iconst(NRT - 1), rt)))
+                        return tile(n, g, cb, simp(Bin("*", rt, iconst(R))), exists, tk, cex)
+                    return pre + loop("s", S, per_s)
+                return loop("jc", SCc, per_jc)
             return loop("j", SC, per_j)
         return loop("bn", G.N, lambda n: loop("bg", G.G, lambda g: per_ng(n, g)))
 
