@@ -76,6 +76,7 @@ SWEMU_MODEL_KEYS = {
     "transcendental_cycles", "vector_registers", "dma_overlap", "roofline_bytes_per_s",
     "row_broadcast", "row_sync_cycles", "array_broadcast", "array_sync_cycles", "regcomm_latency_cycles",
     "regcomm_message_cycles", "rma_latency_cycles", "rma_bytes_per_cycle",
+    "rma_broadcast",
     # MPI cost model (swbuild/driver/mpi.py): network between core groups and between nodes
     "net_bandwidth_bytes_per_s", "net_latency_s", "noc_bandwidth_bytes_per_s", "noc_latency_s",
 }

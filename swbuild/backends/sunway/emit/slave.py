@@ -65,8 +65,9 @@ def _pitches(shape):
 class _K:
     """Names and facts of one kernel being printed."""
 
-    def __init__(self, k, cores):
+    def __init__(self, k, cores, rma=False):
         self.k, self.s, self.cores = k, k.schedule, cores
+        self.rma = rma      # shared boxes reach the row (array) by DMA + RMA broadcast (SW26010-Pro)
         self.t = self.s.tiles
         self.ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
         self.sp = [a.name for a in k.axes]
@@ -105,10 +106,11 @@ def _init(k):
     return int_literal(k.init)
 
 
-def kernel_c(k, cores, itemsize=4):
+def kernel_c(k, cores, itemsize=4, rma=False):
+    """One kernel's C. `rma`: the API shares boxes by DMA + RMA broadcast (cpe_api.CpeApi.rma)."""
     if k.kind != "compute":
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
-    K = _K(k, cores)
+    K = _K(k, cores, rma)
     s, t = K.s, K.t
     itemsize, ft, dbl = k.elem_bytes, ctype_of(k), k.elem_bytes == 8     # double: a float64 kernel
     pf = {b.name for b in K.boxes if b.name in s.prefetched}
@@ -129,6 +131,8 @@ def kernel_c(k, cores, itemsize=4):
     w("SW_REPLY rp = 0;")
     w("sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);")
     w("SW_WAIT(rp, 1);")
+    if K.rma and any(b.shared for b in K.boxes):
+        w("SW_RMA_RESET();")
     counts, gstep = _deal(w, K, cores, hook if s.hook else None)
     acc_n = math.prod(t[n] for n in K.sp)
     allocs = [("acc", ldm_align(acc_n * itemsize), ft)]       # each box in its tensor's element type
@@ -143,9 +147,12 @@ def kernel_c(k, cores, itemsize=4):
             w(f"{ty} *{name} = ({ty} *)ldm_malloc({n});")
     for b in K.boxes:
         nd = max(len(b.shape), 1)
+        rs = K.rma and b.shared
         if b.name in pf:
-            _state_of_prefetched(w, b.name, nd)
+            _state_of_prefetched(w, b.name, nd, rs)
         else:
+            if rs:      # per half: a broadcast is due (every member), this CPE issues it, its bytes
+                w(f"int pb_{b.name}[2] = {{0, 0}}, bi_{b.name}[2] = {{0, 0}}, bl_{b.name}[2] = {{0, 0}};")
             w(f"SW_REPLY rp_{b.name}[2] = {{0, 0}};")
             w(f"int ng_{b.name}[2] = {{0, 0}}, val_{b.name}[2] = {{0, 0}}, fresh_{b.name}[2] = {{0, 0}};")
             w(f"int lo_{b.name}[2][{nd}], hi_{b.name}[2][{nd}];")
@@ -194,6 +201,8 @@ def kernel_c(k, cores, itemsize=4):
         # issuer waited first) and nobody still reads the half the next broadcast refills
         for b in shared_db:
             w(f"SW_WAIT(rp_{b.name}[cur_{b.name}], ng_{b.name}[cur_{b.name}]);")
+            if K.rma:
+                _rma_share(w, K, b, f"cur_{b.name}")
             w.open("if (s + 1 < S)")
             _new_fp(w, K, b, "NT", f"cur_{b.name}")
             w("sync = 1;")
@@ -283,9 +292,13 @@ def _step_vars(w, K, prefixes=("T", "NT")):
             w(f"const int {', '.join(f'{P}0_{n} = 0, {P}N_{n} = {K.ext[n]}' for P in prefixes)};")
 
 
-def _state_of_prefetched(w, n, nd):
+def _state_of_prefetched(w, n, nd, rma=False):
     """A prefetched box's reply words, counters and resident footprints: the launch's (in the
     prefetch state) when called with one, else the kernel's own."""
+    if rma:
+        w(f"int own_pb_{n}[2] = {{0, 0}}, own_bi_{n}[2] = {{0, 0}}, own_bl_{n}[2] = {{0, 0}};")
+        src = lambda x: f"pf ? pf->{x} : own_{x}"
+        w(f"int *pb_{n} = {src(f'pb_{n}')}, *bi_{n} = {src(f'bi_{n}')}, *bl_{n} = {src(f'bl_{n}')};")
     w(f"SW_REPLY own_rp_{n}[2] = {{0, 0}};")
     w(f"int own_ng_{n}[2] = {{0, 0}}, own_val_{n}[2] = {{0, 0}}, own_fresh_{n}[2] = {{0, 0}};")
     w(f"int own_lo_{n}[2][{nd}], own_hi_{n}[2][{nd}];")
@@ -318,6 +331,8 @@ def _prefetch_c(K, itemsize):
                f"    int ng_{n}[2], val_{n}[2], fresh_{n}[2], lo_{n}[2][{nd}], hi_{n}[2][{nd}], pend_{n};"]
         if b.shared:
             st.append(f"    int nb_{n};   /* broadcasts issued so far */")
+        if b.shared and K.rma:
+            st.append(f"    int pb_{n}[2], bi_{n}[2], bl_{n}[2];   /* RMA broadcast due, issued here, its bytes */")
     st += ["};"]
     w = Writer()
     w(f"struct {k.name}_pf *f = (struct {k.name}_pf *)state;")
@@ -332,11 +347,15 @@ def _prefetch_c(K, itemsize):
         w(f"f->pend_{n} = 0;")
         if b.shared:
             w(f"f->nb_{n} = 0;")
+        if b.shared and K.rma:
+            w(f"f->pb_{n}[0] = f->pb_{n}[1] = f->bi_{n}[0] = f->bi_{n}[1] = f->bl_{n}[0] = f->bl_{n}[1] = 0;")
     counts, gstep = _deal(w, K, K.cores)
     for b in pf:
         n, nd = b.name, max(len(b.shape), 1)
         w(f"float *X_{n} = f->X_{n};")
         _state_pointers(w, n, nd, lambda x: f"f->{x}")
+        if b.shared and K.rma:
+            w(f"int *pb_{n} = f->pb_{n}, *bi_{n} = f->bi_{n}, *bl_{n} = f->bl_{n};")
         w(f"int cur_{n} = 1, pend_{n} = 0;")
         if b.shared:
             w(f"int nb_{n} = 0;")
@@ -429,6 +448,8 @@ def _fetch_single(w, K, b, itemsize):
         w(f"{K.sync}();")
         _issue(w, K, b, "h", itemsize)
         w(f"SW_WAIT(rp_{b.name}[0], ng_{b.name}[0]);")
+        if K.rma:
+            _rma_share(w, K, b, "0")
         w(f"{K.sync}();")
     else:
         _issue(w, K, b, "h", itemsize)
@@ -449,12 +470,41 @@ def _issue(w, K, b, h, itemsize):
         w(f"lo_{n}[{h}][{d}] = flo{d}; hi_{n}[{h}][{d}] = fhi{d};")
     if b.pad_dims:
         w(f"fresh_{n}[{h}] = {' || '.join(f'flo{d} < 0 || fhi{d} > {b.shape[d] - 1}' for d in b.pad_dims)};")
-    if b.shared:
+    if b.shared and K.rma:
+        # the issuer only DMAs here; it broadcasts when the row (array) consumes the half
+        # (_rma_share), and every member waits for one landing if the footprint is not empty
+        w(f"pb_{n}[{h}] = {_nonempty(b)};")
+        w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
+        w("sw_blen = 0;")
+        _transfer(w, K, b, h, itemsize)
+        w(f"bi_{n}[{h}] = 1; bl_{n}[{h}] = sw_blen;")
+        w.close()
+    elif b.shared:
         w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
         _transfer(w, K, b, h, itemsize)
         w.close()
     else:
         _transfer(w, K, b, h, itemsize)
+
+
+def _nonempty(b):
+    """C condition: the footprint flo*/fhi* of box b holds bytes inside the tensor (_transfer's
+    clipping), so its fetch moves some."""
+    if b.blocked is not None or not b.shape:
+        return "1"
+    return " && ".join(f"SW_MIN(fhi{d}, {b.shape[d] - 1}) >= SW_MAX(flo{d}, 0)" for d in range(len(b.shape))) or "1"
+
+
+def _rma_share(w, K, b, half):
+    """Half `half` of shared box b is consumed: its issuer (whose DMA was waited for) broadcasts
+    it, and every member waits for its copy to land."""
+    n = b.name
+    w.open(f"if (pb_{n}[{half}])")
+    w(f"if (bi_{n}[{half}]) {{ sw_rbcast(X_{n} + {half} * {b.cap(K.t)}, bl_{n}[{half}], {K.s.share_width}); "
+      f"bi_{n}[{half}] = 0; }}")
+    w("SW_RMA_WAIT();")
+    w(f"pb_{n}[{half}] = 0;")
+    w.close()
 
 
 def _transfer(w, K, b, h, itemsize):
