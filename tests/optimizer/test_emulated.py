@@ -152,7 +152,7 @@ def test_reduction_split_over_cpes(tmp_path, target):
     assert ok, err
 
 
-@pytest.mark.parametrize("lane,shape,tiles,db,mode", [
+SHARING = [
     ("co", (32, 16, 32), {"ci": 4, "co": 2, "o0": 2, "o1": 8, "k0": 2}, True, "cyclic"),     # input broadcast, pads
     ("co", (32, 16, 32), {"ci": 8, "co": 2, "o0": 4, "o1": 4}, False, "block"),              # single-buffered
     ("o0", (32, 16, 32), {"ci": 4, "co": 4, "o0": 1, "o1": 16, "k0": 1}, True, "block"),     # weights broadcast
@@ -160,8 +160,13 @@ def test_reduction_split_over_cpes(tmp_path, target):
     (("co", 64), (32, 16, 64), {"ci": 4, "co": 1, "o0": 4, "o1": 16, "k0": 2}, True, "cyclic"),
     (("co", 64), (32, 16, 128), {"ci": 8, "co": 1, "o0": 8, "o1": 8}, False, "block"),
     (("o0", 64), (8, 64, 8), {"ci": 4, "co": 4, "o0": 1, "o1": 32, "k0": 1}, True, "block"),
-])
-@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+]
+
+
+# SW26010 (broadcast DMA) every case; SW26010-Pro (DMA + RMA broadcast) a row case with pads,
+# a single-buffered one and an array one: the same emitter paths, the time spent where it differs
+@pytest.mark.parametrize("target,lane,shape,tiles,db,mode",
+                         [("sunway-emu", *c) for c in SHARING] + [("sunway-pro-emu", *SHARING[i]) for i in (0, 1, 5)])
 def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape, tiles, db, mode, target):
     """The 8 CPEs of a mesh row (all 64, array sharing) split the lane axis and one broadcast
     DMA per row (array) feeds them the boxes that do not depend on it: outputs stay exact, the
