@@ -46,21 +46,10 @@ from ..schedule.grid import ROW, group_counts
 from ..schedule.kernel_schedule import ldm_align
 from .slave_compute import epilogue, scalar_reduce, vector_compute
 from .slave_stage import stage_c, stage_setup, stage_state
+from .slave_dma import box_dma as _dma, call as _call, horner as _horner, nonempty, rma_share
 
 SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c, "recurrence": recurrence_c, "mesh": mesh_gemm_c,
                     "mesh_chain": mesh_chain_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
-
-def _horner(terms):
-    """((i0 * e1 + i1) * e2 + i2)... from [(index text, extent text)]."""
-    s = None
-    for idx, ext in terms:
-        s = idx if s is None else f"({s}) * {ext} + {idx}"
-    return s or "0"
-
-
-def _pitches(shape):
-    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
-
 
 class _K:
     """Names and facts of one kernel being printed."""
@@ -202,7 +191,7 @@ def kernel_c(k, cores, itemsize=4, rma=False):
         for b in shared_db:
             w(f"SW_WAIT(rp_{b.name}[cur_{b.name}], ng_{b.name}[cur_{b.name}]);")
             if K.rma:
-                _rma_share(w, K, b, f"cur_{b.name}")
+                rma_share(w, K, b, f"cur_{b.name}")
             w.open("if (s + 1 < S)")
             _new_fp(w, K, b, "NT", f"cur_{b.name}")
             w("sync = 1;")
@@ -449,7 +438,7 @@ def _fetch_single(w, K, b, itemsize):
         _issue(w, K, b, "h", itemsize)
         w(f"SW_WAIT(rp_{b.name}[0], ng_{b.name}[0]);")
         if K.rma:
-            _rma_share(w, K, b, "0")
+            rma_share(w, K, b, "0")
         w(f"{K.sync}();")
     else:
         _issue(w, K, b, "h", itemsize)
@@ -473,7 +462,7 @@ def _issue(w, K, b, h, itemsize):
     if b.shared and K.rma:
         # the issuer only DMAs here; it broadcasts when the row (array) consumes the half
         # (_rma_share), and every member waits for one landing if the footprint is not empty
-        w(f"pb_{n}[{h}] = {_nonempty(b)};")
+        w(f"pb_{n}[{h}] = {nonempty(b)};")
         w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
         w("sw_blen = 0;")
         _transfer(w, K, b, h, itemsize)
@@ -485,26 +474,6 @@ def _issue(w, K, b, h, itemsize):
         w.close()
     else:
         _transfer(w, K, b, h, itemsize)
-
-
-def _nonempty(b):
-    """C condition: the footprint flo*/fhi* of box b holds bytes inside the tensor (_transfer's
-    clipping), so its fetch moves some."""
-    if b.blocked is not None or not b.shape:
-        return "1"
-    return " && ".join(f"SW_MIN(fhi{d}, {b.shape[d] - 1}) >= SW_MAX(flo{d}, 0)" for d in range(len(b.shape))) or "1"
-
-
-def _rma_share(w, K, b, half):
-    """Half `half` of shared box b is consumed: its issuer (whose DMA was waited for) broadcasts
-    it, and every member waits for its copy to land."""
-    n = b.name
-    w.open(f"if (pb_{n}[{half}])")
-    w(f"if (bi_{n}[{half}]) {{ sw_rbcast(X_{n} + {half} * {b.cap(K.t)}, bl_{n}[{half}], {K.s.share_width}); "
-      f"bi_{n}[{half}] = 0; }}")
-    w("SW_RMA_WAIT();")
-    w(f"pb_{n}[{half}] = 0;")
-    w.close()
 
 
 def _transfer(w, K, b, h, itemsize):
@@ -529,52 +498,6 @@ def _transfer(w, K, b, h, itemsize):
     conds = [f"cex{d} > 0" for d in range(nd)]
     _dma(w, b, conds, get, dst, f"p.{b.buf}", [f"cex{d}" for d in range(nd)], [f"clo{d}" for d in range(nd)],
          f"rp_{n}[{h}]", f"ng_{n}[{h}]", itemsize)
-
-
-def _dma(w, b, conds, direction, ldm, ptr, ext, lo, reply, counter, itemsize):
-    """The DMA(s) of one box footprint: contiguous tail merged, one strided call per 2-D slab
-    (mirrored by schedule/dma.py: transfers)."""
-    m = b.merge
-    shape = b.shape
-    pitch = _pitches(shape)
-    inner = math.prod(shape[m:])
-    if conds:
-        w.open(f"if ({' && '.join(conds)})")
-    else:
-        w("{")
-        w.depth += 1
-    if m == 0:
-        w(_call(direction, ldm, ptr, str(math.prod(shape) * itemsize), "0", "0", reply))
-        w(f"{counter}++;")
-    else:
-        c = m - 1
-        run = f"{ext[c]} * {inner}"
-        if c == 0:
-            w(_call(direction, ldm, f"{ptr} + (long){lo[0]} * {pitch[0]}", f"{run} * {itemsize}", "0", "0", reply))
-            w(f"{counter}++;")
-        else:
-            outer = list(range(c - 1))
-            for d in outer:
-                w.open(f"for (int j{d} = 0; j{d} < {ext[d]}; j{d}++)")
-            moff = " + ".join([f"(long)({lo[d]} + j{d}) * {pitch[d]}" for d in outer]
-                              + [f"(long){lo[c - 1]} * {pitch[c - 1]}", f"(long){lo[c]} * {pitch[c]}"])
-            slab = f"{ext[c - 1]} * {run}"
-            loff = _horner([(f"j{d}", ext[d]) for d in outer]) if outer else "0"
-            w(f"const int bs = {run} * {itemsize}, gap = ({shape[c]} - {ext[c]}) * {inner} * {itemsize};")
-            w(_call(direction, f"{ldm} + (long)({loff}) * {slab}", f"{ptr} + {moff}", f"{ext[c - 1]} * bs", "bs", "gap",
-                    reply))
-            w(f"{counter}++;")
-            for _ in outer:
-                w.close()
-    w.close()
-
-
-def _call(direction, ldm, mem, length, bsize, gap, reply):
-    if direction == "get":
-        return f"sw_get({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply});"
-    if direction == "bget":
-        return f"sw_bget({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply}, bmask);"
-    return f"sw_put({mem}, {ldm}, {length}, {bsize}, {gap}, &{reply});"
 
 
 # -- compute ---------------------------------------------------------------------------
