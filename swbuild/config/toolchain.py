@@ -75,7 +75,8 @@ SWEMU_MODEL_KEYS = {
     "dual_issue", "simd_unaligned_load_cost", "loop_overhead_cycles", "div_cycles",
     "transcendental_cycles", "vector_registers", "dma_overlap", "roofline_bytes_per_s",
     "row_broadcast", "row_sync_cycles", "array_broadcast", "array_sync_cycles", "regcomm_latency_cycles",
-    "regcomm_message_cycles",
+    "regcomm_message_cycles", "rma_latency_cycles", "rma_bytes_per_cycle",
+    "rma_broadcast",
     # MPI cost model (swbuild/driver/mpi.py): network between core groups and between nodes
     "net_bandwidth_bytes_per_s", "net_latency_s", "noc_bandwidth_bytes_per_s", "noc_latency_s",
 }
@@ -145,6 +146,7 @@ SWEMU_TIMING = {
     "row_sync_cycles": "SWEMU_ROW_SYNC_CYCLES", "array_sync_cycles": "SWEMU_ARRAY_SYNC_CYCLES",
     "regcomm_latency_cycles": "SWEMU_REGCOMM_LATENCY_CYCLES",
     "regcomm_message_cycles": "SWEMU_REGCOMM_MESSAGE_CYCLES",
+    "rma_latency_cycles": "SWEMU_RMA_LATENCY_CYCLES", "rma_bytes_per_cycle": "SWEMU_RMA_BYTES_PER_CYCLE",
 }
 
 

@@ -385,7 +385,7 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     if findings.get("ldm_over_budget"):
         reasons.append(f"LDM peak over the budget in {len(findings['ldm_over_budget'])} kernels")
     if findings.get("dma_mismatches"):
-        reasons.append("measured DMA or register communication differs from the compiler's prediction in "
+        reasons.append("measured DMA, register communication or RMA differs from the compiler's prediction in "
                        f"{len(findings['dma_mismatches'])} kernels")
     if findings.get("copy_mismatches"):
         reasons.append("bytes copied per direction (GDRAM and on chip) differ from the plan's prediction, or were not "

@@ -152,7 +152,7 @@ def test_reduction_split_over_cpes(tmp_path, target):
     assert ok, err
 
 
-@pytest.mark.parametrize("lane,shape,tiles,db,mode", [
+SHARING = [
     ("co", (32, 16, 32), {"ci": 4, "co": 2, "o0": 2, "o1": 8, "k0": 2}, True, "cyclic"),     # input broadcast, pads
     ("co", (32, 16, 32), {"ci": 8, "co": 2, "o0": 4, "o1": 4}, False, "block"),              # single-buffered
     ("o0", (32, 16, 32), {"ci": 4, "co": 4, "o0": 1, "o1": 16, "k0": 1}, True, "block"),     # weights broadcast
@@ -160,13 +160,20 @@ def test_reduction_split_over_cpes(tmp_path, target):
     (("co", 64), (32, 16, 64), {"ci": 4, "co": 1, "o0": 4, "o1": 16, "k0": 2}, True, "cyclic"),
     (("co", 64), (32, 16, 128), {"ci": 8, "co": 1, "o0": 8, "o1": 8}, False, "block"),
     (("o0", 64), (8, 64, 8), {"ci": 4, "co": 4, "o0": 1, "o1": 32, "k0": 1}, True, "block"),
-])
-def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape, tiles, db, mode):
+]
+
+
+# SW26010 (broadcast DMA) every case; SW26010-Pro (DMA + RMA broadcast) a row case with pads,
+# a single-buffered one and an array one: the same emitter paths, the time spent where it differs
+@pytest.mark.parametrize("target,lane,shape,tiles,db,mode",
+                         [("sunway-emu", *c) for c in SHARING] + [("sunway-pro-emu", *SHARING[i]) for i in (0, 1, 5)])
+def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape, tiles, db, mode, target):
     """The 8 CPEs of a mesh row (all 64, array sharing) split the lane axis and one broadcast
     DMA per row (array) feeds them the boxes that do not depend on it: outputs stay exact, the
     emulator's counts equal the prediction (which counts one DMA per row and fetch,
     test_predict.py), and the kernel reads fewer bytes in fewer DMAs than with every CPE
-    fetching its own copy under the same tiles."""
+    fetching its own copy under the same tiles. On SW26010-Pro (no broadcast DMA) one CPE
+    fetches and RMA-broadcasts: the plan's RMA counts equal the emulator's too."""
     from opt_models import conv_model
     from swbuild.driver import check
     c, hw, co = shape
@@ -178,7 +185,7 @@ def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape,
     for share in (lane, None):
         out = tmp_path / str(share)
         out.mkdir()
-        plan, stats, got, ref = _run_pinned(model, "sunway-emu", opts, out, monkeypatch, lane=share, **pins)
+        plan, stats, got, ref = _run_pinned(model, target, opts, out, monkeypatch, lane=share, **pins)
         k = plan["kernels"][0]
         assert k["row_shared"] == (axis if share else None) and bool(k["broadcast"]) == (share is not None)
         assert k["shared_by"] == (width if share else None)
@@ -187,6 +194,12 @@ def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape,
         assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0 and f["ldm_over_budget"] == []
         ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
         assert ok, err
+        (m,) = [x for x in stats["kernels"] if x["name"] == k["name"]]
+        form = "row_ibcast" if width == 8 else "ibcast"
+        if target == "sunway-pro-emu" and share:
+            assert k["rma"][form] > 0 and m["rma"][form] == k["rma"][form]
+        else:
+            assert "rma" not in k and not any(m.get("rma", {}).values())
         runs[share] = k
     shared, own = runs[lane], runs[None]
     assert shared["dma"]["put"] == own["dma"]["put"]

@@ -144,7 +144,8 @@ def test_exposed_parts_add_up_to_the_modelled_time():
 
 def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
     """A lane is a spatial axis whose tile count is a multiple of the row width (8), on a chip
-    whose toolchain declares the row broadcast (SW26010), unless `row_share=off`."""
+    whose toolchain declares the row broadcast (SW26010) or the RMA broadcast (SW26010-Pro),
+    unless `row_share=off`."""
     p = program(conv_model(c=32, hw=16, co=64))
     k = p.kernels[0]
     tiles = {"n": 1, "co": 8, "o0": 2, "o1": 16, "ci": 8, "k0": 3, "k1": 3}
@@ -157,7 +158,11 @@ def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
     no_array = dict(emu.hardware, array_broadcast=False)
     assert ldm.Search(k, no_array, emu.ldm_budget, {}, p.graph).lanes(dict(tiles, co=1)) == [("co", 8), ("o0", 8)]
     assert ldm.Search(k, emu.hardware, emu.ldm_budget, {"row_share": "off"}, p.graph).lanes(tiles) == []
-    assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(tiles) == []
+    # SW26010-Pro has no broadcast DMA: it shares by RMA broadcast (rma_broadcast), rows and array
+    assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(dict(tiles, co=1)) == [
+        ("co", 8), ("co", 64), ("o0", 8)]
+    no_rma = dict(pro.hardware, rma_broadcast=False)
+    assert ldm.Search(k, no_rma, pro.ldm_budget, {}, p.graph).lanes(tiles) == []
     # the chosen lane's broadcast boxes are exactly those that do not depend on it
     schedule(p, emu, tiles={"Conv": tiles}, lane="co")
     assert k.schedule.lane == "co"

@@ -24,7 +24,7 @@ def render(program, tc):
     v = __version__
     storage = Storage(program)
     f = file_names(FILES, program.prefix)
-    kernels = [kernel_c(k, tc.cores) for k in program.kernels]
+    kernels = [kernel_c(k, tc.cores, rma=api_of(tc).rma) for k in program.kernels]
     by = {k.name: k for k in program.kernels}
     kernels += [launch_c(ln, api_of(tc), by) for ln in program.target_state.launches or () if ln.stitched]
     return {

@@ -40,10 +40,15 @@ def _schedule(k):
     return {key: k[key] for key in _SCHEDULE_KEYS if key in k}
 
 
+def _per_spawn(counts, spawns):
+    """RMA counters per spawn, zeros dropped: a plan kernel without `rma` predicts none."""
+    return {x: int(v) // spawns for x, v in counts.items() if int(v)}
+
+
 def emulator_findings(plan, stats):
     """Per kernel, the emulator's counters against the compiler's plan: kernels whose measured
-    DMA operations/bytes or register communication messages (per spawn; a plan kernel without
-    `regcomm` sends none) differ from the prediction, write conflicts (bytes written
+    DMA operations/bytes, register communication messages or RMA operations/bytes (per spawn;
+    a plan kernel without `regcomm` / `rma` sends none) differ from the prediction, write conflicts (bytes written
     by two CPEs), races (bytes read by one CPE and written by another), the LDM peak and
     kernels whose LDM peak exceeds the plan's budget."""
     if stats is None:
@@ -67,6 +72,9 @@ def emulator_findings(plan, stats):
         elif rc != want_rc:
             mismatched.append({"kernel": k["name"], "measured": dict(per_spawn, regcomm=rc),
                                "predicted": dict(k["dma"], regcomm=want_rc)})
+        elif (rma := _per_spawn(m.get("rma", {}), spawns)) != _per_spawn(k.get("rma", {}), 1):
+            mismatched.append({"kernel": k["name"], "measured": dict(per_spawn, rma=rma),
+                               "predicted": dict(k["dma"], rma=_per_spawn(k.get("rma", {}), 1))})
         conflicts += int(m.get("write_conflicts", 0))
         races += int(m.get("races", 0))
         ldm = int(m.get("ldm_peak_bytes", 0))

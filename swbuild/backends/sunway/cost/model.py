@@ -40,7 +40,7 @@ DEFAULTS = {"dual_issue": True, "simd_unaligned_load_cost": 2, "loop_overhead_cy
             "div_cycles": 10, "transcendental_cycles": 30, "vector_registers": 32,
             "fma_per_cycle_simd": 1, "fma_per_cycle_scalar": 1, "ldm_loads_per_cycle": 1,
             "spawn_seconds": 10e-6, "dma_overlap": 1.0, "row_broadcast": False, "row_sync_cycles": 100,
-            "array_broadcast": False, "array_sync_cycles": 200}
+            "array_broadcast": False, "array_sync_cycles": 200, "rma_broadcast": False}
 
 
 def hwget(hw, key):
@@ -138,6 +138,21 @@ def op_cycles(e, hw):
     for c in children(e):
         n += op_cycles(c, hw)
     return n
+
+
+def rma_share(hw):
+    """(bytes per cycle, latency cycles) of the RMA broadcast through which a row (array) shares
+    what one CPE fetched on SW26010-Pro (toolchain `rma_broadcast`), else None. Every member pays
+    bytes / rate + latency per fetch: it waits until the issuer's broadcast lands
+    (runtime/athread/src/rma.c charges the same)."""
+    if not hwget(hw, "rma_broadcast"):
+        return None
+    return float(hw["rma_bytes_per_cycle"]), float(hw["rma_latency_cycles"])
+
+
+def rma_cycles(rma, full_bytes):
+    """Cycles a member of a sharing row (array) spends on one RMA broadcast of `full_bytes`."""
+    return full_bytes / rma[0] + rma[1]
 
 
 def sync_cycles(hw, width):

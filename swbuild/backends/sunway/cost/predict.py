@@ -52,6 +52,10 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     put_bytes = np.zeros(cores, np.int64)
     dma_s = np.zeros(cores)
     syncs = np.zeros(cores)
+    rma = model.rma_share(hw) if hw is not None else None
+    rma_ops = np.zeros(cores, np.int64)        # RMA broadcasts issued (SW26010-Pro sharing)
+    rma_bytes = np.zeros(cores, np.int64)
+    rma_cyc = np.zeros(cores)                  # a member's cycles waiting for them
     first_s = np.zeros(cores)
     first_by = {}           # box buffer -> per-CPE seconds of its first fetch (exposed)
     expand = np.zeros(cores)
@@ -103,6 +107,12 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
             lead = ((k_th - first_k) % width) == (owner % width)
             syncs += np.bincount(owner[change], minlength=cores) * (1 if b.halves == 2 else 2)
             sel = change & lead
+            if rma is not None:     # the issuer broadcasts a fetch that moved bytes (slave.py _rma_share)
+                full = change & (by > 0)
+                rma_ops += np.bincount(owner[sel & full], minlength=cores).astype(np.int64)
+                rma_bytes += np.bincount(owner[sel & full], weights=by[sel & full], minlength=cores).astype(np.int64)
+                rma_cyc += np.bincount(owner[full], weights=model.rma_cycles(rma, by[full].astype(float)),
+                                       minlength=cores)
         get_ops += np.bincount(owner[sel], weights=calls[sel], minlength=cores).astype(np.int64)
         get_bytes += np.bincount(owner[sel], weights=by[sel], minlength=cores).astype(np.int64)
         if hw is not None:
@@ -140,7 +150,8 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     put_ops += np.bincount(cpe_of, weights=calls, minlength=cores).astype(np.int64)
     put_bytes += np.bincount(cpe_of, weights=by, minlength=cores).astype(np.int64)
     out = {"get_ops": get_ops, "get_bytes": get_bytes, "put_ops": put_ops, "put_bytes": put_bytes,
-           "tiles": np.bincount(cpe_of, minlength=cores), "nsteps": nsteps}
+           "tiles": np.bincount(cpe_of, minlength=cores), "nsteps": nsteps,
+           "rma_ops": rma_ops, "rma_bytes": rma_bytes, "share_width": width}
     if hw is None:
         return out
     psecs = model.dma_seconds_per_cpe(hw, by, chunk)
@@ -163,7 +174,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         zero = simd.step_cycles(k, s.vector, hw, textent, 0)
         cyc = cyc + full + (nsteps - 1) * zero
     comp_cyc = np.bincount(cpe_of, weights=np.broadcast_to(cyc, (nseq,)), minlength=cores) + expand
-    comp_cyc = comp_cyc + syncs * model.sync_cycles(hw, width)
+    comp_cyc = comp_cyc + syncs * model.sync_cycles(hw, width) + rma_cyc
     comp_s = comp_cyc / model.clock(hw)
     exposed = first_s + last_put + para
     dma_total = dma_s + para
@@ -263,7 +274,7 @@ def predict_program(program, tc, sims=None):
         modeled = model.kernel_seconds(hw, r["cpe_seconds"])
         roof = model.roofline_seconds(hw, flops, comp)
         busiest = int(np.argmax(r["cpe_seconds"]))
-        out.append({"name": k.name, "op": k.op, "node": k.node, "fused": list(k.fused), "flops": flops,
+        out.append({**rma_entry(r), "name": k.name, "op": k.op, "node": k.node, "fused": list(k.fused), "flops": flops,
                     "ldm_bytes": s.ldm_bytes, "ldm_budget": s.ldm_budget,
                     "tiles": s.tiles, "spatial_tiles": s.ntiles, "reduce_steps": r["nsteps"],
                     "grid_order": list(s.grid_order), "partition": s.partition, "row_shared": s.lane,
@@ -276,6 +287,17 @@ def predict_program(program, tc, sims=None):
                     "dma_seconds": float(r["dma_seconds"][busiest]), "compute_seconds": float(r["compute_seconds"][busiest]),
                     "busy_cpes": int((r["tiles"] > 0).sum())})
     return out
+
+
+def rma_entry(r):
+    """The plan's `rma` counts of a kernel (as runtime/athread/src/rma.c counts them), if any:
+    broadcasts along a row (`row_ibcast`) or to the array (`ibcast`), bytes read from the
+    issuers' LDM, bytes landed in every member's."""
+    ops, by = int(r["rma_ops"].sum()), int(r["rma_bytes"].sum())
+    if not ops:
+        return {}
+    w = int(r["share_width"])
+    return {"rma": {"row_ibcast" if w == 8 else "ibcast": ops, "bytes": by, "recv_bytes": by * w}}
 
 
 def _flops(k):

@@ -30,6 +30,7 @@ class CpeApi:
     row_sync: str = None      # barrier of a mesh row, if any
     wait_macro: str = ""      # C lines defining the macro `wait` calls, printed after the includes
     array_sync: str = "athread_syn(ARRAY_SCOPE, 0xffff)"   # barrier of all 64 CPEs
+    rma: bool = False         # shared boxes: one CPE DMAs, then RMA-broadcasts to the row/array (SW26010-Pro)
 
 
 # A v1 wait spins on the reply word, which an emulator cannot see: under swbuild's emulator
@@ -58,7 +59,7 @@ API = {
         put_stride="CRTS_dma_iput_stride({mem}, {ldm}, {len}, {bsize}, {gap}, {rp})",
         put="CRTS_dma_iput({mem}, {ldm}, {len}, {rp})",
         wait="CRTS_dma_wait_value(&{r}, {n})", stride_takes_zero_gap=False, simd_widths=(4, 8),
-        array_sync="CRTS_ssync_array()"),
+        row_sync="CRTS_ssync_row()", array_sync="CRTS_ssync_array()", rma=True),
 }
 
 

@@ -46,27 +46,17 @@ from ..schedule.grid import ROW, group_counts
 from ..schedule.kernel_schedule import ldm_align
 from .slave_compute import epilogue, scalar_reduce, vector_compute
 from .slave_stage import stage_c, stage_setup, stage_state
+from .slave_dma import box_dma as _dma, call as _call, horner as _horner, nonempty, rma_share
 
 SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c, "recurrence": recurrence_c, "mesh": mesh_gemm_c,
                     "mesh_chain": mesh_chain_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
 
-def _horner(terms):
-    """((i0 * e1 + i1) * e2 + i2)... from [(index text, extent text)]."""
-    s = None
-    for idx, ext in terms:
-        s = idx if s is None else f"({s}) * {ext} + {idx}"
-    return s or "0"
-
-
-def _pitches(shape):
-    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
-
-
 class _K:
     """Names and facts of one kernel being printed."""
 
-    def __init__(self, k, cores):
+    def __init__(self, k, cores, rma=False):
         self.k, self.s, self.cores = k, k.schedule, cores
+        self.rma = rma      # shared boxes reach the row (array) by DMA + RMA broadcast (SW26010-Pro)
         self.t = self.s.tiles
         self.ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
         self.sp = [a.name for a in k.axes]
@@ -105,10 +95,11 @@ def _init(k):
     return int_literal(k.init)
 
 
-def kernel_c(k, cores, itemsize=4):
+def kernel_c(k, cores, itemsize=4, rma=False):
+    """One kernel's C. `rma`: the API shares boxes by DMA + RMA broadcast (cpe_api.CpeApi.rma)."""
     if k.kind != "compute":
         return SPECIAL_PRINTERS[k.kind](k, cores, itemsize)
-    K = _K(k, cores)
+    K = _K(k, cores, rma)
     s, t = K.s, K.t
     itemsize, ft, dbl = k.elem_bytes, ctype_of(k), k.elem_bytes == 8     # double: a float64 kernel
     pf = {b.name for b in K.boxes if b.name in s.prefetched}
@@ -129,6 +120,8 @@ def kernel_c(k, cores, itemsize=4):
     w("SW_REPLY rp = 0;")
     w("sw_get(&p, arg, (int)sizeof(p), 0, 0, &rp);")
     w("SW_WAIT(rp, 1);")
+    if K.rma and any(b.shared for b in K.boxes):
+        w("SW_RMA_RESET();")
     counts, gstep = _deal(w, K, cores, hook if s.hook else None)
     acc_n = math.prod(t[n] for n in K.sp)
     allocs = [("acc", ldm_align(acc_n * itemsize), ft)]       # each box in its tensor's element type
@@ -143,9 +136,12 @@ def kernel_c(k, cores, itemsize=4):
             w(f"{ty} *{name} = ({ty} *)ldm_malloc({n});")
     for b in K.boxes:
         nd = max(len(b.shape), 1)
+        rs = K.rma and b.shared
         if b.name in pf:
-            _state_of_prefetched(w, b.name, nd)
+            _state_of_prefetched(w, b.name, nd, rs)
         else:
+            if rs:      # per half: a broadcast is due (every member), this CPE issues it, its bytes
+                w(f"int pb_{b.name}[2] = {{0, 0}}, bi_{b.name}[2] = {{0, 0}}, bl_{b.name}[2] = {{0, 0}};")
             w(f"SW_REPLY rp_{b.name}[2] = {{0, 0}};")
             w(f"int ng_{b.name}[2] = {{0, 0}}, val_{b.name}[2] = {{0, 0}}, fresh_{b.name}[2] = {{0, 0}};")
             w(f"int lo_{b.name}[2][{nd}], hi_{b.name}[2][{nd}];")
@@ -194,6 +190,8 @@ def kernel_c(k, cores, itemsize=4):
         # issuer waited first) and nobody still reads the half the next broadcast refills
         for b in shared_db:
             w(f"SW_WAIT(rp_{b.name}[cur_{b.name}], ng_{b.name}[cur_{b.name}]);")
+            if K.rma:
+                rma_share(w, K, b, f"cur_{b.name}")
             w.open("if (s + 1 < S)")
             _new_fp(w, K, b, "NT", f"cur_{b.name}")
             w("sync = 1;")
@@ -283,9 +281,13 @@ def _step_vars(w, K, prefixes=("T", "NT")):
             w(f"const int {', '.join(f'{P}0_{n} = 0, {P}N_{n} = {K.ext[n]}' for P in prefixes)};")
 
 
-def _state_of_prefetched(w, n, nd):
+def _state_of_prefetched(w, n, nd, rma=False):
     """A prefetched box's reply words, counters and resident footprints: the launch's (in the
     prefetch state) when called with one, else the kernel's own."""
+    if rma:
+        w(f"int own_pb_{n}[2] = {{0, 0}}, own_bi_{n}[2] = {{0, 0}}, own_bl_{n}[2] = {{0, 0}};")
+        src = lambda x: f"pf ? pf->{x} : own_{x}"
+        w(f"int *pb_{n} = {src(f'pb_{n}')}, *bi_{n} = {src(f'bi_{n}')}, *bl_{n} = {src(f'bl_{n}')};")
     w(f"SW_REPLY own_rp_{n}[2] = {{0, 0}};")
     w(f"int own_ng_{n}[2] = {{0, 0}}, own_val_{n}[2] = {{0, 0}}, own_fresh_{n}[2] = {{0, 0}};")
     w(f"int own_lo_{n}[2][{nd}], own_hi_{n}[2][{nd}];")
@@ -318,6 +320,8 @@ def _prefetch_c(K, itemsize):
                f"    int ng_{n}[2], val_{n}[2], fresh_{n}[2], lo_{n}[2][{nd}], hi_{n}[2][{nd}], pend_{n};"]
         if b.shared:
             st.append(f"    int nb_{n};   /* broadcasts issued so far */")
+        if b.shared and K.rma:
+            st.append(f"    int pb_{n}[2], bi_{n}[2], bl_{n}[2];   /* RMA broadcast due, issued here, its bytes */")
     st += ["};"]
     w = Writer()
     w(f"struct {k.name}_pf *f = (struct {k.name}_pf *)state;")
@@ -332,11 +336,15 @@ def _prefetch_c(K, itemsize):
         w(f"f->pend_{n} = 0;")
         if b.shared:
             w(f"f->nb_{n} = 0;")
+        if b.shared and K.rma:
+            w(f"f->pb_{n}[0] = f->pb_{n}[1] = f->bi_{n}[0] = f->bi_{n}[1] = f->bl_{n}[0] = f->bl_{n}[1] = 0;")
     counts, gstep = _deal(w, K, K.cores)
     for b in pf:
         n, nd = b.name, max(len(b.shape), 1)
         w(f"float *X_{n} = f->X_{n};")
         _state_pointers(w, n, nd, lambda x: f"f->{x}")
+        if b.shared and K.rma:
+            w(f"int *pb_{n} = f->pb_{n}, *bi_{n} = f->bi_{n}, *bl_{n} = f->bl_{n};")
         w(f"int cur_{n} = 1, pend_{n} = 0;")
         if b.shared:
             w(f"int nb_{n} = 0;")
@@ -429,6 +437,8 @@ def _fetch_single(w, K, b, itemsize):
         w(f"{K.sync}();")
         _issue(w, K, b, "h", itemsize)
         w(f"SW_WAIT(rp_{b.name}[0], ng_{b.name}[0]);")
+        if K.rma:
+            rma_share(w, K, b, "0")
         w(f"{K.sync}();")
     else:
         _issue(w, K, b, "h", itemsize)
@@ -449,7 +459,16 @@ def _issue(w, K, b, h, itemsize):
         w(f"lo_{n}[{h}][{d}] = flo{d}; hi_{n}[{h}][{d}] = fhi{d};")
     if b.pad_dims:
         w(f"fresh_{n}[{h}] = {' || '.join(f'flo{d} < 0 || fhi{d} > {b.shape[d] - 1}' for d in b.pad_dims)};")
-    if b.shared:
+    if b.shared and K.rma:
+        # the issuer only DMAs here; it broadcasts when the row (array) consumes the half
+        # (_rma_share), and every member waits for one landing if the footprint is not empty
+        w(f"pb_{n}[{h}] = {nonempty(b)};")
+        w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
+        w("sw_blen = 0;")
+        _transfer(w, K, b, h, itemsize)
+        w(f"bi_{n}[{h}] = 1; bl_{n}[{h}] = sw_blen;")
+        w.close()
+    elif b.shared:
         w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
         _transfer(w, K, b, h, itemsize)
         w.close()
@@ -479,52 +498,6 @@ def _transfer(w, K, b, h, itemsize):
     conds = [f"cex{d} > 0" for d in range(nd)]
     _dma(w, b, conds, get, dst, f"p.{b.buf}", [f"cex{d}" for d in range(nd)], [f"clo{d}" for d in range(nd)],
          f"rp_{n}[{h}]", f"ng_{n}[{h}]", itemsize)
-
-
-def _dma(w, b, conds, direction, ldm, ptr, ext, lo, reply, counter, itemsize):
-    """The DMA(s) of one box footprint: contiguous tail merged, one strided call per 2-D slab
-    (mirrored by schedule/dma.py: transfers)."""
-    m = b.merge
-    shape = b.shape
-    pitch = _pitches(shape)
-    inner = math.prod(shape[m:])
-    if conds:
-        w.open(f"if ({' && '.join(conds)})")
-    else:
-        w("{")
-        w.depth += 1
-    if m == 0:
-        w(_call(direction, ldm, ptr, str(math.prod(shape) * itemsize), "0", "0", reply))
-        w(f"{counter}++;")
-    else:
-        c = m - 1
-        run = f"{ext[c]} * {inner}"
-        if c == 0:
-            w(_call(direction, ldm, f"{ptr} + (long){lo[0]} * {pitch[0]}", f"{run} * {itemsize}", "0", "0", reply))
-            w(f"{counter}++;")
-        else:
-            outer = list(range(c - 1))
-            for d in outer:
-                w.open(f"for (int j{d} = 0; j{d} < {ext[d]}; j{d}++)")
-            moff = " + ".join([f"(long)({lo[d]} + j{d}) * {pitch[d]}" for d in outer]
-                              + [f"(long){lo[c - 1]} * {pitch[c - 1]}", f"(long){lo[c]} * {pitch[c]}"])
-            slab = f"{ext[c - 1]} * {run}"
-            loff = _horner([(f"j{d}", ext[d]) for d in outer]) if outer else "0"
-            w(f"const int bs = {run} * {itemsize}, gap = ({shape[c]} - {ext[c]}) * {inner} * {itemsize};")
-            w(_call(direction, f"{ldm} + (long)({loff}) * {slab}", f"{ptr} + {moff}", f"{ext[c - 1]} * bs", "bs", "gap",
-                    reply))
-            w(f"{counter}++;")
-            for _ in outer:
-                w.close()
-    w.close()
-
-
-def _call(direction, ldm, mem, length, bsize, gap, reply):
-    if direction == "get":
-        return f"sw_get({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply});"
-    if direction == "bget":
-        return f"sw_bget({ldm}, {mem}, {length}, {bsize}, {gap}, &{reply}, bmask);"
-    return f"sw_put({mem}, {ldm}, {length}, {bsize}, {gap}, &{reply});"
 
 
 # -- compute ---------------------------------------------------------------------------

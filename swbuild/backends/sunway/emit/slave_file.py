@@ -68,6 +68,23 @@ def dma_helpers(api):
         out += ["/* one DMA read once from memory into the same LDM address of every CPE of the rows in `mask` */",
                 f"static inline void sw_bget(void *ldm, const void *mem, int len, int bsize, int gap, {api.reply} *rp, int mask)",
                 "{", f"    {call};", "}"]
+    if api.rma:
+        out += ["/* Row (array) sharing by RMA: the issuer DMAs a box's fetch into its own LDM (sw_bget adds",
+                " * up its bytes), then broadcasts it to the same LDM offset of every CPE of its row (the array);",
+                " * each member waits for its landing on sw_rma_r, counting them in sw_rma_n. LDM variables:",
+                " * the same offset in every CPE, as RMA's reply words must be. */",
+                "__thread_local crts_rply_t sw_rma_l, sw_rma_r;",
+                "__thread_local int sw_rma_n, sw_blen;",
+                f"static inline void sw_bget(void *ldm, const void *mem, int len, int bsize, int gap, {api.reply} *rp, int mask)",
+                "{", "    (void)mask;", "    sw_get(ldm, mem, len, bsize, gap, rp);", "    sw_blen += len;", "}",
+                "static inline void sw_rbcast(void *ldm, int len, int width)",
+                "{",
+                "    if (width == 8) CRTS_rma_row_ibcast(ldm, ldm, len, &sw_rma_l, &sw_rma_r);",
+                "    else CRTS_rma_ibcast(ldm, ldm, &sw_rma_l, len, &sw_rma_r);",
+                "}",
+                "#define SW_RMA_WAIT() CRTS_rma_wait_value(&sw_rma_r, ++sw_rma_n)",
+                "/* at a kernel's start, before the barrier that precedes its first broadcast */",
+                "#define SW_RMA_RESET() do { sw_rma_l = 0; sw_rma_r = 0; sw_rma_n = 0; } while (0)"]
     if api.row_sync:
         out.append(f"#define SW_ROW_SYNC() {api.row_sync}")
     if api.array_sync:

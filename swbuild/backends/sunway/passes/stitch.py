@@ -102,6 +102,9 @@ def launch_entries(entries, launches, hw, cores):
         saved = (len(ks) - 1) * (float(model.hwget(hw, "spawn_seconds")) - barrier_seconds(hw))
         rc = [e["regcomm"] for e in ks if "regcomm" in e]
         messages = {"regcomm": {x: sum(int(r.get(x, 0)) for r in rc) for x in rc[0]}} if rc else {}
+        rma = [e["rma"] for e in ks if "rma" in e]
+        if rma:     # RMA broadcasts of the launch's kernels (SW26010-Pro sharing)
+            messages["rma"] = {x: sum(int(r.get(x, 0)) for r in rma) for x in sorted({x for r in rma for x in r})}
         return {**messages, "flops": sum(e["flops"] for e in ks), "dma": dma,
                 "ldm_bytes": max(int(e["ldm_bytes"]) for e in ks), "ldm_budget": max(int(e["ldm_budget"]) for e in ks),
                 "compulsory_bytes": sum(int(e["compulsory_bytes"]) for e in ks),

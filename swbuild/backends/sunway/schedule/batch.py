@@ -335,14 +335,18 @@ def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
             "fits": fits, "obj": obj}
 
 
-def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex, traffic=True):
+def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex, traffic=True, rma=None):
     """Box i's terms in _lane's sums, fetched by each CPE (width 1) or broadcast to `width`;
-    its bytes only with `traffic`."""
+    its bytes only with `traffic`; `rma`: model.rma_share (a broadcast's RMA cycles)."""
     t = memo.get((i, width))
     if t is not None:
         return t
     t = {}
     if width > 1:
+        if rma:
+            rc = model.rma_cycles(rma, byf)
+            t["rma"] = np.where(in1, cnt * rc, np.where(in2, rc, 0.0))
+            t["rma_once"] = np.where(in3, rc, 0.0)
         byf = byf / width
         t["dma"] = np.where(in1, _cdiv(waves * cnt, width) * secs, np.where(in2, _cdiv(waves, width) * secs, secs))
         t["syncs"] = np.where(in1, cnt, np.where(in2, 1, 0))
@@ -374,10 +378,11 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
     as_float = False
     waves = fix["waves"]
     dma_shared = zero
+    rma_tile, rma_once = zero, zero
     for i, (vs, secs, byf, in1, in2, in3, cnt, ex) in enumerate(boxes):
         first = first + secs
         shared = lane is not None and axis not in vs
-        t = _terms(terms, i, width if shared else 1, waves, secs, byf, in1, in2, in3, cnt, ex, traffic)
+        t = _terms(terms, i, width if shared else 1, waves, secs, byf, in1, in2, in3, cnt, ex, traffic, s.rma)
         if shared:      # the busiest CPE issues ceil(fetches / width) of the broadcasts
             as_float = True
             dma_shared = dma_shared + t["dma"]
@@ -392,6 +397,9 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
         if shared:
             syncs_tile = syncs_tile + t["syncs"]
             syncs_once = syncs_once + t["syncs_once"]
+            if s.rma:
+                rma_tile = rma_tile + t["rma"]
+                rma_once = rma_once + t["rma_once"]
     dma_tile = dma_tile + fix["put"]
     cyc = fix["base"] + expand
     if k.combine is not None:
@@ -401,7 +409,8 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
     comp_tile = cyc / clock
     D, C = waves * dma_tile + dma_once + dma_shared, waves * comp_tile
     sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width) / clock
-    serial = D + (C + 2 * sync)
+    rma = (waves * rma_tile + rma_once) / clock
+    serial = D + (C + 2 * sync + rma)
     if traffic:
         bytes_tile = bytes_tile + fix["oby"]
         traffic = fix["ntiles"] * bytes_tile + np.minimum(fix["ntiles"], s.cores) * bytes_once
@@ -409,7 +418,7 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
         traffic = None
     db = np.zeros(n, bool)
     if fits_db is not None:
-        over = model.cpe_seconds(hw, D, C + sync, np.minimum(D, first + fix["put"]), True)
+        over = model.cpe_seconds(hw, D, C + sync + rma, np.minimum(D, first + fix["put"]), True)
         db = fits_db & (over < serial)
         serial = np.where(db, over, serial)
     obj = serial + s.traffic_weight * traffic if traffic is not None else serial

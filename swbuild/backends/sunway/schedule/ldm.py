@@ -82,10 +82,13 @@ class Search:
         self.db_ok = option_on(options, "double_buffer")
         self.simd_ok = option_on(options, "simd")
         self.traffic_weight = float(options.get("traffic_weight") or 0.0)
-        self.share_ok = (bool(model.hwget(hw, "row_broadcast")) and int(hw["cpes"]) % ROW == 0
+        # SW26010: broadcast DMA; SW26010-Pro: one CPE's DMA, then an RMA broadcast (its cost: self.rma)
+        self.rma = model.rma_share(hw)
+        self.share_ok = (bool(model.hwget(hw, "row_broadcast") or self.rma) and int(hw["cpes"]) % ROW == 0
                          and option_on(options, "row_share"))
-        # CPEs one broadcast may feed: a mesh row; all of them too with array broadcast
-        self.widths = ((ROW,) + ((self.cores,) if model.hwget(hw, "array_broadcast") and self.cores > ROW else ())
+        # CPEs one broadcast may feed: a mesh row; all of them too with array broadcast (RMA has both)
+        array = model.hwget(hw, "array_broadcast") or self.rma
+        self.widths = ((ROW,) + ((self.cores,) if array and self.cores > ROW else ())
                        if self.share_ok else ())
         self.quick = options.get("search_effort") == "quick"
         self.axes = list(kernel.axes) + list(kernel.reduce_axes)
@@ -229,10 +232,12 @@ class Search:
         bytes_tile = bytes_once = 0
         expand = 0.0
         syncs_tile = syncs_once = 0.0
+        rma_tile = rma_once = 0.0       # RMA broadcast cycles of a member (SW26010-Pro)
         for b, (cap, calls, by, chunk), lv in boxes:
             secs = self._dma_seconds(by, chunk)
             first += secs
             shared = lane is not None and axis not in self._vset[id(b)]
+            rc = model.rma_cycles(self.rma, by) if shared and self.rma else 0.0
             if shared:
                 # one broadcast feeds the row (array): read once for `width` CPEs; its fetches
                 # are dealt in turn, so the busiest CPE issues ceil(fetches / width) of them
@@ -246,6 +251,7 @@ class Search:
                     dma_tile += n * secs
                 bytes_tile += n * by
                 syncs_tile += n * shared
+                rma_tile += n * rc
                 ex = self.fetch_cycles(b, tiles, cap)
                 if ex is not None:
                     expand += n * ex
@@ -256,6 +262,7 @@ class Search:
                     dma_tile += secs
                 bytes_tile += by
                 syncs_tile += shared
+                rma_tile += rc
                 ex = self.fetch_cycles(b, tiles, cap)
                 if ex is not None:
                     expand += ex
@@ -266,6 +273,7 @@ class Search:
                     dma_once += secs
                 bytes_once += by
                 syncs_once += shared
+                rma_once += rc
         dma_tile += put
         bytes_tile += oby
         cyc = base_cyc + expand
@@ -275,11 +283,12 @@ class Search:
         comp_tile = cyc / model.clock(hw)
         D, C = waves * dma_tile + dma_once + dma_shared, waves * comp_tile
         sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width) / model.clock(hw)
-        serial = float(model.cpe_seconds(hw, D, C + 2 * sync, 0.0, False))
+        rma = (waves * rma_tile + rma_once) / model.clock(hw)
+        serial = float(model.cpe_seconds(hw, D, C + 2 * sync + rma, 0.0, False))
         traffic = ntiles * bytes_tile + min(ntiles, self.cores) * bytes_once
         best = (serial, False, vp, traffic, lane)
         if db_fits:
-            over = float(model.cpe_seconds(hw, D, C + sync, min(D, first + put), True))
+            over = float(model.cpe_seconds(hw, D, C + sync + rma, min(D, first + put), True))
             if over < serial:
                 best = (over, True, vp, traffic, lane)
         return best

@@ -40,6 +40,21 @@ int CRTS_dma_iput_stride(void *dest, void *src, int len, int bsize, int stride,
  * that cannot be satisfied would hang forever: the emulator reports it instead. */
 int CRTS_dma_wait_value(crts_rply_t *reply, int value);
 
+/* RMA, LDM to LDM (src/rma.c). Addresses are LDM offsets, the same in every CPE: pass this
+ * CPE's pointer to the variable or ldm_malloc block at that offset. l_rply is this CPE's
+ * reply word, r_rply the same word in the other CPE(s). iput: l_rply + 1 when l_addr was
+ * read, r_rply + 1 in r_tid when the data landed at r_addr there; iget: l_rply + 1 when
+ * r_tid's r_addr landed at l_addr, r_rply + 1 in r_tid when it was read. ibcast (row, column,
+ * array; the issuer receives too): src to dst of every member, l_rply + 1 when src was read,
+ * r_rply + 1 in each member when its dst landed. Wait with CRTS_rma_wait_value (while
+ * *rply < value): the emulator lands RMA there. */
+int CRTS_rma_iput(void *l_addr, crts_rply_t *l_rply, int len, int r_tid, void *r_addr, crts_rply_t *r_rply);
+int CRTS_rma_iget(void *l_addr, crts_rply_t *l_rply, int len, int r_tid, void *r_addr, crts_rply_t *r_rply);
+int CRTS_rma_row_ibcast(void *dst, void *src, int len, crts_rply_t *l_rply, crts_rply_t *r_rply);
+int CRTS_rma_col_ibcast(void *dst, void *src, int len, crts_rply_t *l_rply, crts_rply_t *r_rply);
+int CRTS_rma_ibcast(void *dst, void *src, crts_rply_t *l_rply, int len, crts_rply_t *r_rply);  /* sic: the vendor's order */
+int CRTS_rma_wait_value(crts_rply_t *rply, int value);
+
 void CRTS_ssync_array(void);
 void CRTS_ssync_row(void);
 void CRTS_ssync_col(void);

@@ -136,6 +136,7 @@ static void kernel_done(swemu_cpe *c)
 {
     swemu_kernel_end(c);   /* DMA never waited for */
     swemu_redzones(c, "kernel end", SIZE_MAX);
+    swemu_rma_kernel_end(c);  /* RMA into or out of its LDM not waited for */
     swemu_rc_kernel_end(c);   /* messages nobody took */
     swemu_heap_reset(c);   /* LDM does not survive the kernel; leaks are counted */
     swemu_bar_leave(c);
@@ -290,6 +291,8 @@ int swemu_spawn(void *fn, void *arg, const char *name)
         swemu_cpe *c = &swemu_cpes[i];
         c->get_ops = c->get_bytes = c->put_ops = c->put_bytes = c->leaked = 0;
         c->rc_puts[0] = c->rc_puts[1] = c->rc_gets[0] = c->rc_gets[1] = 0;
+        memset(c->rma_ops, 0, sizeof c->rma_ops);
+        c->rma_bytes = c->rma_recv_bytes = 0;
         memset(c->hist, 0, sizeof c->hist);
         c->heap_peak = 0;
         c->nw = c->nr = 0;
@@ -299,6 +302,7 @@ int swemu_spawn(void *fn, void *arg, const char *name)
     }
     swemu_bar_reset();
     swemu_rc_reset();
+    swemu_rma_reset();
     cur_fn = (void (*)(void *))fn;
     cur_arg = arg;
     running = SWEMU_CPES;
@@ -350,6 +354,9 @@ int athread_join(void)
         for (int b = 0; b < SWEMU_HIST; b++) k->hist[b] += c->hist[b];
         k->leaked += c->leaked;
         for (int d = 0; d < 2; d++) { k->rc_puts[d] += c->rc_puts[d]; k->rc_gets[d] += c->rc_gets[d]; }
+        for (int f = 0; f < 5; f++) k->rma_ops[f] += c->rma_ops[f];
+        k->rma_bytes += c->rma_bytes;
+        k->rma_recv_bytes += c->rma_recv_bytes;
         if (c->heap_peak > k->peak) k->peak = c->heap_peak;
         if (c->t_done > t_end) t_end = c->t_done;
         if (c->cycles > swemu_host_cycles) swemu_host_cycles = c->cycles;

@@ -111,6 +111,7 @@ void ldm_free(void *p, size_t size)
         swemu_die(c, "ldm_free(%p, %zu): the block was allocated with %zu bytes", p, size,
                   c->blk[i].req);
     swemu_check_free(c, (uintptr_t)p, (uintptr_t)p + c->blk[i].size);
+    swemu_rma_check_free(c, (uintptr_t)p, (uintptr_t)p + c->blk[i].size);
     swemu_redzone_check(c, &c->blk[i], "ldm_free", SIZE_MAX);
     mark(c, c->blk[i].off, c->blk[i].size, 0);
     c->heap_used -= c->blk[i].size;

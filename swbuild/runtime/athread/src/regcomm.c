@@ -268,6 +268,21 @@ void swemu_rc_kernel_end(swemu_cpe *c)     /* c returned from the kernel */
     pthread_mutex_unlock(&mu);
 }
 
+/* The same waiting and deadlock detection for RMA reply waits (rma.c): a CPE waiting for an
+ * RMA reply counts as waiting, an RMA landing or issue as a move. */
+void swemu_mesh_lock(void) { pthread_mutex_lock(&mu); }
+void swemu_mesh_unlock(void) { pthread_mutex_unlock(&mu); }
+void swemu_mesh_wait(swemu_cpe *c, const char *op, unsigned long *seen, double *since, int *spins)
+{
+    wait_turn(c, op, seen, since, spins);
+}
+void swemu_mesh_moved(int id)          /* with the lock held: progress, and CPE id may go on */
+{
+    moves++;
+    wake(id);
+}
+int swemu_mesh_gone(int id) { return gone[id]; }
+
 int swemu_rc_waiting(void)             /* CPEs waiting in a get or put (timeout reports) */
 {
     int n = 0;

@@ -82,12 +82,19 @@ void swemu_write_stats(void)
             }
         fprintf(f, "}, \"ldm_peak_bytes\": %zu, \"ldm_leaked_bytes\": %llu, \"write_conflicts\": %llu, "
                 "\"races\": %llu, \"regcomm\": {\"puts\": %llu, \"gets\": %llu, \"putr\": %llu, "
-                "\"getr\": %llu, \"putc\": %llu, \"getc\": %llu}, \"seconds\": %.6f}",
+                "\"getr\": %llu, \"putc\": %llu, \"getc\": %llu}, \"seconds\": %.6f",
                 k->peak, (unsigned long long)k->leaked, (unsigned long long)k->conflicts,
                 (unsigned long long)k->races, (unsigned long long)(k->rc_puts[0] + k->rc_puts[1]),
                 (unsigned long long)(k->rc_gets[0] + k->rc_gets[1]), (unsigned long long)k->rc_puts[0],
                 (unsigned long long)k->rc_gets[0], (unsigned long long)k->rc_puts[1],
                 (unsigned long long)k->rc_gets[1], k->seconds);
+        /* RMA (rma.c): operations per form at the issuer, bytes read from sources, bytes landed */
+        fprintf(f, ", \"rma\": {\"iput\": %llu, \"iget\": %llu, \"row_ibcast\": %llu, \"col_ibcast\": %llu, "
+                "\"ibcast\": %llu, \"bytes\": %llu, \"recv_bytes\": %llu}}",
+                (unsigned long long)k->rma_ops[0], (unsigned long long)k->rma_ops[1],
+                (unsigned long long)k->rma_ops[2], (unsigned long long)k->rma_ops[3],
+                (unsigned long long)k->rma_ops[4], (unsigned long long)k->rma_bytes,
+                (unsigned long long)k->rma_recv_bytes);
     }
     fprintf(f, "%s]}\n", nks ? "\n" : "");
     ok = !ferror(f);

@@ -54,6 +54,7 @@ typedef struct {
     uint64_t spawns, get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST];
     uint64_t leaked, conflicts, races;
     uint64_t rc_puts[2], rc_gets[2];   /* register communication messages, [0] row, [1] column (regcomm.c) */
+    uint64_t rma_ops[5], rma_bytes, rma_recv_bytes;   /* RMA (rma.c): ops per form, bytes read, bytes landed */
     size_t peak;
     double seconds;
     int warned, race_warned;
@@ -72,6 +73,7 @@ typedef struct swemu_cpe {
     /* counters of the current spawn, owned by the CPE thread while it runs */
     uint64_t get_ops, get_bytes, put_ops, put_bytes, hist[SWEMU_HIST], leaked;
     uint64_t rc_puts[2], rc_gets[2];   /* register communication: puts issued, messages taken; [0] row, [1] column */
+    uint64_t rma_ops[5], rma_bytes, rma_recv_bytes;   /* RMA issued by this CPE (rma.c) */
     /* main-memory ranges written by puts in the current spawn (conflict detection) */
     swemu_range *w; size_t nw, w_cap;
     swemu_range *r; size_t nr, r_cap;   /* ranges read by gets (race detection) */
@@ -169,6 +171,17 @@ void swemu_check_object(swemu_cpe *c, const char *op, uintptr_t lo, uintptr_t hi
 void swemu_rc_reset(void);
 void swemu_rc_kernel_end(swemu_cpe *c);
 int swemu_rc_waiting(void);
+void swemu_mesh_lock(void);
+void swemu_mesh_unlock(void);
+void swemu_mesh_wait(swemu_cpe *c, const char *op, unsigned long *seen, double *since, int *spins);
+void swemu_mesh_moved(int id);
+int swemu_mesh_gone(int id);
+/* rma.c (SW26010-Pro) */
+void swemu_rma_reset(void);
+void swemu_rma_kernel_end(swemu_cpe *c);
+void swemu_rma_check_free(swemu_cpe *c, uintptr_t lo, uintptr_t hi);
+double swemu_rma_latency(void);
+double swemu_rma_bytes_per_cycle(void);
 /* redzone.c */
 void swemu_redzone_fill(swemu_cpe *c, const swemu_blk *b);
 void swemu_redzone_check(swemu_cpe *c, const swemu_blk *b, const char *when, size_t bytes);
