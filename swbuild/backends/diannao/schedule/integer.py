@@ -72,6 +72,29 @@ def vector_requant(e, consts):
     return transform(e, fn)
 
 
+def saturating_int8(e):
+    """vector_requant's result for lanes then converted to int8 by __bang_float2int8_rn, which
+    saturates to [-128, 127] (bangemu/vector.h): when the clamp's bounds lie outside that
+    range (no relu, or a relu at zero point -128) the conversion clamps the same, and adding z
+    joins the rounding's subtraction: (v + M) - (M - z) is rint(v) + z, both operands exact
+    integers below 2^24 (|v| <= 2^22; beyond, as far out, saturated the same way). 10 vector
+    passes become 2, bit for bit. Anything else is returned as it is."""
+    z = 0.0
+    c = e
+    if isinstance(c, Bin) and c.op == "+" and isinstance(c.b, Const):
+        c, z = c.a, float(c.b.value)
+    if not (isinstance(c, Bin) and c.op == "max" and isinstance(c.b, Const) and isinstance(c.a, Bin)
+            and c.a.op == "min" and isinstance(c.a.b, Const)):
+        return e
+    lo, hi, y = float(c.b.value) + z, float(c.a.b.value) + z, c.a.a
+    if lo > -128 or hi < 127 or not z.is_integer() or abs(z) > 2 ** 16:
+        return e
+    if not (isinstance(y, Bin) and y.op == "-" and y.b == Const(MAGIC) and isinstance(y.a, Bin) and y.a.op == "+"
+            and y.a.b == Const(MAGIC)):
+        return e
+    return Bin("-", y.a, Const(MAGIC - z))
+
+
 def _of_sum(e, consts):
     """e reads the accumulator and constant buffers only."""
     if isinstance(e, Acc):
