@@ -4,7 +4,7 @@ it and the zero point joins the rounding's subtraction. Bit for bit the vector s
 replaces, evaluated in float32 as the vector unit does, on ties, limits and far-out values."""
 import numpy as np
 
-from swbuild.backends.diannao.schedule.integer import MAGIC, saturating_int8, vector_requant
+from swbuild.backends.diannao.schedule.integer import MAGIC, fewer_passes, saturating_int8, vector_requant
 from swbuild.ir.loopnest import Acc, Bin, Const, Select, Un
 
 
@@ -53,3 +53,22 @@ def test_a_clamp_inside_int8s_range_is_kept():
         epi = vector_requant(_requant(0.25, -100.0 if lo == -100.0 else 0.0, lo, hi), set())
         assert saturating_int8(epi) == epi
     assert saturating_int8(Bin("+", Acc(), Const(1.0))) == Bin("+", Acc(), Const(1.0))
+
+
+def test_requantization_kept_as_float_takes_fewer_passes_bit_for_bit():
+    acc = _accs()
+    for scale, z, lo, s2 in [(0.25, -128.0, -128.0, 0.0214), (0.0043728449, -128.0, -128.0, 0.02140989),
+                             (0.25, 3.0, -128.0, 0.5), (0.37, 0.0, 0.0, 1.0), (0.3, 10.0, 10.0, 0.1)]:
+        epi = vector_requant(_requant(scale, z, lo, 127.0), set())
+        for e in (epi, Bin("*", Bin("-", epi, Const(z)), Const(s2))):       # requantized, and dequantized
+            fewer = fewer_passes(e)
+            assert _passes(fewer) < _passes(e), (fewer, e)
+            np.testing.assert_array_equal(_eval(fewer, acc), _eval(e, acc))
+
+
+def _passes(e):
+    """Vector passes three_address.py emits: min five, s - x two, a max with 0 one (relu), the rest one."""
+    if isinstance(e, (Acc, Const)):
+        return 0
+    own = {"min": 5, "max": 1 if e.b == Const(0.0) else 3}.get(e.op, 2 if isinstance(e.a, Const) else 1)
+    return own + _passes(e.a) + _passes(e.b)

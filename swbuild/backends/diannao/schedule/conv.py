@@ -11,7 +11,7 @@ from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
-from .integer import INTEGER_OPS, saturating_int8
+from .integer import INTEGER_OPS, fewer_passes, saturating_int8
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
 
@@ -24,8 +24,9 @@ def sched_conv(kb, pool=False):
     # int8 GDRAM storage (narrow.py): an int8 input is copied straight into __bang_conv's tile
     # (no float staging, a byte per element), an int8 result is converted in NRAM and stored
     x8, o8 = narrow_ends(kb, G, fx, pool)
-    if o8 and not pool:     # the saturating conversion does the requantization's clamp
-        G = replace(G, epilogue=saturating_int8(G.epilogue))
+    if fx or INTEGER_OPS.get(kb.k.op):     # the requantization in fewer vector passes (integer.py)
+        epi = saturating_int8(G.epilogue) if o8 else G.epilogue
+        G = replace(G, epilogue=fewer_passes(epi) if epi is G.epilogue else epi)
     ve = vector_elems(hw)
     K1 = G.kh * G.kw
     W_in = (G.Wo - 1) * G.sw + G.kw
