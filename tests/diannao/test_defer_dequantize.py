@@ -54,3 +54,17 @@ def test_residual_add_reads_the_convolution_s_int8_bytes_bit_exact(tc, tmp_path)
     assert (convs[1].get("copy_bytes") or {}).get("NRAM2GDRAM") == C * H * H
     assert "c2_DequantizeLinear_Output" in plan["int8_storage"]
     assert any("DequantizeLinear moved into the readers of c2_DequantizeLinear_Output" in n for n in plan["notes"])
+
+
+def test_which_epilogues_are_a_dequantized_int8_requantization():
+    from swbuild.backends.diannao.defer_dequantize import _dequantize
+    from swbuild.ir.loopnest import Acc, Bin, Const, Select, Un
+
+    def q(z, lo, hi):
+        v = Bin("+", Un("round", Bin("*", Acc(), Const(0.5))), Const(z)) if z else Un("round", Bin("*", Acc(), Const(0.5)))
+        return Select(Bin(">=", v, Const(lo)), Select(Bin("<=", v, Const(hi)), v, Const(hi)), Const(lo))
+    assert _dequantize(Bin("*", Bin("-", q(7.0, -128, 127), Const(7.0)), Const(0.25))) == (q(7.0, -128, 127), 7.0, 0.25)
+    assert _dequantize(Bin("*", q(0.0, -128, 127), Const(0.25))) == (q(0.0, -128, 127), 0.0, 0.25)   # zero point 0
+    assert _dequantize(Bin("*", Bin("-", q(7.0, 0, 255), Const(7.0)), Const(0.25))) is None          # uint8: no bytes
+    assert _dequantize(Bin("*", Bin("-", q(7.0, -128, 127), Const(7.5)), Const(0.25))) is None      # not a zero point
+    assert _dequantize(Bin("*", Acc(), Const(0.25))) is None

@@ -33,7 +33,9 @@ def _requantized_int8(q):
 
 
 def _dequantize(epi):
-    """(q, z, s) of an epilogue (q - z) * s, q an int8 requantization; None otherwise."""
+    """(q, z, s) of an epilogue (q - z) * s (q * s: z = 0), q an int8 requantization; None otherwise."""
+    if isinstance(epi, Bin) and epi.op == "*" and isinstance(epi.b, Const) and _requantized_int8(epi.a):
+        return epi.a, 0.0, float(epi.b.value)
     if isinstance(epi, Bin) and epi.op == "*" and isinstance(epi.b, Const) and isinstance(epi.a, Bin) \
             and epi.a.op == "-" and isinstance(epi.a.b, Const) and _requantized_int8(epi.a.a):
         z, s = float(epi.a.b.value), float(epi.b.value)
@@ -86,7 +88,7 @@ def defer_dequantize(program, target, options):
         for j, names in readers:
             def fn(e, names=names):
                 if isinstance(e, Load) and e.buf in names:
-                    return Bin("*", Bin("-", e, Const(z)), Const(s))
+                    return Bin("*", Bin("-", e, Const(z)) if z else e, Const(s))
                 return None
             kernels[j] = replace(kernels[j], body=transform(kernels[j].body, fn),
                                  epilogue=transform(kernels[j].epilogue, fn))
