@@ -1,6 +1,7 @@
 """The DianNao pipeline: the passes, in the order they run (`swbuild pipeline --target T`).
 
-    fuse epilogues → storage layouts (NHWC around convolutions, identity copies removed)
+    fuse epilogues → an integer convolution's DequantizeLinear into its element-wise readers
+    → storage layouts (NHWC around convolutions, identity copies removed)
     → static arena → work split and staging (schedule; the arena again when int8 activations
     are stored as bytes) → loop partitioning (Algorithm 2,
     option `partition`) → pre-processing of what is left (Algorithm 1: extra computation,
@@ -20,6 +21,7 @@ from ...ir.loopnest import data_loads
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
 from ...config.recipe import option_on
+from .defer_dequantize import defer_dequantize
 from .devir import stmts
 from .layout import choose_layouts, eliminate_identity_copies
 from .mapper import map_kernel, map_stmt
@@ -153,6 +155,7 @@ def refuse_doubles(program, target, options):
 PIPELINE = [
     refuse_doubles,             # float64 kernels: refused by name
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
+    defer_dequantize,           # an integer convolution's DequantizeLinear into its element-wise readers
     choose_storage_layouts,     # NHWC around convolutions
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     plan_memory,                # the static arena

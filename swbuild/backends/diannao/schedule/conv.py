@@ -4,6 +4,7 @@ rows over a cluster's cores, so that each weight byte leaves GDRAM once per laun
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ....ir.loopnest import Acc, Bin, Load, Un, Var, iconst
 from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, simp
@@ -11,7 +12,7 @@ from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
-from .integer import INTEGER_OPS
+from .integer import INTEGER_OPS, fewer_passes, saturating_int8
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
 
@@ -19,6 +20,14 @@ from .three_address import Operand, ThreeAddress, peak_temps
 def sched_conv(kb, pool=False):
     hw = kb.hw
     G = pool_geometry(kb) if pool else conv_geometry(kb)
+    # fixed point (schedule/integer.py): int8/int16 input tile converted in NRAM, int8 weights
+    fx = 0 if pool else int(kb.k.extra.get("fixed_point", 0))
+    # int8 GDRAM storage (narrow.py): an int8 input is copied straight into __bang_conv's tile
+    # (no float staging, a byte per element), an int8 result is converted in NRAM and stored
+    x8, o8 = narrow_ends(kb, G, fx, pool)
+    if fx or INTEGER_OPS.get(kb.k.op):     # the requantization in fewer vector passes (integer.py)
+        epi = saturating_int8(G.epilogue) if o8 else G.epilogue
+        G = replace(G, epilogue=fewer_passes(epi) if epi is G.epilogue else epi)
     ve = vector_elems(hw)
     K1 = G.kh * G.kw
     W_in = (G.Wo - 1) * G.sw + G.kw
@@ -31,12 +40,7 @@ def sched_conv(kb, pool=False):
     n_lane_bufs = 1 + len(staged) + ta_peak            # acc + staged epilogue operands + temps
     n_pixel = sum(kinds[ld] == "pixel" for ld in loads)
     budget = kb.nram_budget()
-    # fixed point (schedule/integer.py): int8/int16 input tile converted in NRAM, int8 weights
-    fx = 0 if pool else int(kb.k.extra.get("fixed_point", 0))
     wbytes = 1 if fx else 4
-    # int8 GDRAM storage (narrow.py): an int8 input is copied straight into __bang_conv's tile
-    # (no float staging, a byte per element), an int8 result is converted in NRAM and stored
-    x8, o8 = narrow_ends(kb, G, fx, pool)
     xb, ob = (1 if x8 else 4), (1 if o8 else 4)
     rate_key = {0: "conv_float_macs_per_cycle", 1: "conv_int8_macs_per_cycle", 2: "conv_int16_macs_per_cycle"}[fx]
     # pingpong.py pipelines the row tiles when no input-channel loop sits inside them: their

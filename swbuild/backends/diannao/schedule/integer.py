@@ -19,6 +19,7 @@ minus the constant is what ops/quant.py proved exact.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -69,6 +70,65 @@ def vector_requant(e, consts):
         y = Bin("-", Bin("+", transform(r.a, fn), Const(MAGIC)), Const(MAGIC))
         c = Bin("max", Bin("min", y, Const(hi - z)), Const(lo - z))
         return Bin("+", c, Const(z)) if z else c
+    return transform(e, fn)
+
+
+def saturating_int8(e):
+    """vector_requant's result for lanes then converted to int8 by __bang_float2int8_rn, which
+    saturates to [-128, 127] (bangemu/vector.h): when the clamp's bounds lie outside that
+    range (no relu, or a relu at zero point -128) the conversion clamps the same, and adding z
+    joins the rounding's subtraction: (v + M) - (M - z) is rint(v) + z, both operands exact
+    integers below 2^24 (|v| <= 2^22; beyond, as far out, saturated the same way). 10 vector
+    passes become 2, bit for bit. Anything else is returned as it is."""
+    z = 0.0
+    c = e
+    if isinstance(c, Bin) and c.op == "+" and isinstance(c.b, Const):
+        c, z = c.a, float(c.b.value)
+    if not (isinstance(c, Bin) and c.op == "max" and isinstance(c.b, Const) and isinstance(c.a, Bin)
+            and c.a.op == "min" and isinstance(c.a.b, Const)):
+        return e
+    lo, hi, y = float(c.b.value) + z, float(c.a.b.value) + z, c.a.a
+    if lo > -128 or hi < 127 or not z.is_integer() or abs(z) > 2 ** 16:
+        return e
+    if not (isinstance(y, Bin) and y.op == "-" and y.b == Const(MAGIC) and isinstance(y.a, Bin) and y.a.op == "+"
+            and y.a.b == Const(MAGIC)):
+        return e
+    return Bin("-", y.a, Const(MAGIC - z))
+
+
+def _clamp(x):
+    """(v, H, L) of vector_requant's max(min((v + M) - M, H), L), bounds within 2^22; else None."""
+    if not (isinstance(x, Bin) and x.op == "max" and isinstance(x.b, Const) and isinstance(x.a, Bin)
+            and x.a.op == "min" and isinstance(x.a.b, Const)):
+        return None
+    y, hi, lo = x.a.a, float(x.a.b.value), float(x.b.value)
+    if not (isinstance(y, Bin) and y.op == "-" and y.b == Const(MAGIC) and isinstance(y.a, Bin) and y.a.op == "+"
+            and y.a.b == Const(MAGIC)) or max(abs(hi), abs(lo)) > 2 ** 22 or not 0 <= hi - lo <= 2 ** 16:
+        return None
+    return y.a.a, hi, lo
+
+
+def fewer_passes(e):
+    """vector_requant's result kept as float32 lanes (a dequantized or float-read output), in
+    fewer vector passes, bit for bit:
+    - (c + z) - z, a DequantizeLinear of the requantized integer c, is c (|c|, |z| < 2^22);
+    - min(r, H) = H - relu(H - r), and H - r = (-(v * s) + M) - (M - H) when v = x * s: the
+      negated scale rounds to -rint(v) (ties to even is symmetric) and the subtraction of two
+      integers in [2^23, 2^24) is exact, so rounding and clamp take 6 passes instead of 8
+      (three_address.py writes min as five passes, H - y as two)."""
+    def fn(x):
+        if isinstance(x, Bin) and x.op == "-" and isinstance(x.b, Const) and isinstance(x.a, Bin) \
+                and x.a.op == "+" and x.a.b == x.b and _clamp(x.a.a) and abs(float(x.b.value)) <= 2 ** 22 \
+                and float(x.b.value).is_integer():
+            return transform(x.a.a, fn)
+        c = _clamp(x)
+        if c is None:
+            return None
+        v, hi, lo = c
+        if not (isinstance(v, Bin) and v.op == "*" and isinstance(v.b, Const) and math.isfinite(v.b.value)):
+            return None
+        neg = Bin("-", Bin("+", Bin("*", transform(v.a, fn), Const(-float(v.b.value))), Const(MAGIC)), Const(MAGIC - hi))
+        return Bin("max", Bin("-", Const(hi), Bin("max", neg, Const(0.0))), Const(lo))
     return transform(e, fn)
 
 
@@ -128,12 +188,56 @@ def integer_as_conv(k, program, hw):
         index = (Var(axes[1]), Var(axes[2])) if grouped else (Var(axes[1]),)
     else:
         shape, index = (k.axes[-1].extent,), (Var(axes[-1]),)
-    data = corr.astype(np.float32).reshape(shape)
+    buffers = dict(k.buffers)
+    bias = _bias(k, g, index, shape)
+    if bias is not None and bound + np.abs(corr).max(initial=0) + np.abs(bias[1]).max(initial=0) < EXACT:
+        # acc - z*sum(w) + bias as acc + (bias - z*sum(w)): every term an integer below 2^24,
+        # so both orders are exact, and one vector pass and one staged operand fewer
+        name, data = f"{k.name}:bias_minus_zero_point_sums", (bias[1] - corr.reshape(shape)).astype(np.float32)
+        old = Bin("+", Acc(), bias[0])
+    else:
+        data, old = corr.astype(np.float32).reshape(shape), None
     g.tensors[name] = Tensor(name, shape, "float32", data)
     buf = f"b{len(k.buffers)}"
     while buf in k.buffers:
         buf += "_"
-    buffers = dict(k.buffers)
     buffers[buf] = Buffer(buf, name, shape, "float32")
-    epi = vector_requant(substitute_acc(k.epilogue, Bin("-", Acc(), Load(buf, index))), _consts(replace(k, buffers=buffers), g))
+    if old is not None:
+        epi = transform(k.epilogue, lambda e: Bin("+", Acc(), Load(buf, index)) if e == old else None)
+        if old.b.buf not in _reads(epi) | _reads(body) and old.b.buf != k.out:
+            del buffers[old.b.buf]      # the bias is read no more: not staged, not a parameter
+    else:
+        epi = substitute_acc(k.epilogue, Bin("-", Acc(), Load(buf, index)))
+    epi = vector_requant(epi, _consts(replace(k, buffers=buffers), g))
     return replace(k, body=body, epilogue=epi, buffers=buffers, extra=extra)
+
+
+def _reads(e):
+    bufs = set()
+    transform(e, lambda x: bufs.add(x.buf) if isinstance(x, Load) else None)
+    return bufs
+
+
+def _bias(k, g, index, shape):
+    """(its Load, its values) of a constant integer bias the epilogue adds to the accumulator
+    itself (acc + bias, every read of acc: the requantization repeats it), indexed as the zero point's per-channel
+    constant; None otherwise."""
+    found, accs = [], []
+
+    def fn(e):
+        if isinstance(e, Acc):
+            accs.append(e)
+        if isinstance(e, Bin) and e.op == "+" and isinstance(e.a, Acc) and isinstance(e.b, Load):
+            found.append(e.b)
+        return None
+    transform(k.epilogue, fn)
+    if not found or len(found) != len(accs) or any(f != found[0] for f in found) or tuple(found[0].index) != tuple(index) or found[0].pad is not None:
+        return None
+    b = k.buffers[found[0].buf]
+    data = g.tensors[b.tensor].data
+    if data is None or tuple(b.shape) != tuple(shape):
+        return None
+    vals = np.asarray(data, np.float64).reshape(shape)
+    if not np.all(np.isfinite(vals)) or not np.array_equal(vals, np.rint(vals)):
+        return None
+    return found[0], vals

@@ -1,0 +1,70 @@
+"""A residual block's second integer convolution hands its requantized int8 result to the Add
+instead of its dequantized float32 (backends/diannao/defer_dequantize.py, issue 36): the Add
+dequantizes what it loads, the tensor crosses GDRAM as bytes, and the output stays bit-exact
+against onnxruntime."""
+import sys
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from dn_build import build_model, run_check
+from swbuild.driver import check
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from quant_models import ort_quantized  # noqa: E402
+
+C, H = 64, 16
+
+
+def _block(seed=0):
+    """x -> Conv-Relu-Conv, + x, Relu: a ResNet basic block, 64 channels."""
+    rng = np.random.default_rng(seed)
+    inits = []
+
+    def w(name, *shape, s=0.05):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * s).astype(np.float32), name))
+        return name
+    n = helper.make_node
+    nodes = [n("Relu", ["x"], ["r0"], name="relu0"),
+             n("Conv", ["r0", w("w1", C, C, 3, 3), w("b1", C, s=0.1)], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             n("Relu", ["c1"], ["r1"], name="relu1"),
+             n("Conv", ["r1", w("w2", C, C, 3, 3), w("b2", C, s=0.1)], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             n("Add", ["c2", "r0"], ["a"], name="add"),
+             n("Relu", ["a"], ["r2"], name="relu2"),
+             n("Conv", ["r2", w("w3", C, C, 3, 3), w("b3", C, s=0.1)], ["y"], pads=[1, 1, 1, 1], name="conv3")]
+    g = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("x", TP.FLOAT, [1, C, H, H])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, C, H, H])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_residual_add_reads_the_convolution_s_int8_bytes_bit_exact(tc, tmp_path):
+    m = ort_quantized(tmp_path, model=_block(), activations="QInt8")
+    plan, exe = build_model(tc, m, "r", tmp_path / "b")
+    x = np.random.default_rng(7).standard_normal((1, C, H, H)).astype(np.float32)
+    ref = check.onnxruntime_reference(m, {"x": x})
+    doc, stats = run_check(plan, exe, ref, {"x": x}, 0, 0)
+    assert doc["status"] == "pass", doc.get("reason")
+    assert stats["violations"] == 0 and not doc["emulator"]["copy_mismatches"]
+    np.testing.assert_array_equal(check.run_runner(exe, plan, {"x": x}, tmp_path)[0][0], ref[0])
+    convs = [s for k in plan["kernels"] for s in k.get("kernels", [k]) if s.get("op") == "QLinearConv"]
+    # conv2 (the second) now stores its requantized result as bytes, not float32
+    assert [c["schedule"].get("narrow_out") for c in convs] == [True, True, False]
+    assert (convs[1].get("copy_bytes") or {}).get("NRAM2GDRAM") == C * H * H
+    assert "c2_DequantizeLinear_Output" in plan["int8_storage"]
+    assert any("DequantizeLinear moved into the readers of c2_DequantizeLinear_Output" in n for n in plan["notes"])
+
+
+def test_which_epilogues_are_a_dequantized_int8_requantization():
+    from swbuild.backends.diannao.defer_dequantize import _dequantize
+    from swbuild.ir.loopnest import Acc, Bin, Const, Select, Un
+
+    def q(z, lo, hi):
+        v = Bin("+", Un("round", Bin("*", Acc(), Const(0.5))), Const(z)) if z else Un("round", Bin("*", Acc(), Const(0.5)))
+        return Select(Bin(">=", v, Const(lo)), Select(Bin("<=", v, Const(hi)), v, Const(hi)), Const(lo))
+    assert _dequantize(Bin("*", Bin("-", q(7.0, -128, 127), Const(7.0)), Const(0.25))) == (q(7.0, -128, 127), 7.0, 0.25)
+    assert _dequantize(Bin("*", q(0.0, -128, 127), Const(0.25))) == (q(0.0, -128, 127), 0.0, 0.25)   # zero point 0
+    assert _dequantize(Bin("*", Bin("-", q(7.0, 0, 255), Const(7.0)), Const(0.25))) is None          # uint8: no bytes
+    assert _dequantize(Bin("*", Bin("-", q(7.0, -128, 127), Const(7.5)), Const(0.25))) is None      # not a zero point
+    assert _dequantize(Bin("*", Acc(), Const(0.25))) is None
