@@ -13,24 +13,22 @@ def plan_table(s, T, n):
     """simd.plan per row as (pid, plans): row i's plan is plans[pid[i]], none where pid is -1.
     Every row's candidate register blocks are costed at once, a row x block table of
     simd.step_cycles' array arithmetic (_block_cycles); along the innermost axis, then along
-    simd.alt_axis where that costs strictly less (simd.plan's choice)."""
+    simd.alt_axis for the rows without a plan (simd.plan's choice)."""
     k, hw = s.k, s.hw
     lanes = int(hw.get("simd_lanes", 1))
     pid, specs = np.full(n, -1, np.int64), []
     if not s.simd_ok or not simd.eligible(k, lanes):
         return pid, specs
-    cost = np.full(n, np.inf)
     seen = {}                    # (v, r, R, U, dep_r, aligned) -> index into specs
-    _along(k, hw, lanes, k.axes[-1].name, T, n, pid, cost, specs, seen)
+    _along(k, hw, lanes, k.axes[-1].name, T, n, pid, specs, seen)
     alt = simd.alt_axis(k)
     if alt is not None:
-        _along(k, hw, lanes, alt, T, n, pid, cost, specs, seen)
+        _along(k, hw, lanes, alt, T, n, pid, specs, seen)
     return pid, specs
 
 
-def _along(k, hw, lanes, v, T, n, pid, cost, specs, seen):
-    """simd._plan_along for every row: where its plan along v costs less than `cost` (the
-    rounded cycles of the row's plan so far), pid and cost take it."""
+def _along(k, hw, lanes, v, T, n, pid, specs, seen):
+    """simd._plan_along for every row without a plan yet (pid -1): pid takes its plan along v."""
     inner = v == k.axes[-1].name
     ext_v = next(a.extent for a in k.axes if a.name == v)
     fs, kinds, affs = simd.classify(k, v, lanes)
@@ -65,7 +63,7 @@ def _along(k, hw, lanes, v, T, n, pid, cost, specs, seen):
         rounded[tried] = round3(per[tried])
         low = rounded.min(axis=1)
         pick = np.where(rounded == low[:, None], bt["rank"][None, :], len(blocks)).argmin(axis=1)
-        ok = tried.any(axis=1) & np.array(bt["wins"], bool)[pick] & (low < cost[rows])
+        ok = tried.any(axis=1) & np.array(bt["wins"], bool)[pick] & (pid[rows] < 0)
         if not ok.any():
             continue
         uniq, inv = np.unique(pick[ok] * 2 + al[ok], return_inverse=True)     # (block, aligned)
@@ -79,7 +77,6 @@ def _along(k, hw, lanes, v, T, n, pid, cost, specs, seen):
                                              not inner))
             ids.append(seen[spec])
         pid[rows[ok]] = np.array(ids, np.int64)[inv.reshape(-1)]
-        cost[rows[ok]] = low[ok]
 
 
 def round3(x):

@@ -135,17 +135,19 @@ def alt_axis(kernel):
 
 def plan(kernel, tiles, hw, enabled=True):
     """The best VectorPlan for these tiles, or None when scalar code is better or illegal:
-    along the innermost axis (contiguous accumulator), or along alt_axis (accumulator lanes
-    gathered and scattered once per step) where that models fewer cycles."""
+    along the innermost axis (contiguous accumulator), else along alt_axis (accumulator lanes
+    gathered and scattered once per step).
+    Only where the innermost axis has no plan: the tile search costs a full tile, and a plan
+    along alt_axis blocking registers along a short axis (7 or 14 rows) then wins on tiles
+    that do not divide it, whose partial tiles run the one-row micro-kernel (SW26010's
+    14x14 layers modelled 2.4x slower so)."""
     lanes = int(hw.get("simd_lanes", 1))
     if not enabled or not eligible(kernel, lanes):
         return None
     best = _plan_along(kernel, tiles, hw, lanes, kernel.axes[-1].name)
     alt = alt_axis(kernel)
-    if alt is not None:
-        other = _plan_along(kernel, tiles, hw, lanes, alt)
-        if other is not None and (best is None or other[0] < best[0]):
-            best = other
+    if best is None and alt is not None:
+        best = _plan_along(kernel, tiles, hw, lanes, alt)
     return best[1] if best is not None else None
 
 
