@@ -78,8 +78,10 @@ def _transposed(program, k, buf, dim):
 
 
 def vector_weights(program, target, options):
-    """Option `simd` on: constants read along the output channels transposed where the kernel
-    then models faster (module doc)."""
+    """Option `simd`: weights read along the output channels transposed where the kernel then models faster.
+
+    Constants read along simd.alt_axis, each kernel alone through the scheduling passes both
+    ways (module doc)."""
     lanes = int(target.hardware.get("simd_lanes", 1))
     if not option_on(options, "simd") or lanes <= 1 or program.graph is None:
         return program
