@@ -204,7 +204,7 @@ def _ranked_shapes(kernel, hw, lanes, v, rs, fs, kinds, deps, regs):
         return hit[1]
     out = []
     for r in rs:
-        for R in ((1, 2, 4, 8) if r else (1,)):
+        for R in ((1, 2, 3, 4, 5, 6, 7, 8) if r else (1,)):
             for U in (1, 2, 4):
                 if R * U + U + R + 1 > regs - 2:
                     continue
