@@ -13,22 +13,24 @@ def plan_table(s, T, n):
     """simd.plan per row as (pid, plans): row i's plan is plans[pid[i]], none where pid is -1.
     Every row's candidate register blocks are costed at once, a row x block table of
     simd.step_cycles' array arithmetic (_block_cycles); along the innermost axis, then along
-    simd.alt_axis for the rows without a plan (simd.plan's choice)."""
+    simd.alt_axis (simd.plan's choice: for rows without a plan, or fewer cycles on whole tiles)."""
     k, hw = s.k, s.hw
     lanes = int(hw.get("simd_lanes", 1))
     pid, specs = np.full(n, -1, np.int64), []
     if not s.simd_ok or not simd.eligible(k, lanes):
         return pid, specs
     seen = {}                    # (v, r, R, U, dep_r, aligned) -> index into specs
-    _along(k, hw, lanes, k.axes[-1].name, T, n, pid, specs, seen)
+    cost = np.full(n, np.inf)    # each row's plan's rounded cycles
+    _along(k, hw, lanes, k.axes[-1].name, T, n, pid, cost, specs, seen)
     alt = simd.alt_axis(k)
     if alt is not None:
-        _along(k, hw, lanes, alt, T, n, pid, specs, seen)
+        _along(k, hw, lanes, alt, T, n, pid, cost, specs, seen)
     return pid, specs
 
 
-def _along(k, hw, lanes, v, T, n, pid, specs, seen):
-    """simd._plan_along for every row without a plan yet (pid -1): pid takes its plan along v."""
+def _along(k, hw, lanes, v, T, n, pid, cost, specs, seen):
+    """simd._plan_along for every row: pid and cost take its plan along v where the row has no
+    plan yet, or (v not innermost) where it costs less and v and r divide into whole tiles."""
     inner = v == k.axes[-1].name
     ext_v = next(a.extent for a in k.axes if a.name == v)
     fs, kinds, affs = simd.classify(k, v, lanes)
@@ -63,7 +65,16 @@ def _along(k, hw, lanes, v, T, n, pid, specs, seen):
         rounded[tried] = round3(per[tried])
         low = rounded.min(axis=1)
         pick = np.where(rounded == low[:, None], bt["rank"][None, :], len(blocks)).argmin(axis=1)
-        ok = tried.any(axis=1) & np.array(bt["wins"], bool)[pick] & (pid[rows] < 0)
+        ok = tried.any(axis=1) & np.array(bt["wins"], bool)[pick]
+        if not inner:               # simd.plan: no plan yet, or fewer cycles on whole tiles
+            ext = {a.name: a.extent for a in k.axes}
+            whole = (ext[v] % Tr[v] == 0)
+            for j in np.unique(pick).tolist():
+                r = blocks[j][0]
+                if r:
+                    sel = pick == j
+                    whole = np.where(sel, whole & (ext[r] % Tr[r] == 0), whole)
+            ok &= (pid[rows] < 0) | ((low < cost[rows]) & whole)
         if not ok.any():
             continue
         uniq, inv = np.unique(pick[ok] * 2 + al[ok], return_inverse=True)     # (block, aligned)
@@ -77,6 +88,7 @@ def _along(k, hw, lanes, v, T, n, pid, specs, seen):
                                              not inner))
             ids.append(seen[spec])
         pid[rows[ok]] = np.array(ids, np.int64)[inv.reshape(-1)]
+        cost[rows[ok]] = low[ok]
 
 
 def round3(x):

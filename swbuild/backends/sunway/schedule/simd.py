@@ -135,20 +135,28 @@ def alt_axis(kernel):
 
 def plan(kernel, tiles, hw, enabled=True):
     """The best VectorPlan for these tiles, or None when scalar code is better or illegal:
-    along the innermost axis (contiguous accumulator), else along alt_axis (accumulator lanes
-    gathered and scattered once per step).
-    Only where the innermost axis has no plan: the tile search costs a full tile, and a plan
-    along alt_axis blocking registers along a short axis (7 or 14 rows) then wins on tiles
-    that do not divide it, whose partial tiles run the one-row micro-kernel (SW26010's
-    14x14 layers modelled 2.4x slower so)."""
+    along the innermost axis (contiguous accumulator), or along alt_axis (accumulator lanes
+    gathered and scattered once per step) where the innermost axis has no plan, or where the
+    alternative models strictly fewer cycles and its axes v and r divide into whole tiles.
+    The tile search costs a full tile: a plan blocking registers along a 14-row axis wins on
+    tiles that do not divide 14 and loses on the partial ones (SW26010's 14x14 layers
+    modelled 2.4x slower when that was allowed)."""
     lanes = int(hw.get("simd_lanes", 1))
     if not enabled or not eligible(kernel, lanes):
         return None
     best = _plan_along(kernel, tiles, hw, lanes, kernel.axes[-1].name)
     alt = alt_axis(kernel)
-    if best is None and alt is not None:
-        best = _plan_along(kernel, tiles, hw, lanes, alt)
+    if alt is not None:
+        other = _plan_along(kernel, tiles, hw, lanes, alt)
+        if other is not None and (best is None or (other[0] < best[0] and whole_tiles(kernel, tiles, other[1]))):
+            best = other
     return best[1] if best is not None else None
+
+
+def whole_tiles(kernel, tiles, p):
+    """The tiles divide the plan's vector and blocking axes: every tile is the one costed."""
+    ext = {a.name: a.extent for a in kernel.axes}
+    return all(ext[x] % tiles[x] == 0 for x in (p.v, p.r) if x)
 
 
 def _plan_along(kernel, tiles, hw, lanes, v):
