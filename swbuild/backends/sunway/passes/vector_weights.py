@@ -27,8 +27,8 @@ from .channel_blocks import Variants
 
 def _constant(program, k, buf):
     """The graph tensor behind buffer `buf` when it is a whole constant (no view), else None."""
-    b = k.buffers[buf]
-    t = program.graph.tensors.get(b.tensor)
+    b = k.buffers.get(buf)      # none for a stage's buffer (stitching computes it in LDM)
+    t = program.graph.tensors.get(b.tensor) if b is not None else None
     if t is None or t.data is None or b.tensor != program.root(b.tensor) or tuple(b.shape) != tuple(t.shape):
         return None
     return t
@@ -37,7 +37,7 @@ def _constant(program, k, buf):
 def _candidate(program, k, lanes):
     """(buffer, dim) of the one constant factor of k's body indexed by simd.alt_axis at a dim
     other than its last, read by one plain-index load; None when there is none."""
-    if k.kind != "compute" or k.loop is not None or not simd.eligible(k, lanes):
+    if k.kind != "compute" or k.loop is not None or k.stages or not simd.eligible(k, lanes):
         return None
     alt = simd.alt_axis(k)
     if alt is None or next(a.extent for a in k.axes if a.name == alt) < lanes:
