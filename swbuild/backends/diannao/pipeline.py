@@ -41,6 +41,7 @@ class DianNaoState:
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
     double_buffer: bool = True                    # option double_buffer: tiles chosen for pingpong.py
     cluster_split: bool = True                    # option cluster_split: schedule/conv.py's clusters mode
+    weight_prefetch: bool = True                  # option weight_prefetch: schedule/conv.py's next weight block async
 
 
 STATE = DianNaoState
@@ -59,6 +60,7 @@ def schedule_kernels(program, target, options):
     st.store = Store()
     st.double_buffer = option_on(options, "double_buffer")
     st.cluster_split = option_on(options, "cluster_split")
+    st.weight_prefetch = option_on(options, "weight_prefetch")
     st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
               for k in program.kernels]
     return program

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ....ir.loopnest import Acc, Bin, Load, Un, Var, iconst
-from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, simp
+from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, Sync, simp
 from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
@@ -14,6 +14,8 @@ from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .integer import INTEGER_OPS
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
+
+PREFETCH_MAX_NIB = 8   # weight prefetch unrolls the input-channel blocks (constant SRAM halves)
 
 
 def sched_conv(kb, pool=False):
@@ -164,6 +166,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
     xq = kb.alloc("NRAM", "xq", kb.bufs[xin].elems, ctype=("int8_t", "int16_t")[fx - 1], elem_bytes=fx) if fx else xin
     accb = kb.alloc("NRAM", "acc", lanes)
     cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
+    prefetch = False
     if not pool:
         bank = ("conv_bank", Cob, K1 * Cib)
         wk = kb.alloc("WRAM", "wk", BSw, layout=() if fx else bank)
@@ -174,9 +177,12 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
         spec = ("conv", kb.p.root(G.wtensor), geo)
         gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib) + (("int8",) if fx else ()),
                       G.G * NCB * NIB * BSw, spec, f"{G.wtensor} (bank layout{', int8' if fx else ''})")
+        # weight prefetch: block ib + 1 goes GDRAM -> the other SRAM half while block ib computes
+        prefetch = mode in ("rows", "clusters") and 1 < NIB <= PREFETCH_MAX_NIB and \
+            getattr(kb.p.target_state, "weight_prefetch", False)
         if mode in ("rows", "clusters"):
             Q = round_up(ceil_div(BSw, 4), 16)
-            sw_ = kb.alloc("SRAM", "wsh", 4 * Q)
+            sw_ = kb.alloc("SRAM", "wsh", 4 * Q * (2 if prefetch else 1))
     reps = {}
     for i, ld in enumerate(loads):
         if kinds[ld] != "scalar":
@@ -188,21 +194,27 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
     def chan_bound(cb):
         return ge(Bin("-", Bin("-", iconst(G.Cog - 1), Bin("*", cb, iconst(Cob))), cc))
 
+    def w_to_sram(g, cb, ib, tk, exists, half, asynchronous=False):
+        """This core's quarter of weight block ib, GDRAM -> SRAM half `half` (prefetch)."""
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
+        q, part = Var("q"), simp(Bin("*", tk, iconst(Q)))
+        return Stmt("copy", Load(sw_, (simp(Bin("+", Bin("+", part, q), iconst(half * 4 * Q))),)),
+                    Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)), [SLoop("q", iconst(0), iconst(Q))],
+                    guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w"),
+                    asynchronous=asynchronous)
+
+    def w_to_wram(exists, half, asynchronous=True):
+        return Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (simp(Bin("+", Var("i"), iconst(half * 4 * Q))),)),
+                    [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"), asynchronous=asynchronous)
+
     def weights(n, g, cb, ib, tk, exists):
         """Load one weight block into WRAM: through SRAM, a quarter by each core of the cluster
         (rows and clusters modes; `exists` is the same on the cluster's cores, so the barriers
         stay uniform), or directly."""
-        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
         if mode in ("rows", "clusters"):
-            q = Var("q")
-            part = simp(Bin("*", tk, iconst(Q)))
-            return [Barrier("cluster"),
-                    Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
-                         [SLoop("q", iconst(0), iconst(Q))],
-                         guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w")),
-                    Barrier("cluster"),
-                    Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (Var("i"),)), [SLoop("i", iconst(0), iconst(BSw))],
-                         guard=exists, sid=kb.sid("copy", "w"))]
+            return [Barrier("cluster"), w_to_sram(g, cb, ib, tk, exists, 0), Barrier("cluster"),
+                    w_to_wram(exists, 0, False)]
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
         return [Stmt("copy", Load(wk, (Var("i"),)), Load(gw, (simp(Bin("+", blk, Var("i"))),)),
                      [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"))]
 
@@ -262,6 +274,24 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
         if pool or NIB == 1:       # weights (if any) were loaded once per output-channel block
             stm += stage_input(iconst(0))
             stm.append(compute(accb))
+        elif prefetch:
+            # block 0 GDRAM -> SRAM half 0; then per block ib: its input tile (synchronous, so
+            # before the prefetch it would wait for), block ib + 1 GDRAM -> SRAM async (IO
+            # queue), block ib SRAM -> WRAM async once the previous conv is done with WRAM
+            # (move queue), the conv; __sync_io and the cluster barrier before block ib + 1
+            # is read (every core's quarter landed; nobody still reads the half it overwrites)
+            wguard = {"rows": (), "clusters": cexists}[mode]
+            stm += [Barrier("cluster"), w_to_sram(g, cb, iconst(0), tk, wguard, 0), Barrier("cluster")]
+            for ib in range(NIB):
+                if ib:
+                    stm += [Sync("io"), Barrier("cluster")]
+                stm += stage_input(iconst(ib))
+                if ib + 1 < NIB:
+                    stm.append(w_to_sram(g, cb, iconst(ib + 1), tk, wguard, (ib + 1) % 2, True))
+                stm += [Sync("compute"), w_to_wram(wguard, ib % 2), Sync("move"), compute(accb if ib == 0 else cv)]
+                if ib:
+                    stm.append(Stmt("compute", Load(accb, (ln,)), Bin("+", Load(accb, (ln,)), Load(cv, (ln,))),
+                                    lane_loop, guard=exists + guards(lanetail), over=True, sid=asid))
         else:                      # input-channel blocks: the weights of each block, then accumulate
             # rows mode: every task takes part in the cooperative loads (barriers stay uniform)
             wguard = {"rows": (), "clusters": cexists}.get(mode, exists)

@@ -1,0 +1,63 @@
+"""Weight prefetch (schedule/conv.py, option weight_prefetch): a convolution whose weights
+change per input-channel block (NIB > 1, through SRAM) fetches block ib + 1 GDRAM -> SRAM with
+__memcpy_async while block ib goes SRAM -> WRAM and computes. Same result and the same copies
+as without it (the bytes each direction moves are equal); fewer cycles, because the IO queue
+overlaps the move and compute queues until the __sync_io before the cluster barrier."""
+import re
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from swbuild.driver import check
+
+from dn_build import build_model, cycles_by_kernel, run_check
+from dn_models import OPSET, vi
+
+CI, CO, H = 512, 256, 5     # 3x3: 4.7 MB of weights, more than one WRAM block per output block
+
+
+def conv():
+    rng = np.random.default_rng(11)
+    w = (rng.standard_normal((CO, CI, 3, 3)) / np.sqrt(9 * CI)).astype(np.float32)
+    b = rng.standard_normal(CO).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["c"], ["y"])], "wpf", [vi("x", (1, CI, H, H))],
+                          [vi("y", (1, CO, H, H))], [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+@pytest.fixture(scope="module")
+def both(tc, tmp_path_factory):
+    model = conv()
+    out = {}
+    for pf in ("off", "on"):
+        d = tmp_path_factory.mktemp(f"wpf-{pf}")
+        plan, exe = build_model(tc, model, "wpf", d, grouping="off", weight_prefetch=pf)
+        inputs = check.seeded_inputs(plan["inputs"], 3)
+        doc, stats = run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs)
+        out[pf] = plan, doc, stats, (d / f"{plan['prefix']}_device.mlu").read_text()
+    return out
+
+
+def test_prefetch_same_result_and_copies_fewer_cycles(both):
+    k = {}
+    for pf, (plan, doc, stats, _) in both.items():
+        assert doc["status"] == "pass", (pf, doc.get("reason"))
+        em = doc["emulator"]
+        assert em["copy_mismatches"] == [] and em["violations"] == 0 and em["write_conflicts"] == 0, pf
+        (conv_,) = [x for x in plan["kernels"] if x["class"] == "conv"]
+        assert conv_["schedule"]["NIB"] > 1 and conv_["schedule"]["mode"] in ("rows", "clusters"), conv_["schedule"]
+        meas = {x["name"]: x for x in stats["kernels"]}[conv_["name"]]
+        k[pf] = conv_, meas, cycles_by_kernel(stats)[conv_["name"]]
+    assert k["on"][0]["schedule"] == k["off"][0]["schedule"]
+    assert k["on"][1]["memcpy_bytes"] == k["off"][1]["memcpy_bytes"]
+    assert k["on"][0]["sram_bytes"] == 2 * k["off"][0]["sram_bytes"]      # two halves
+    assert k["on"][2] < k["off"][2], (k["on"][2], k["off"][2])
+
+
+def test_prefetch_is_async_and_synced(both):
+    src_on, src_off = both["on"][3], both["off"][3]
+    assert not re.search(r"__memcpy_async\([^;]*GDRAM2SRAM", src_off)
+    assert re.search(r"__memcpy_async\([^;]*GDRAM2SRAM", src_on)
+    assert re.search(r"__memcpy_async\([^;]*SRAM2WRAM", src_on) and "__sync_move();" in src_on
