@@ -41,6 +41,7 @@ def sched_conv(kb, pool=False):
     # input, per-pixel operands and result then take two halves each
     piped = getattr(kb.p.target_state, "double_buffer", False)
     split_clusters = getattr(kb.p.target_state, "cluster_split", False)
+    prefetch = not pool and getattr(kb.p.target_state, "weight_prefetch", False)
 
     def nram(R, Cib, Cob, NIB):
         lanes = R * G.Wo * Cob
@@ -124,6 +125,11 @@ def sched_conv(kb, pool=False):
         blk = Cob * K1 * Cib * wbytes
         if mode in ("rows", "clusters"):
             per, blocks = (ceil_div(NRT, 16), NCB) if mode == "rows" else (ceil_div(NRT, 4), ceil_div(NCB, 4))
+            if prefetch and 1 < NIB <= PREFETCH_MAX_NIB:
+                # per tile: block 0 to SRAM, then per block its input tile and the larger of the
+                # next block's GDRAM -> SRAM (IO queue) and this one's SRAM -> WRAM + conv
+                P, MC = blk * gran / 4, blk / hw["sram_bytes_per_cycle"] + macs_tile / rate
+                return G.N * G.G * blocks * per * (NIB * in_tile + P + (NIB - 1) * max(P, MC) + MC)
             t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * (blk * gran / 4 + blk / hw["sram_bytes_per_cycle"]))
         else:
             per = ceil_div(NCB, 16)
