@@ -16,6 +16,19 @@ from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_g
 from .three_address import Operand, ThreeAddress, peak_temps
 
 PREFETCH_MAX_NIB = 8   # weight prefetch unrolls the input-channel blocks (constant SRAM halves)
+# weight prefetch: a block through SRAM moves in this many chunks, chunk j + 1 GDRAM -> SRAM
+# while chunk j goes SRAM -> WRAM: max + min / W_CHUNKS of the two instead of their sum,
+# for W_CHUNKS - 1 more cluster barriers
+W_CHUNKS = 4
+
+
+def staged_weight_cycles(blk, hw, chunked):
+    """A core's cycles for one weight block of `blk` bytes through SRAM: its quarter GDRAM ->
+    SRAM, then the whole block SRAM -> WRAM; chunked, the two queues overlap chunk by chunk."""
+    P, M = blk * hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"] / 4, blk / hw["sram_bytes_per_cycle"]
+    if not chunked:
+        return P + M
+    return (P + M) / W_CHUNKS + (W_CHUNKS - 1) * max(P, M) / W_CHUNKS + W_CHUNKS * hw["sync_cluster_cycles"]
 
 
 def sched_conv(kb, pool=False):
@@ -103,7 +116,7 @@ def sched_conv(kb, pool=False):
         if mode in ("rows", "clusters"):
             tasks_, blocks = (16, NCB) if mode == "rows" else (4, ceil_div(NCB, 4))
             steps = pipelined_cycles(ceil_div(NRT, tasks_), load, comp, store)
-            return G.N * G.G * blocks * (steps + blk * gran / 4 + blk / hw["sram_bytes_per_cycle"])
+            return G.N * G.G * blocks * (steps + staged_weight_cycles(blk, hw, prefetch))
         return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
 
     def estimate(mode, cand, R):
@@ -130,7 +143,7 @@ def sched_conv(kb, pool=False):
                 # next block's GDRAM -> SRAM (IO queue) and this one's SRAM -> WRAM + conv
                 P, MC = blk * gran / 4, blk / hw["sram_bytes_per_cycle"] + macs_tile / rate
                 return G.N * G.G * blocks * per * (NIB * in_tile + P + (NIB - 1) * max(P, MC) + MC)
-            t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * (blk * gran / 4 + blk / hw["sram_bytes_per_cycle"]))
+            t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * staged_weight_cycles(blk, hw, prefetch))
         else:
             per = ceil_div(NCB, 16)
             t = G.N * G.G * per * (NRT * NIB * (macs_tile / rate + in_tile) + (NIB if NIB == 1 else NRT * NIB) * blk * gran)
@@ -187,7 +200,9 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
         prefetch = mode in ("rows", "clusters") and 1 < NIB <= PREFETCH_MAX_NIB and \
             getattr(kb.p.target_state, "weight_prefetch", False)
         if mode in ("rows", "clusters"):
-            Q = round_up(ceil_div(BSw, 4), 16)
+            chunked = getattr(kb.p.target_state, "weight_prefetch", False)
+            Q = round_up(ceil_div(BSw, 4), 16 * (W_CHUNKS if chunked else 1))   # chunks of 64-B multiples
+            QK = Q // W_CHUNKS
             sw_ = kb.alloc("SRAM", "wsh", 4 * Q * (2 if prefetch else 1))
     reps = {}
     for i, ld in enumerate(loads):
@@ -213,10 +228,39 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
         return Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (simp(Bin("+", Var("i"), iconst(half * 4 * Q))),)),
                     [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"), asynchronous=asynchronous)
 
+    def w_chunk_to_sram(g, cb, ib, tk, exists, j):
+        """This core's part of chunk j of weight block ib, GDRAM -> SRAM, asynchronous."""
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
+        q, part = Var("q"), simp(Bin("+", Bin("*", tk, iconst(Q)), iconst(j * QK)))
+        return Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
+                    [SLoop("q", iconst(0), iconst(QK))],
+                    guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w"),
+                    asynchronous=True)
+
+    def w_chunk_to_wram(exists, p, j):
+        """Core p's part of chunk j, SRAM -> WRAM, asynchronous (each core takes every part)."""
+        i, at = Var("i"), p * Q + j * QK
+        return Stmt("copy", Load(wk, (simp(Bin("+", i, iconst(at))),)), Load(sw_, (simp(Bin("+", i, iconst(at))),)),
+                    [SLoop("i", iconst(0), iconst(min(QK, BSw - at)))], guard=exists, sid=kb.sid("copy", "w"),
+                    asynchronous=True)
+
     def weights(n, g, cb, ib, tk, exists):
         """Load one weight block into WRAM: through SRAM, a quarter by each core of the cluster
         (rows and clusters modes; `exists` is the same on the cluster's cores, so the barriers
         stay uniform), or directly."""
+        if mode in ("rows", "clusters") and chunked:
+            # chunk j + 1's quarters GDRAM -> SRAM (IO queue) while chunk j goes SRAM -> WRAM
+            # (move queue); __sync_io + barrier: every core's quarter of a chunk landed before
+            # any core reads it; __sync_compute: the previous conv is done with WRAM
+            out = [Barrier("cluster"), w_chunk_to_sram(g, cb, ib, tk, exists, 0)]
+            for j in range(W_CHUNKS):
+                out += [Sync("io"), Barrier("cluster")]
+                if j + 1 < W_CHUNKS:
+                    out.append(w_chunk_to_sram(g, cb, ib, tk, exists, j + 1))
+                if j == 0:
+                    out.append(Sync("compute"))
+                out += [w_chunk_to_wram(exists, p, j) for p in range(4) if p * Q + j * QK < BSw]
+            return out + [Sync("move")]
         if mode in ("rows", "clusters"):
             return [Barrier("cluster"), w_to_sram(g, cb, ib, tk, exists, 0), Barrier("cluster"),
                     w_to_wram(exists, 0, False)]
