@@ -9,9 +9,10 @@ over the previous one by its option:
     grouped        + grouping (optimizer/grouping: one launch per group instance)
     cluster_split  + cluster_split (schedule/conv.py: output-channel blocks over the clusters,
                    each weight byte GDRAM -> SRAM once per launch)
-    weight_prefetch + weight_prefetch (schedule/conv.py: where the weights change per
-                   input-channel block, block i + 1 GDRAM -> SRAM async while block i computes);
-                   the default options
+    weight_prefetch + weight_prefetch (schedule/conv.py: a weight block through SRAM moves in
+                   chunks, chunk j + 1 GDRAM -> SRAM async while chunk j goes SRAM -> WRAM;
+                   where the weights change per input-channel block, block i + 1 GDRAM ->
+                   SRAM async while block i computes); the default options
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.
