@@ -325,20 +325,22 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0):
             stm += stage_input(iconst(0))
             stm.append(compute(accb))
         elif prefetch:
-            # block 0 GDRAM -> SRAM half 0; then per block ib: its input tile (synchronous, so
+            # block 0 to WRAM through SRAM half 0; then per block ib: its input tile (synchronous, so
             # before the prefetch it would wait for), block ib + 1 GDRAM -> SRAM async (IO
             # queue), block ib SRAM -> WRAM async once the previous conv is done with WRAM
             # (move queue), the conv; __sync_io and the cluster barrier before block ib + 1
             # is read (every core's quarter landed; nobody still reads the half it overwrites)
             wguard = {"rows": (), "clusters": cexists}[mode]
-            stm += [Barrier("cluster"), w_to_sram(g, cb, iconst(0), tk, wguard, 0), Barrier("cluster")]
+            stm += weights(n, g, cb, iconst(0), tk, wguard)     # block 0 in chunks, through SRAM half 0
             for ib in range(NIB):
                 if ib:
                     stm += [Sync("io"), Barrier("cluster")]
                 stm += stage_input(iconst(ib))
                 if ib + 1 < NIB:
                     stm.append(w_to_sram(g, cb, iconst(ib + 1), tk, wguard, (ib + 1) % 2, True))
-                stm += [Sync("compute"), w_to_wram(wguard, ib % 2), Sync("move"), compute(accb if ib == 0 else cv)]
+                if ib:
+                    stm += [Sync("compute"), w_to_wram(wguard, ib % 2), Sync("move")]
+                stm.append(compute(accb if ib == 0 else cv))
                 if ib:
                     stm.append(Stmt("compute", Load(accb, (ln,)), Bin("+", Load(accb, (ln,)), Load(cv, (ln,))),
                                     lane_loop, guard=exists + guards(lanetail), over=True, sid=asid))
