@@ -8,12 +8,16 @@ over the previous one by its option:
     pipelined      + double_buffer (pingpong.py: load / compute / store over ping-pong NRAM)
     grouped        + grouping (optimizer/grouping: one launch per group instance)
     cluster_split  + cluster_split (schedule/conv.py: output-channel blocks over the clusters,
-                   each weight byte GDRAM -> SRAM once per launch); the default options
+                   each weight byte GDRAM -> SRAM once per launch)
+    weight_prefetch + weight_prefetch (schedule/conv.py: a weight block through SRAM moves in
+                   chunks, chunk j + 1 GDRAM -> SRAM async while chunk j goes SRAM -> WRAM;
+                   where the weights change per input-channel block, block i + 1 GDRAM ->
+                   SRAM async while block i computes); the default options
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.
-The paper's remaining steps (intermediates kept in SRAM / NRAM, instance ordering, cross-layer
-weight prefetch) are not built yet (issue 34): they are listed as such, not measured.
+The paper's remaining steps (intermediates kept in SRAM / NRAM, instance ordering, weight
+prefetch across kernels) are not built yet (issue 34): they are listed as such, not measured.
 
     python benchmarks/graphturbo_ablation.py                       # ResNet-50, Inception-v1, DenseNet-121
     python benchmarks/graphturbo_ablation.py --models all          # the nine light models
@@ -32,13 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-CONFIGS = {   # each step adds one option to the previous one
-    "off": {"grouping": "off", "double_buffer": "off", "cluster_split": "off"},
-    "pipelined": {"grouping": "off", "double_buffer": "on", "cluster_split": "off"},
-    "grouped": {"grouping": "on", "double_buffer": "on", "cluster_split": "off"},
-    "cluster_split": {"grouping": "on", "double_buffer": "on", "cluster_split": "on"},
-}
-NOT_BUILT = ["intermediates in SRAM", "intermediates in NRAM", "instance ordering", "cross-layer weight prefetch"]
+STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch"]   # switched on in this order
+CONFIGS = {name: {k: ("on" if i < n else "off") for i, k in enumerate(STEPS)}
+           for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch"])}
+NOT_BUILT = ["intermediates in SRAM", "intermediates in NRAM", "instance ordering",
+             "weight prefetch across the kernels of a launch"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]
 ALL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
               "vgg19", "zfnet512"]

@@ -238,8 +238,8 @@ class Barrier:
 
 @dataclass
 class Sync:
-    """Queue barrier of one core (pingpong.py): io = __sync_io(), compute = __sync_compute(),
-    all = __sync_io_move_compute()."""
+    """Queue barrier of one core (pingpong.py, schedule/conv.py's weight prefetch): io = __sync_io(),
+    move = __sync_move() (on-chip copies), compute = __sync_compute(), all = __sync_io_move_compute()."""
     kind: str
 
 

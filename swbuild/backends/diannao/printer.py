@@ -26,7 +26,7 @@ from .recurrence import recurrence_body
 from .stitch import launch_params, launches_of
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
-SYNC = {"io": "__sync_io();", "compute": "__sync_compute();", "all": "__sync_io_move_compute();"}
+SYNC = {"io": "__sync_io();", "move": "__sync_move();", "compute": "__sync_compute();", "all": "__sync_io_move_compute();"}
 INIT = {"sum": 0.0, "avg": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
 
 

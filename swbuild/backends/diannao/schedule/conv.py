@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 
 from ....ir.loopnest import Acc, Bin, Load, Un, Var, iconst
-from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, simp
+from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, Sync, simp
 from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
@@ -15,6 +15,21 @@ from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .integer import INTEGER_OPS, fewer_passes, saturating_int8
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
+
+PREFETCH_MAX_NIB = 8   # weight prefetch unrolls the input-channel blocks (constant SRAM halves)
+# weight prefetch: a block through SRAM moves in this many chunks, chunk j + 1 GDRAM -> SRAM
+# while chunk j goes SRAM -> WRAM: max + min / W_CHUNKS of the two instead of their sum,
+# for W_CHUNKS - 1 more cluster barriers
+W_CHUNKS = 4
+
+
+def staged_weight_cycles(blk, hw, chunked):
+    """A core's cycles for one weight block of `blk` bytes through SRAM: its quarter GDRAM ->
+    SRAM, then the whole block SRAM -> WRAM; chunked, the two queues overlap chunk by chunk."""
+    P, M = blk * hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"] / 4, blk / hw["sram_bytes_per_cycle"]
+    if not chunked:
+        return P + M
+    return (P + M) / W_CHUNKS + (W_CHUNKS - 1) * max(P, M) / W_CHUNKS + W_CHUNKS * hw["sync_cluster_cycles"]
 
 
 def sched_conv(kb, pool=False):
@@ -47,6 +62,7 @@ def sched_conv(kb, pool=False):
     # input, per-pixel operands and result then take two halves each
     piped = getattr(kb.p.target_state, "double_buffer", False)
     split_clusters = getattr(kb.p.target_state, "cluster_split", False)
+    prefetch = not pool and getattr(kb.p.target_state, "weight_prefetch", False)
 
     def nram(R, Cib, Cob, NIB):
         lanes = R * G.Wo * Cob
@@ -111,7 +127,7 @@ def sched_conv(kb, pool=False):
         if mode in ("rows", "clusters"):
             tasks_, blocks = (16, NCB) if mode == "rows" else (4, ceil_div(NCB, 4))
             steps = pipelined_cycles(ceil_div(NRT, tasks_), load, comp, store)
-            return G.N * G.G * blocks * (steps + blk * gran / 4 + blk / hw["sram_bytes_per_cycle"])
+            return G.N * G.G * blocks * (steps + staged_weight_cycles(blk, hw, prefetch))
         return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
 
     def estimate(mode, cand, R):
@@ -133,7 +149,12 @@ def sched_conv(kb, pool=False):
         blk = Cob * K1 * Cib * wbytes
         if mode in ("rows", "clusters"):
             per, blocks = (ceil_div(NRT, 16), NCB) if mode == "rows" else (ceil_div(NRT, 4), ceil_div(NCB, 4))
-            t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * (blk * gran / 4 + blk / hw["sram_bytes_per_cycle"]))
+            if prefetch and 1 < NIB <= PREFETCH_MAX_NIB:
+                # per tile: block 0 to SRAM, then per block its input tile and the larger of the
+                # next block's GDRAM -> SRAM (IO queue) and this one's SRAM -> WRAM + conv
+                P, MC = blk * gran / 4, blk / hw["sram_bytes_per_cycle"] + macs_tile / rate
+                return G.N * G.G * blocks * per * (NIB * in_tile + P + (NIB - 1) * max(P, MC) + MC)
+            t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * staged_weight_cycles(blk, hw, prefetch))
         else:
             per = ceil_div(NCB, 16)
             t = G.N * G.G * per * (NRT * NIB * (macs_tile / rate + in_tile) + (NIB if NIB == 1 else NRT * NIB) * blk * gran)
@@ -189,6 +210,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         xq = kb.alloc("NRAM", "xq", kb.bufs[xin].elems, ctype=("int8_t", "int16_t")[fx - 1], elem_bytes=fx) if fx else xin
     accb = kb.alloc("NRAM", "acc", lanes)
     cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
+    prefetch = False
     if not pool:
         bank = ("conv_bank", Cob, K1 * Cib)
         wk = kb.alloc("WRAM", "wk", BSw, layout=() if fx else bank)
@@ -199,9 +221,14 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         spec = ("conv", kb.p.root(G.wtensor), geo)
         gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib) + (("int8",) if fx else ()),
                       G.G * NCB * NIB * BSw, spec, f"{G.wtensor} (bank layout{', int8' if fx else ''})")
+        # weight prefetch: block ib + 1 goes GDRAM -> the other SRAM half while block ib computes
+        prefetch = mode in ("rows", "clusters") and 1 < NIB <= PREFETCH_MAX_NIB and \
+            getattr(kb.p.target_state, "weight_prefetch", False)
         if mode in ("rows", "clusters"):
-            Q = round_up(ceil_div(BSw, 4), 16)
-            sw_ = kb.alloc("SRAM", "wsh", 4 * Q)
+            chunked = getattr(kb.p.target_state, "weight_prefetch", False)
+            Q = round_up(ceil_div(BSw, 4), 16 * (W_CHUNKS if chunked else 1))   # chunks of 64-B multiples
+            QK = Q // W_CHUNKS
+            sw_ = kb.alloc("SRAM", "wsh", 4 * Q * (2 if prefetch else 1))
     o8b = kb.alloc("NRAM", "o8", lanes, ctype="int8_t", elem_bytes=1) if o8 else None
     reps = {}
     for i, ld in enumerate(loads):
@@ -214,21 +241,56 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     def chan_bound(cb):
         return ge(Bin("-", Bin("-", iconst(G.Cog - 1), Bin("*", cb, iconst(Cob))), cc))
 
+    def w_to_sram(g, cb, ib, tk, exists, half, asynchronous=False):
+        """This core's quarter of weight block ib, GDRAM -> SRAM half `half` (prefetch)."""
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
+        q, part = Var("q"), simp(Bin("*", tk, iconst(Q)))
+        return Stmt("copy", Load(sw_, (simp(Bin("+", Bin("+", part, q), iconst(half * 4 * Q))),)),
+                    Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)), [SLoop("q", iconst(0), iconst(Q))],
+                    guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w"),
+                    asynchronous=asynchronous)
+
+    def w_to_wram(exists, half, asynchronous=True):
+        return Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (simp(Bin("+", Var("i"), iconst(half * 4 * Q))),)),
+                    [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"), asynchronous=asynchronous)
+
+    def w_chunk_to_sram(g, cb, ib, tk, exists, j):
+        """This core's part of chunk j of weight block ib, GDRAM -> SRAM, asynchronous."""
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
+        q, part = Var("q"), simp(Bin("+", Bin("*", tk, iconst(Q)), iconst(j * QK)))
+        return Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
+                    [SLoop("q", iconst(0), iconst(QK))],
+                    guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w"),
+                    asynchronous=True)
+
+    def w_chunk_to_wram(exists, p, j):
+        """Core p's part of chunk j, SRAM -> WRAM, asynchronous (each core takes every part)."""
+        i, at = Var("i"), p * Q + j * QK
+        return Stmt("copy", Load(wk, (simp(Bin("+", i, iconst(at))),)), Load(sw_, (simp(Bin("+", i, iconst(at))),)),
+                    [SLoop("i", iconst(0), iconst(min(QK, BSw - at)))], guard=exists, sid=kb.sid("copy", "w"),
+                    asynchronous=True)
+
     def weights(n, g, cb, ib, tk, exists):
         """Load one weight block into WRAM: through SRAM, a quarter by each core of the cluster
         (rows and clusters modes; `exists` is the same on the cluster's cores, so the barriers
         stay uniform), or directly."""
-        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
+        if mode in ("rows", "clusters") and chunked:
+            # chunk j + 1's quarters GDRAM -> SRAM (IO queue) while chunk j goes SRAM -> WRAM
+            # (move queue); __sync_io + barrier: every core's quarter of a chunk landed before
+            # any core reads it; __sync_compute: the previous conv is done with WRAM
+            out = [Barrier("cluster"), w_chunk_to_sram(g, cb, ib, tk, exists, 0)]
+            for j in range(W_CHUNKS):
+                out += [Sync("io"), Barrier("cluster")]
+                if j + 1 < W_CHUNKS:
+                    out.append(w_chunk_to_sram(g, cb, ib, tk, exists, j + 1))
+                if j == 0:
+                    out.append(Sync("compute"))
+                out += [w_chunk_to_wram(exists, p, j) for p in range(4) if p * Q + j * QK < BSw]
+            return out + [Sync("move")]
         if mode in ("rows", "clusters"):
-            q = Var("q")
-            part = simp(Bin("*", tk, iconst(Q)))
-            return [Barrier("cluster"),
-                    Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
-                         [SLoop("q", iconst(0), iconst(Q))],
-                         guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w")),
-                    Barrier("cluster"),
-                    Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (Var("i"),)), [SLoop("i", iconst(0), iconst(BSw))],
-                         guard=exists, sid=kb.sid("copy", "w"))]
+            return [Barrier("cluster"), w_to_sram(g, cb, ib, tk, exists, 0), Barrier("cluster"),
+                    w_to_wram(exists, 0, False)]
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
         return [Stmt("copy", Load(wk, (Var("i"),)), Load(gw, (simp(Bin("+", blk, Var("i"))),)),
                      [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"))]
 
@@ -288,6 +350,26 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         if pool or NIB == 1:       # weights (if any) were loaded once per output-channel block
             stm += stage_input(iconst(0))
             stm.append(compute(accb))
+        elif prefetch:
+            # block 0 to WRAM through SRAM half 0; then per block ib: its input tile (synchronous, so
+            # before the prefetch it would wait for), block ib + 1 GDRAM -> SRAM async (IO
+            # queue), block ib SRAM -> WRAM async once the previous conv is done with WRAM
+            # (move queue), the conv; __sync_io and the cluster barrier before block ib + 1
+            # is read (every core's quarter landed; nobody still reads the half it overwrites)
+            wguard = {"rows": (), "clusters": cexists}[mode]
+            stm += weights(n, g, cb, iconst(0), tk, wguard)     # block 0 in chunks, through SRAM half 0
+            for ib in range(NIB):
+                if ib:
+                    stm += [Sync("io"), Barrier("cluster")]
+                stm += stage_input(iconst(ib))
+                if ib + 1 < NIB:
+                    stm.append(w_to_sram(g, cb, iconst(ib + 1), tk, wguard, (ib + 1) % 2, True))
+                if ib:
+                    stm += [Sync("compute"), w_to_wram(wguard, ib % 2), Sync("move")]
+                stm.append(compute(accb if ib == 0 else cv))
+                if ib:
+                    stm.append(Stmt("compute", Load(accb, (ln,)), Bin("+", Load(accb, (ln,)), Load(cv, (ln,))),
+                                    lane_loop, guard=exists + guards(lanetail), over=True, sid=asid))
         else:                      # input-channel blocks: the weights of each block, then accumulate
             # rows mode: every task takes part in the cooperative loads (barriers stay uniform)
             wguard = {"rows": (), "clusters": cexists}.get(mode, exists)

@@ -1,0 +1,74 @@
+"""Weight prefetch (schedule/conv.py, option weight_prefetch): a convolution whose weights
+change per input-channel block (NIB > 1, through SRAM) fetches block ib + 1 GDRAM -> SRAM with
+__memcpy_async while block ib goes SRAM -> WRAM and computes; a block loaded once (NIB = 1)
+moves in chunks, chunk j + 1 GDRAM -> SRAM while chunk j goes SRAM -> WRAM. Same result and
+the same copies as without it (the bytes each direction moves are equal); fewer cycles,
+because the IO queue overlaps the move and compute queues until the __sync_io before the
+cluster barrier."""
+import re
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from swbuild.driver import check
+
+from dn_build import build_model, cycles_by_kernel, run_check
+from dn_models import OPSET, vi
+
+# 3x3 (input channels, output channels, spatial size): 4.7 MB of weights, more than one WRAM
+# block per output block (NIB > 1); 0.6 MB, one block whatever the output block (NIB = 1)
+CASES = [(512, 256, 5), (64, 256, 8)]
+
+
+def conv():
+    rng = np.random.default_rng(11)
+    nodes, ins, outs, inits = [], [], [], []
+    for i, (ci, co, h) in enumerate(CASES):
+        w = (rng.standard_normal((co, ci, 3, 3)) / np.sqrt(9 * ci)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        ins.append(vi(f"x{i}", (1, ci, h, h)))
+        outs.append(vi(f"y{i}", (1, co, h, h)))
+        nodes += [helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"y{i}"])]
+    g = helper.make_graph(nodes, "wpf", ins, outs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+@pytest.fixture(scope="module")
+def both(tc, tmp_path_factory):
+    model = conv()
+    out = {}
+    for pf in ("off", "on"):
+        d = tmp_path_factory.mktemp(f"wpf-{pf}")
+        plan, exe = build_model(tc, model, "wpf", d, grouping="off", weight_prefetch=pf)
+        inputs = check.seeded_inputs(plan["inputs"], 3)
+        doc, stats = run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs)
+        out[pf] = plan, doc, stats, (d / f"{plan['prefix']}_device.mlu").read_text()
+    return out
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_prefetch_same_result_and_copies_fewer_cycles(both, case):
+    k = {}
+    for pf, (plan, doc, stats, _) in both.items():
+        assert doc["status"] == "pass", (pf, doc.get("reason"))
+        em = doc["emulator"]
+        assert em["copy_mismatches"] == [] and em["violations"] == 0 and em["write_conflicts"] == 0, pf
+        conv_ = [x for x in plan["kernels"] if x["class"] == "conv"][case]
+        assert (conv_["schedule"]["NIB"] > 1) == (case == 0), conv_["schedule"]
+        assert conv_["schedule"]["mode"] in ("rows", "clusters"), conv_["schedule"]
+        meas = {x["name"]: x for x in stats["kernels"]}[conv_["name"]]
+        k[pf] = conv_, meas, cycles_by_kernel(stats)[conv_["name"]]
+    assert k["on"][0]["schedule"] == k["off"][0]["schedule"]
+    assert k["on"][1]["memcpy_bytes"] == k["off"][1]["memcpy_bytes"]
+    assert k["on"][0]["sram_bytes"] == (2 if case == 0 else 1) * k["off"][0]["sram_bytes"]   # NIB > 1: two halves
+    assert k["on"][2] < k["off"][2], (k["on"][2], k["off"][2])
+
+
+def test_prefetch_is_async_and_synced(both):
+    src_on, src_off = both["on"][3], both["off"][3]
+    assert not re.search(r"__memcpy_async\([^;]*GDRAM2SRAM", src_off)
+    assert re.search(r"__memcpy_async\([^;]*GDRAM2SRAM", src_on)
+    assert re.search(r"__memcpy_async\([^;]*SRAM2WRAM", src_on) and "__sync_move();" in src_on
