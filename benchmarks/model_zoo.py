@@ -10,7 +10,8 @@ in a Python that has them (--torch-python, or $SWBUILD_TORCH_PYTHON; default thi
     python benchmarks/model_zoo.py --table zoo1.json zoo2.json   # the Markdown table of earlier runs
 
 Every model gets random weights (seeded; nothing is downloaded). BatchNorm statistics are
-recalibrated on random batches in training mode before the export, so the outputs are not
+recalibrated on random batches in training mode before the export, and weight matrices
+initialised to zeros (torchvision's ViT heads) get seeded random values, so the outputs are not
 the vanishing values of a fresh initialisation (which a check cannot judge). Each model is
 exported with both exporters (TorchScript: `dynamo=False`, opset 17; dynamo: `dynamo=True`,
 the default since PyTorch 2.9) and checked against onnxruntime on each target. Prints one JSON
@@ -105,6 +106,12 @@ def make(shape, dtype, batch=None):
     if dtype == "int64":
         return torch.randint(0, 1000, shape, generator=g) if len(shape) == 2 else torch.zeros(shape, dtype=torch.int64)
     return torch.randn(shape, generator=g)
+# A weight matrix initialised to zeros (torchvision's ViT heads) makes the output exactly 0,
+# which a check cannot judge: give it seeded random values of a Linear layer's usual scale
+with torch.no_grad():
+    for p in m.parameters():
+        if p.dim() >= 2 and not p.any():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(2)) * 0.02)
 # BatchNorm statistics from random batches (train mode), so outputs do not vanish
 bns = [x for x in m.modules() if isinstance(x, torch.nn.modules.batchnorm._BatchNorm)]
 if bns:
