@@ -239,8 +239,8 @@ def main(argv=None):
     ap.add_argument("--grouping", nargs="+", choices=["on", "off"],
                     help="check with grouping on and/or off (default: the target's default); a check per mode")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per export and per check")
-    ap.add_argument("--keep", help="export and build here instead of a temporary directory; an export already"
-                    " there is reused (delete it to export again)")
+    ap.add_argument("--keep", help="export here instead of a temporary directory; an export already there is"
+                    " reused (delete it to export again); builds always go to a temporary directory")
     ap.add_argument("--out", help="also write the JSON document to this file")
     ap.add_argument("--list", action="store_true", help="print the model names and exit")
     ap.add_argument("--table", nargs="+", metavar="JSON", help="print the Markdown table of earlier --out files and exit")
@@ -275,8 +275,10 @@ def main(argv=None):
                 for t in a.targets:
                     for mode in a.grouping or [None]:
                         key = t if mode is None else f"{t} grouping={mode}"
-                        row["checks"][key] = check(path, t, work / "build" / f"{name}.{exporter}.{key.replace(' ', '.')}",
-                                                   a.timeout, mode)
+                        # builds are thrown away after their check: a big model with embedded
+                        # weights is about 1 GB, and a whole zoo of kept builds filled the disk
+                        with tempfile.TemporaryDirectory(prefix="model-zoo-build-") as b:
+                            row["checks"][key] = check(path, t, Path(b) / f"{name}.{exporter}", a.timeout, mode)
             rows.append(row)
             print(f"{name} {exporter}: " + (", ".join(f"{t} {c['status']}" for t, c in row["checks"].items())
                                             or row["export"]["status"]), file=sys.stderr, flush=True)
