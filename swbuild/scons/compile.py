@@ -105,6 +105,11 @@ def model(env, b, runtime_node, verbose, gate=None):
     lib = library(env, b.lib, members, b.ar, b.ar_flags, verbose)
     runner_obj = objects(env, [b.runner], verbose, gate)
     exe = program(env, b, runner_obj, lib, runtime_node, verbose)
+    # A thin archive (build.ar_flags) holds its members' names and sizes, not their bytes:
+    # new weights of the same size leave it byte-identical, and the content decider would
+    # then keep a runner linked with the old weights (issue 37). The members are the link's
+    # real inputs.
+    env.Depends(exe, members)
     return lib, exe
 
 

@@ -41,9 +41,10 @@ for model in env["SWBUILD_MODELS"]:
 """
 
 
-def write_tiny_onnx(path):
-    """Conv(3→4, 3x3, pad 1) + Relu on 1x3x8x8."""
-    w = numpy_helper.from_array(np.arange(108, dtype=np.float32).reshape(4, 3, 3, 3) / 100, "w")
+def write_tiny_onnx(path, w=None):
+    """Conv(3→4, 3x3, pad 1) + Relu on 1x3x8x8; `w` (4x3x3x3) replaces the default weights."""
+    w = np.arange(108, dtype=np.float32).reshape(4, 3, 3, 3) / 100 if w is None else np.asarray(w, np.float32)
+    w = numpy_helper.from_array(w, "w")
     nodes = [helper.make_node("Conv", ["data", "w"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
              helper.make_node("Relu", ["c"], ["out"])]
     g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 8, 8])],

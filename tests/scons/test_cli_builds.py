@@ -43,6 +43,22 @@ def test_check_reuses_an_up_to_date_build(proj):
     assert plan["inputs"][0]["shape"][0] == 1
 
 
+@pytest.mark.parametrize("target", ["sunway-emu", "diannao-emu"])
+def test_new_weights_of_the_same_size_relink_the_runner(proj, target):
+    # Issue 37 (vit_b_16): the thin archive names its members and their sizes only, so
+    # weights of the same size leave lib<prefix>.a byte-identical; the runner must still be
+    # relinked, or it runs the old weights.
+    model, out = proj / f"relink-{target}.onnx", proj / f"relink-{target}"
+    write_tiny_onnx(model)
+    r = cli(proj, "check", str(model), "--target", target, "-o", str(out), "--name", "relink")
+    assert r.returncode == 0, r.stderr
+    write_tiny_onnx(model, w=-np.arange(108, dtype=np.float32).reshape(4, 3, 3, 3) / 50)
+    r = cli(proj, "check", str(model), "--target", target, "-o", str(out), "--name", "relink")
+    assert "LINK relink_runner" in r.stderr, r.stderr
+    doc = json.loads(r.stdout.splitlines()[-1])
+    assert r.returncode == 0 and doc["status"] == "pass" and doc["compared"] > 0, doc
+
+
 def test_generator_error_reaches_the_cli_once(proj):
     bad = proj / "broken.onnx"
     bad.write_bytes(b"not an onnx file")

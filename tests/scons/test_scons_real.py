@@ -85,6 +85,7 @@ tiny = env.SwModel("tiny")
 VariantDir("build/app", "src", duplicate=0)
 app = env.Program("build/app/app", ["build/app/main.c"], CPPPATH=[tiny.dir],
                   LIBS=[tiny.lib, tiny.runtime, "pthread", "m"])
+env.Depends(app, tiny.lib[0].sources)   # the thin archive's members (docs/scons.md)
 Default(app)
 env.Alias("compiledb", env.CompilationDatabase())
 """
