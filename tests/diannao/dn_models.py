@@ -99,6 +99,23 @@ def mini_cnn(seed=0):
     return _model(nodes, [vi("data", (1, 3, 115, 115))], [vi("prob", (1, 10)), vi("r2", (1, 64, 13, 13))], inits, name="mini_cnn")
 
 
+def conv_relu_pairs(cases, seed, name):
+    """Independent 3x3 Conv (pads 1) + Relu pairs, one per (input channels, output channels,
+    spatial size) case: x{i} -> y{i}, random weights scaled to keep activations of order 1."""
+    rng = np.random.default_rng(seed)
+    nodes, ins, outs, inits = [], [], [], []
+    for i, (ci, co, h) in enumerate(cases):
+        w = (rng.standard_normal((co, ci, 3, 3)) / np.sqrt(9 * ci)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        ins.append(vi(f"x{i}", (1, ci, h, h)))
+        outs.append(vi(f"y{i}", (1, co, h, h)))
+        nodes += [helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{i}"], [f"y{i}"])]
+    g = helper.make_graph(nodes, name, ins, outs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
 def save(model, path):
     onnx.save(model, str(path))
     return path

@@ -2,15 +2,12 @@
 clusters and rows over a cluster's cores (schedule/conv.py, clusters mode): each weight byte
 leaves GDRAM once per launch (GDRAM -> SRAM of one cluster, then SRAM -> WRAM of its cores),
 where the rows mode brought the whole tensor into every cluster's SRAM."""
-import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
 
 from swbuild.driver import check
 
 from dn_build import build_model, run_check
-from dn_models import OPSET, vi
+from dn_models import conv_relu_pairs
 
 # (input channels, output channels, spatial size): 4 and 5 output-channel blocks of 64 (the
 # fifth leaves clusters without a block in the last step: guarded, barriers still uniform)
@@ -18,18 +15,7 @@ CASES = [(256, 256, 8), (128, 320, 6)]
 
 
 def convs():
-    rng = np.random.default_rng(5)
-    nodes, ins, outs, inits = [], [], [], []
-    for i, (ci, co, h) in enumerate(CASES):
-        w = (rng.standard_normal((co, ci, 3, 3)) / np.sqrt(9 * ci)).astype(np.float32)
-        b = rng.standard_normal(co).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
-        ins.append(vi(f"x{i}", (1, ci, h, h)))
-        outs.append(vi(f"y{i}", (1, co, h, h)))
-        nodes += [helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
-                  helper.make_node("Relu", [f"c{i}"], [f"y{i}"])]
-    g = helper.make_graph(nodes, "cluster_split", ins, outs, inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    return conv_relu_pairs(CASES, 5, "cluster_split")
 
 
 @pytest.fixture(scope="module")

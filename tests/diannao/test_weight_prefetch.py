@@ -7,14 +7,12 @@ because the IO queue overlaps the move and compute queues until the __sync_io be
 cluster barrier."""
 import re
 
-import numpy as np
 import pytest
-from onnx import helper, numpy_helper
 
 from swbuild.driver import check
 
 from dn_build import build_model, cycles_by_kernel, run_check
-from dn_models import OPSET, vi
+from dn_models import conv_relu_pairs
 
 # 3x3 (input channels, output channels, spatial size): 4.7 MB of weights, more than one WRAM
 # block per output block (NIB > 1); 0.6 MB, one block whatever the output block (NIB = 1)
@@ -22,18 +20,7 @@ CASES = [(512, 256, 5), (64, 256, 8)]
 
 
 def conv():
-    rng = np.random.default_rng(11)
-    nodes, ins, outs, inits = [], [], [], []
-    for i, (ci, co, h) in enumerate(CASES):
-        w = (rng.standard_normal((co, ci, 3, 3)) / np.sqrt(9 * ci)).astype(np.float32)
-        b = rng.standard_normal(co).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
-        ins.append(vi(f"x{i}", (1, ci, h, h)))
-        outs.append(vi(f"y{i}", (1, co, h, h)))
-        nodes += [helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
-                  helper.make_node("Relu", [f"c{i}"], [f"y{i}"])]
-    g = helper.make_graph(nodes, "wpf", ins, outs, inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    return conv_relu_pairs(CASES, 11, "wpf")
 
 
 @pytest.fixture(scope="module")
