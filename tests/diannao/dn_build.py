@@ -32,5 +32,18 @@ def run_check(plan, exe, reference, inputs, rtol=1e-3, atol=1e-4):
     return doc, stats
 
 
+def build_bit_exact(tc, model, name, x, tmp_path):
+    """Build `model` (one input "x") into tmp_path/b and assert it equals onnxruntime bit for
+    bit on `x`, with no BANG violation or copy mismatch; returns (plan, runner path)."""
+    import numpy as np
+    plan, exe = build_model(tc, model, name, tmp_path / "b")
+    ref = check.onnxruntime_reference(model, {"x": x})
+    doc, stats = run_check(plan, exe, ref, {"x": x}, 0, 0)
+    assert doc["status"] == "pass", doc.get("reason")
+    assert stats["violations"] == 0 and not doc["emulator"]["copy_mismatches"]
+    np.testing.assert_array_equal(check.run_runner(exe, plan, {"x": x}, tmp_path)[0][0], ref[0])
+    return plan, exe
+
+
 def cycles_by_kernel(stats):
     return {k["name"]: k["cycles"] for k in stats["kernels"]}
