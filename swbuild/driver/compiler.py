@@ -12,6 +12,7 @@ from pathlib import Path
 import onnx
 
 from ..backends import family_of
+from ..backends.blob import Contents
 from ..support.errors import ModelError, SwbuildError, UnknownInputs, UnsupportedError
 from ..frontends.onnx import ArrayModel, Handover, import_model, load_model
 from .lowering import lower
@@ -38,7 +39,10 @@ def main_memory_bytes(program):
     (after the pipeline: re-laid-out copies, not their originals), the arena, inputs and outputs."""
     g = program.graph
     read = {program.root(b.tensor) for k in program.kernels for b in k.buffers.values()}
-    weights = sum(g.tensors[t].nbytes for t in sorted(read) if t in g.tensors and g.tensors[t].data is not None)
+    contents, weights = Contents(), 0
+    for t in sorted(read):
+        if t in g.tensors and g.tensors[t].data is not None and contents.find_or_add(g.tensors[t].data, g.tensors[t].dtype, t) is None:
+            weights += g.tensors[t].nbytes      # the blob stores equal bytes once (backends/blob.py)
     io = sum(g.tensors[t].nbytes for t in program.inputs + program.outputs)
     arena = program.memory.arena_bytes if program.memory is not None else 0
     return weights, arena, io

@@ -38,7 +38,7 @@ from .stitch import group_launches
 class DianNaoState:
     """What the DianNao passes decide (`program.target_state`)."""
     layouts: dict = field(default_factory=dict)   # tensor -> storage layout (NHWC)
-    store: Store = field(default_factory=Store)   # constants staged for the device image
+    store: Store | None = None    # constants staged for the device image (schedule_kernels)
     dev: list = field(default_factory=list)       # DevKernel per kernel, in order
     partitioned: bool = True                      # option `partition` (loop partitioning ran)
     launches: list = None                         # option grouping: stitch.Launch list (None: one per kernel)
@@ -68,7 +68,7 @@ def schedule_kernels(program, target, options):
     st.int8_storage = narrow.candidates(program) if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) > 0 \
         else frozenset()
     while True:
-        st.store = Store()
+        st.store = Store(program.graph)
         st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
                   for k in program.kernels]
         bad = narrow.unfulfilled(st.dev, st.int8_storage)

@@ -7,6 +7,7 @@ from dataclasses import replace
 from ....ir.loopnest import Bin, Load, Var, affine, iconst
 from ..devir import DBuf, DevKernel, For, const, simp, subst
 from ....ir.sizes import round_up
+from ...blob import Contents
 from ..layout import view_strides
 from ..preprocess import vector_elems
 
@@ -19,14 +20,25 @@ class Unschedulable(Exception):
 
 
 class Store:
-    """Program-wide GDRAM placement of constants: the device weights image."""
+    """Program-wide GDRAM placement of constants: the device weights image. A key names a
+    constant's root second; constants of equal shape and bytes share one placement."""
 
-    def __init__(self):
+    def __init__(self, graph):
+        self.g = graph
         self.entries = []          # (key, offset elems, nelems, spec)
         self.by_key = {}
         self.elems = 0
+        self.contents, self.canon = Contents(), {}
+
+    def canonical(self, root):
+        """The first constant root added with the same dtype, shape and bytes as `root`."""
+        if root not in self.canon:
+            t = self.g.tensors[root]
+            self.canon[root] = self.contents.find_or_add(t.data, t.dtype, root, tag=tuple(t.shape)) or root
+        return self.canon[root]
 
     def add(self, key, nelems, spec):
+        key = (key[0], self.canonical(key[1])) + tuple(key[2:])
         if key not in self.by_key:
             off = self.elems
             self.entries.append((key, off, nelems, spec))
