@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ...ir.loopnest import Bin, Const, Load, Un, Var
 
 i, s, ho, wo, co, y, x, ci, c = (Var(n) for n in ("i", "s", "ho", "wo", "co", "y", "x", "ci", "c"))
+j, height, width = Var("j"), Var("height"), Var("width")
 n, segs, ds, ss = (Var(n) for n in ("n", "segs", "ds", "ss"))
 Ho, Wo, Co, Ci, C, W, kh, kw, sh, sw = (Var(n) for n in ("Ho", "Wo", "Co", "Ci", "C", "W", "kh", "kw", "sh", "sw"))
 value = Var("value")
@@ -108,6 +109,18 @@ def _pool_rules(m):
     return m.aligned("dst", a) and m.aligned("src", a)
 
 
+def _transpose_rules(m):
+    """NRAM, 64-B aligned, both sides' bytes multiples of transpose_multiple_bytes, src and
+    dst distinct buffers (bangemu/transpose.h)."""
+    p, eb, mult = m.const, m.elem_bytes("dst"), m.hw["transpose_multiple_bytes"]
+    if None in (p("height"), p("width")) or eb != m.elem_bytes("src") or m.ops["dst"][0] == m.ops["src"][0]:
+        return False
+    if p("height") * eb % mult or p("width") * eb % mult:
+        return False
+    a = m.hw["vector_align_bytes"]
+    return m.aligned("dst", a) and m.aligned("src", a)
+
+
 def _H(p):
     return (p["Ho"] - 1) * p["sh"] + p["kh"]
 
@@ -176,6 +189,11 @@ DESCRIPTIONS = [
     _fix("__bang_float2int8_rn", "to_int8"),
     _fix("__bang_float2int16_rn", "to_int16"),
     _fix("__bang_int82float", "from_int8"),      # a byte-stored int8 activation read as float (schedule/narrow.py)
+    # src a height x width matrix, dst its transpose (what re-lays a CHW tile out as HWC on chip)
+    Desc("__bang_transpose", "compute", ((j, width), (i, height)), Load("dst", (j * height + i,)),
+         Load("src", (i * width + j,)), space={"dst": "NRAM", "src": "NRAM"},
+         rules=(("NRAM, 64-B aligned, height and width * sizeof(T) multiples of 64 B, no overlap", _transpose_rules),),
+         emit=lambda m: f"__bang_transpose({m.ptr('dst')}, {m.ptr('src')}, {m.val('height')}, {m.val('width')});"),
     Desc("__memset_nram", "fill", ((i, n),), Load("dst", (i,)), value, space={"dst": "NRAM"},
          emit=lambda m: f"__memset_nram({m.ptr('dst')}, {m.val('n')}, ({m.ctype()}){m.scalar('value')});"),
     # data movement between the memory levels: contiguous, strided (segments), gather
@@ -200,6 +218,9 @@ def cycles(name, params, hw):
     """Static estimate of one call, in cycles (the toolchain's cost table; used to choose
     between equivalent instruction sequences, never reported as measured)."""
     vb = hw["vector_bytes_per_cycle"]
+    if name == "__bang_transpose":      # float elements
+        return hw["vector_startup_cycles"] + -(-int(params["height"]) * int(params["width"]) * 4 // vb) * \
+            hw["transpose_cycles_per_chunk"]
     if name == "__memset_nram" or (name.startswith("__bang_") and name not in ("__bang_conv", "__bang_maxpool", "__bang_avgpool")):
         nbytes = int(params.get("n", 1)) * 4
         per = hw["transcendental_cycles_per_chunk"] if name in ("__bang_active_sigmoid", "__bang_active_tanh", "__bang_active_exp") else 1

@@ -64,16 +64,51 @@ def sched_conv(kb, pool=False):
     split_clusters = getattr(kb.p.target_state, "cluster_split", False)
     prefetch = not pool and getattr(kb.p.target_state, "weight_prefetch", False)
 
-    def nram(R, Cib, Cob, NIB):
+    # A channels-first input (NCHW image of a stem) is gathered one element per copy segment
+    # into the HWC tile; the alternative copies its rows (long segments) into a CHW tile and
+    # transposes it on chip (__bang_transpose): the estimate decides per candidate
+    chw = not pool and G.xst["c"] != 1 and G.xst["w"] == 1 and G.W > 1
+    tmult = int(hw.get("transpose_multiple_bytes", 64)) // xb
+
+    def tile_pixels(rin, tr):
+        """Pixels of the input tile; transposed, padded to the transpose's size multiple."""
+        return round_up(rin * W_in, tmult) if tr else rin * W_in
+
+    cpg, gb, seg, ms = hw["gdram_cycles_per_granule"], hw["gdram_granule_bytes"], hw["strided_segment_cycles"], \
+        hw["memcpy_startup_cycles"]
+
+    def copy(rows, pixels, chans, xst, write, eb=4):
+        """Copies of a tile: a strided copy per row when channels are contiguous (HWC),
+        else one element-gather copy per pixel (each element its own granule)."""
+        if xst["c"] == 1:
+            return rows * (ms + (pixels - 1) * seg + pixels * ceil_div(chans * eb, gb) * (1 + write) * cpg)
+        return rows * pixels * (ms + (chans - 1) * seg + chans * (1 + write) * cpg)
+
+    def input_cycles(R, Cib, tr):
+        """(copy, on-chip compute) cycles of staging one input tile."""
+        rin = (R - 1) * G.sh + G.kh
+        if not tr:
+            return copy(rin, W_in, Cib, G.xst, False, xb), 0
+        # a strided copy per real channel (a segment per row of the image), the tile filled
+        # (halo, padded channels) and transposed on the compute queue
+        nb = tile_pixels(rin, True) * Cib * xb
+        vec = lambda per: hw["vector_startup_cycles"] + ceil_div(nb, hw["vector_bytes_per_cycle"]) * per  # noqa: E731
+        rows = min(rin, G.H)
+        cp = min(Cib, G.Cig) * (ms + (rows - 1) * seg + rows * ceil_div(min(G.W, W_in) * xb, gb) * cpg)
+        return cp, vec(1) + vec(hw["transpose_cycles_per_chunk"])
+
+    def nram(R, Cib, Cob, NIB, tr=False):
         lanes = R * G.Wo * Cob
         rin = (R - 1) * G.sh + G.kh
-        xin_b, lane_b = round_up(round_up(rin * W_in * Cib, ve) * 4, ALIGN), round_up(round_up(lanes, ve) * 4, ALIGN)
-        xq_b = round_up(round_up(round_up(rin * W_in * Cib, ve), ve * 4 // fx) * fx, ALIGN) if fx else 0
+        pix = tile_pixels(rin, tr)
+        xin_b, lane_b = round_up(round_up(pix * Cib, ve) * 4, ALIGN), round_up(round_up(lanes, ve) * 4, ALIGN)
+        xq_b = round_up(round_up(round_up(pix * Cib, ve), ve * 4 // fx) * fx, ALIGN) if fx else 0
         o8_b = round_up(round_up(lanes, ve * 4), ALIGN) if o8 else 0
         if x8:
             xin_b, xq_b = xq_b, 0
-        extra = (xin_b + (1 + n_pixel) * lane_b + o8_b) if piped and NIB == 1 else 0
-        return xin_b + xq_b + o8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
+        xt_b = xin_b if tr else 0         # the CHW rows the transpose reads: as large as its result
+        extra = ((xt_b or xin_b) + (1 + n_pixel) * lane_b + o8_b) if piped and NIB == 1 else 0
+        return xin_b + xq_b + xt_b + o8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
 
     if pool:
         Cp = round_up(G.Cog, pool_c_elems(hw))
@@ -92,28 +127,19 @@ def sched_conv(kb, pool=False):
             Cib = round_up(ceil_div(Cin_p, NIB), ci_al)
             cands.append((Cob, Cib, NIB))
 
-    def best_rows(cand, R_target):
+    def best_rows(cand, R_target, tr):
         Cob, Cib, NIB = cand
         for R in range(max(1, R_target), 0, -1):
-            if nram(R, Cib, Cob, NIB) <= budget:
+            if nram(R, Cib, Cob, NIB, tr) <= budget:
                 return R
         return None
 
-    def estimate_piped(mode, cand, R):
+    def estimate_piped(mode, cand, R, tr):
         """Prologue + per-step maxima + epilogue of the pipelined row tiles (pingpong.py)."""
         Cob, Cib, NIB = cand
-        cpg, gb, seg = hw["gdram_cycles_per_granule"], hw["gdram_granule_bytes"], hw["strided_segment_cycles"]
-        ms = hw["memcpy_startup_cycles"]
-        rin = (R - 1) * G.sh + G.kh
         lanes = R * G.Wo * Cob
-
-        def copy(rows, pixels, chans, xst, write, eb=4):
-            """Copies of a tile: a strided copy per row when channels are contiguous (HWC),
-            else one element-gather copy per pixel (each element its own granule)."""
-            if xst["c"] == 1:
-                return rows * (ms + (pixels - 1) * seg + pixels * ceil_div(chans * eb, gb) * (1 + write) * cpg)
-            return rows * pixels * (ms + (chans - 1) * seg + chans * (1 + write) * cpg)
-        load = copy(rin, W_in, Cib, G.xst, False, xb) + n_pixel * copy(R, G.Wo, Cob, G.ost, False)
+        x_copy, x_comp = input_cycles(R, Cib, tr)
+        load = x_copy + n_pixel * copy(R, G.Wo, Cob, G.ost, False)
         store = copy(R, G.Wo, Cob, G.ost, True, ob)
         NRT = ceil_div(G.Ho, R)
         if pool:
@@ -121,7 +147,7 @@ def sched_conv(kb, pool=False):
             return G.N * ceil_div(G.Cog, Cob) * pipelined_cycles(ceil_div(NRT, 16), load, comp, store)
         NCB = ceil_div(round_up(G.Cog, int(hw.get("conv_co_multiple", 64))), Cob)
         rate = max(1, int(hw.get(rate_key, 512)))
-        comp = lanes * K1 * Cib / rate + hw["conv_startup_cycles"]
+        comp = lanes * K1 * Cib / rate + hw["conv_startup_cycles"] + x_comp
         blk = Cob * K1 * Cib * wbytes
         gran = cpg / gb
         if mode in ("rows", "clusters"):
@@ -130,11 +156,11 @@ def sched_conv(kb, pool=False):
             return G.N * G.G * blocks * (steps + staged_weight_cycles(blk, hw, prefetch))
         return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
 
-    def estimate(mode, cand, R):
+    def estimate(mode, cand, R, tr=False):
         Cob, Cib, NIB = cand
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
         if piped and NIB == 1:
-            return estimate_piped(mode, cand, R)
+            return estimate_piped(mode, cand, R, tr)
         if pool:   # per task: its row tiles of every channel block, window + input copy
             rin = (R - 1) * G.sh + G.kh
             per = ceil_div(ceil_div(G.Ho, R), 16)
@@ -146,6 +172,8 @@ def sched_conv(kb, pool=False):
         rate = max(1, int(hw.get(rate_key, 512)))
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
         in_tile = ((R - 1) * G.sh + G.kh) * W_in * Cib * xb * gran
+        if chw:     # gathered or transposed: the copies as the emulator charges them
+            in_tile = sum(input_cycles(R, Cib, tr))
         blk = Cob * K1 * Cib * wbytes
         if mode in ("rows", "clusters"):
             per, blocks = (ceil_div(NRT, 16), NCB) if mode == "rows" else (ceil_div(NRT, 4), ceil_div(NCB, 4))
@@ -165,17 +193,18 @@ def sched_conv(kb, pool=False):
         for mode in ("rows", "clusters", "channels"):
             if (pool and mode != "rows") or (mode == "clusters" and not split_clusters):
                 continue
-            R = best_rows(cand, {"rows": ceil_div(G.Ho, 16), "clusters": ceil_div(G.Ho, 4)}.get(mode, G.Ho))
-            if R is None:
-                continue
-            # pipelined: fewer rows per tile buy overlap; every R that fits is a candidate
-            for r in (range(R, 0, -1) if piped and cand[2] == 1 else (R,)):
-                options.append((estimate(mode, cand, r), ("rows", "clusters", "channels").index(mode), -cand[0], cand, mode,
-                            r))
+            for tr in ((False, True) if chw and cand[2] == 1 else (False,)):
+                R = best_rows(cand, {"rows": ceil_div(G.Ho, 16), "clusters": ceil_div(G.Ho, 4)}.get(mode, G.Ho), tr)
+                if R is None:
+                    continue
+                # pipelined: fewer rows per tile buy overlap; every R that fits is a candidate
+                for r in (range(R, 0, -1) if piped and cand[2] == 1 else (R,)):
+                    options.append((estimate(mode, cand, r, tr), ("rows", "clusters", "channels").index(mode), -cand[0],
+                                    tr, cand, mode, r))
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
-    _, _, _, (Cob, Cib, NIB), mode, R = min(options)
-    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8)
+    _, _, _, tr, (Cob, Cib, NIB), mode, R = min(options)
+    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8, tr)
 
 
 def narrow_ends(kb, G, fx, pool):
@@ -189,10 +218,13 @@ def narrow_ends(kb, G, fx, pool):
     return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
 
 
-def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False):
+def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False, tr=False):
     hw = kb.hw
     K1 = G.kh * G.kw
     rin = (R - 1) * G.sh + G.kh
+    # tr: the input rows copied channels-first into xt [Cib][P], transposed on chip to the
+    # [P][Cib] tile __bang_conv reads (P: the tile's pixels padded to the transpose's multiple)
+    P = round_up(rin * W_in, int(hw["transpose_multiple_bytes"]) // (1 if x8 else 4)) if tr else rin * W_in
     lanes = R * G.Wo * Cob
     NRT = ceil_div(G.Ho, R)
     NCB = ceil_div(round_up(G.Cog, pool_c_elems(hw) if pool else int(hw["conv_co_multiple"])), Cob)
@@ -203,11 +235,12 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     gx = kb.gparam(kb.k.buffers[G.xbuf].tensor)
     go = kb.gparam(kb.k.buffers[kb.k.out].tensor)
     if x8:      # int8 in GDRAM: copied straight into the tile __bang_conv reads
-        xin = xq = kb.alloc("NRAM", "xq", rin * W_in * Cib, ctype="int8_t", elem_bytes=1)
+        xin = xq = kb.alloc("NRAM", "xq", P * Cib, ctype="int8_t", elem_bytes=1)
     else:
-        xin = kb.alloc("NRAM", "xin", rin * W_in * Cib)
+        xin = kb.alloc("NRAM", "xin", P * Cib)
         # fixed point: the staged tile (exact integers in float) converted for __bang_conv
         xq = kb.alloc("NRAM", "xq", kb.bufs[xin].elems, ctype=("int8_t", "int16_t")[fx - 1], elem_bytes=fx) if fx else xin
+    xt = kb.alloc("NRAM", "xt", Cib * P, ctype=kb.bufs[xin].ctype, elem_bytes=kb.bufs[xin].elem_bytes) if tr else None
     accb = kb.alloc("NRAM", "acc", lanes)
     cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
     prefetch = False
@@ -322,8 +355,18 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             src = Load(gx, (input_offset(G, n, g, ch, hrow, wcol),))
             bound = guards(ge(Bin("-", iconst(G.Cig - 1), ch)))
             fill = (-math.inf if G.combine == "max" else G.fill)
-            staged = staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
-                                 common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
+            if tr:      # rows of each channel (long segments), then the on-chip transpose
+                staged = staged_copy(kb.sid("copy", "x"), xt, simp(Bin("+", Bin("*", c, iconst(P)), Bin("+", Bin(
+                    "*", r, iconst(W_in)), x))), src, [in_loops[2], in_loops[0], in_loops[1]], halo=halo, bound=bound,
+                    common=exists + guards(needed), fill=fill, need_fill_bound=True)
+                p, c2 = Var("p"), Var("c2")
+                staged.append(Stmt("compute", Load(xin, (simp(Bin("+", Bin("*", p, iconst(Cib)), c2)),)),
+                                   Load(xt, (simp(Bin("+", Bin("*", c2, iconst(P)), p)),)),
+                                   [SLoop("p", iconst(0), iconst(P)), SLoop("c2", iconst(0), iconst(Cib))],
+                                   guard=exists, sid=kb.sid("compute", "transpose")))
+            else:
+                staged = staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
+                                     common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
             if fx and not x8:      # the whole tile to int8/int16: exact, the values are integers of that range
                 i = Var("i")
                 staged.append(Stmt("compute", Load(xq, (i,)), Un(("to_int8", "to_int16")[fx - 1], Load(xin, (i,))),
@@ -470,5 +513,5 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
 
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
-                     mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in,
+                     mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in, transposed_input=tr,
                      narrow_in=x8, narrow_out=o8)

@@ -12,6 +12,7 @@
 #include "bangemu/memcpy.h"
 #include "bangemu/vector.h"
 #include "bangemu/conv.h"
+#include "bangemu/transpose.h"
 #include "cnrt.h"
 
 #endif
