@@ -10,6 +10,11 @@ apply_blocking).
 
 A kernel takes the copy only where the predictor models it faster, the kernel run alone
 through the scheduling passes both ways (as channel_blocks does for blocked activations).
+Those trials search tiles, so they run like the tile searches (schedule/parallel.py): the
+decisions are memoised by the kernel's search signature, and the kernels that would miss the
+memo are first handed to the worker processes, which send back their decisions and the tiles
+they searched; the pass then decides in order from the memo, the same bytes with one worker
+or many.
 """
 from __future__ import annotations
 
@@ -19,8 +24,9 @@ import numpy as np
 
 from ....ir.graph import Tensor
 from ....ir.loopnest import Load, Var, iter_loads, transform
-from ..schedule import simd
+from ..schedule import parallel, simd
 from ....config.recipe import option_on
+from ..schedule.ldm import Search, known_tiles, ldm_budget, search_seconds, signature
 from ..schedule.passes import drop_unused_constants
 from .channel_blocks import Variants
 
@@ -77,6 +83,31 @@ def _transposed(program, k, buf, dim):
     return replace(k, body=transform(k.body, fix), epilogue=transform(k.epilogue, fix), buffers=bufs)
 
 
+_DECISIONS = {}     # ("vector_weights",) + the kernel's search signature -> True: transposed
+parallel.MEMOS.append(lambda: _DECISIONS)      # workers send decisions back with the tiles
+
+
+class _Trial:
+    """One candidate kernel: k, its transposed twin kt, and their searches (memo keys, work)."""
+
+    def __init__(self, program, target, options, k, c):
+        self.k, self.kt, self.buf = k, _transposed(program, k, *c), c[0]
+        hw, budget = target.hardware, ldm_budget(target, options)
+        self.s, self.st = (Search(x, hw, budget, options, program.graph, target.sha256) for x in (self.k, self.kt))
+        self.key = ("vector_weights",) + signature(self.s)
+
+    def work(self):
+        """Estimated seconds of the trial: the searches whose tiles are not known yet."""
+        return sum(search_seconds(s) for s in (self.s, self.st) if known_tiles(s) is None)
+
+
+def _decide(t, variants):
+    """Whether t's kernel takes the transposed weights: memoised, else both modelled (module doc)."""
+    if t.key not in _DECISIONS:
+        _DECISIONS[t.key] = variants._seconds(t.kt) < variants._seconds(t.k)
+    return _DECISIONS[t.key]
+
+
 def vector_weights(program, target, options):
     """Option `simd`: weights read along the output channels transposed where the kernel then models faster.
 
@@ -88,14 +119,18 @@ def vector_weights(program, target, options):
     before = set(program.graph.tensors)
     consts = set()
     variants = Variants(program, target, options)
+    trials = {}
     for i, k in enumerate(program.kernels):
         c = _candidate(program, k, lanes)
-        if c is None:
-            continue
-        kt = _transposed(program, k, *c)
-        if variants._seconds(kt) < variants._seconds(k):
-            consts.add(k.buffers[c[0]].tensor)
-            program.kernels[i] = kt
+        if c is not None:
+            trials[i] = _Trial(program, target, options, k, c)
+    parallel.prefetch(lambda t: _decide(t, variants),
+                      parallel.distinct_misses(trials.values(), lambda t: t.key, lambda t: _DECISIONS.get(t.key)),
+                      _Trial.work)
+    for i, t in trials.items():
+        if _decide(t, variants):
+            consts.add(t.k.buffers[t.buf].tensor)
+            program.kernels[i] = t.kt
     used = {b.tensor for k in program.kernels for b in k.buffers.values()}
     for name in set(program.graph.tensors) - before - used:      # copies not taken
         del program.graph.tensors[name]
