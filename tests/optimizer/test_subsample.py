@@ -82,3 +82,42 @@ def test_dense_copy_is_exact_and_faster_on_the_emulator(tmp_path, target):
     ref = check.onnxruntime_reference(model, {plan["inputs"][0]["name"]: x})
     ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
     assert ok, err
+
+
+def test_trials_run_in_the_parallel_search_workers(tmp_path, monkeypatch):
+    """Serial and parallel builds give the same bytes, and with workers no trial searches in
+    the process itself (schedule/parallel.py)."""
+    import os
+
+    from onnx import helper
+
+    from opt_models import make
+    from swbuild.backends.sunway.passes import vector_weights
+    from swbuild.backends.sunway.schedule import ldm, parallel, split
+    from swbuild.driver.compiler import compile_to
+    nodes, inits, c, x, hw = [], [], 8, "x", 32
+    for i, co in enumerate([16, 24, 32]):       # three distinct downsamplings
+        nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"y{i}"], strides=[2, 2]))
+        inits += [(f"w{i}", rand(co, c, 1, 1, seed=2 * i + 1, scale=0.3)), (f"b{i}", rand(co, seed=2 * i + 2))]
+        c, x, hw = co, f"y{i}", hw // 2
+    model = make(nodes, [("x", [1, 8, 32, 32])], [(x, [1, c, hw, hw])], inits)
+    monkeypatch.setattr(parallel, "MIN_ITEMS", 2)
+    monkeypatch.setattr(parallel, "MIN_WORK", 0.0)
+    main, calls, real = os.getpid(), [], ldm.enumerate_tiles
+
+    def counted(s, cands):
+        if os.getpid() == main:
+            calls.append(s.k.name)
+        return real(s, cands)
+    monkeypatch.setattr(ldm, "enumerate_tiles", counted)
+    out = {}
+    for jobs in (1, 2):
+        monkeypatch.setenv(parallel.ENV, str(jobs))
+        for mod in (ldm, split, ss, vector_weights):
+            monkeypatch.setattr(mod, "_MEMO" if mod is ldm else "_DECISIONS", {})
+        del calls[:]
+        _, out[jobs] = compile_to(model, sunway("sunway-pro-emu"), tmp_path / str(jobs), "m")
+        if jobs == 1:
+            decisions = dict(ss._DECISIONS)
+            assert len(decisions) == 3 and any(n.endswith("_sub") for n in calls)
+    assert out[2] == out[1] and calls == [] and ss._DECISIONS == decisions
