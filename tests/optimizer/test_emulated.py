@@ -205,3 +205,30 @@ def test_row_sharing_broadcasts_once_per_row(tmp_path, monkeypatch, lane, shape,
     assert shared["dma"]["put"] == own["dma"]["put"]
     assert shared["dma"]["get"]["bytes"] < own["dma"]["get"]["bytes"]
     assert shared["dma"]["get"]["ops"] < own["dma"]["get"]["ops"]
+
+
+@pytest.mark.parametrize("c,co,k,pads,tiles,transposed", [
+    (64, 256, 3, (1, 1, 1, 1), {"co": 24, "o0": 7, "o1": 7, "ci": 8}, True),
+    (128, 256, 1, (0, 0, 0, 0), {"co": 20, "o0": 3, "o1": 7, "ci": 16}, True),
+    (32, 48, 3, (1, 1, 1, 1), {"co": 20, "o0": 7, "o1": 7, "ci": 8}, False)])
+def test_seven_wide_layer_vectorised_along_output_channels(tmp_path, monkeypatch, c, co, k, pads, tiles, transposed):
+    """A 7x7-output convolution on SW26010-Pro: 7 is under floatv8's lanes, so the vector plan
+    runs along the output channels, accumulator lanes gathered and scattered (tiles not a
+    multiple of 8: the masked tail vector too), the weights transposed to [CI][KH][KW][CO]
+    (passes/vector_weights.py: vector loads) or, that pass left out, gathered lane by lane;
+    exact against onnxruntime, DMA as predicted."""
+    from opt_models import conv_model
+    from swbuild.backends.sunway.passes import vector_weights
+    from swbuild.driver import check
+    if not transposed:
+        monkeypatch.setattr(vector_weights, "_candidate", lambda *a: None)
+    model = conv_model(c=c, hw=7, co=co, k=k, pads=pads)
+    plan, stats, got, ref = _run_pinned(model, "sunway-pro-emu", {}, tmp_path, monkeypatch,
+                                        tiles={"Conv": tiles})
+    e = kernel_entries(plan["kernels"])[0]
+    assert e["simd"] and "along co" in e["simd"] and "strided acc" in e["simd"], e["simd"]
+    assert ("b1:vec" if transposed else "b1:gather") in e["simd"], e["simd"]
+    f = emulator_findings(plan, stats)
+    assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0 and f["ldm_over_budget"] == []
+    ok, err, _, _ = check.compare(got, ref, 1e-4, 1e-5)
+    assert ok, err

@@ -118,3 +118,22 @@ def test_elementwise_kernel_is_scalar_and_fits():
     schedule(p, tc)
     assert k.schedule.vector is None and k.schedule.ldm_bytes <= tc.ldm_budget
     assert rand(1).dtype.name == "float32"
+
+
+def test_output_channel_plan_competes_on_whole_tiles_only():
+    """simd.plan: along the output channels (strided accumulator) where that models fewer
+    cycles than along the innermost axis, but only when its axes divide into whole tiles (the
+    search costs a full tile; a 14-row axis cut in 8s has a 6-row tile costed as an 8-row one)."""
+    hw = sunway().hardware
+    k = program(conv_model(c=64, hw=14, co=64)).kernels[0]
+    lanes = int(hw["simd_lanes"])
+    whole = {"n": 1, "co": 8, "o0": 7, "o1": 14, "ci": 16, "k0": 3, "k1": 3}
+    partial = dict(whole, o0=8)
+    for tiles in (whole, partial):
+        inner = simd._plan_along(k, tiles, hw, lanes, "o1")
+        alt = simd._plan_along(k, tiles, hw, lanes, simd.alt_axis(k))
+        assert simd.alt_axis(k) == "co" and alt[0] < inner[0]       # the full tile models faster along co
+        got = simd.plan(k, tiles, hw)
+        assert str(got) == str(alt[1] if simd.whole_tiles(k, tiles, alt[1]) else inner[1])
+    assert simd.plan(k, whole, hw).acc_strided and simd.plan(k, whole, hw).r == "o0"
+    assert simd.plan(k, partial, hw).v == "o1"

@@ -12,6 +12,7 @@ from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import inplace_concat, plan_memory
 from .kinds import schedule_special_kernels
 from .passes.channel_blocks import channel_blocks
+from .passes.vector_weights import vector_weights
 from .passes.mesh import choose_mesh_kernels
 from .schedule.passes import (SunwayState, block_constants, choose_buffering, choose_partition, choose_row_sharing,
                               choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic)
@@ -19,6 +20,7 @@ from .schedule.split import split_reductions
 from .passes.prefetch import prefetch_next_kernel
 from .passes.stitch import group_launches
 from .passes.stitch_producers import stitch_producers
+from .passes.subsample import subsample_inputs
 
 STATE = SunwayState
 
@@ -48,11 +50,13 @@ def options_for(program, options):
 PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     inplace_concat,             # Concat inputs written in place: their copy kernels vanish
+    subsample_inputs,           # strided activation reads (stride-2 1x1 convolutions) from a dense copy
     split_reductions,           # long reductions with small outputs split over the CPEs
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     stitch_producers,           # option stitch: cheap producers recomputed in their consumer's LDM
     plan_memory,                # the static arena
     channel_blocks,             # option channel_blocks: activations in 8-channel blocks
+    vector_weights,             # weights read along the output channels transposed for SIMD
     schedule_special_kernels,   # run-time Gather: fixed LDM buffers
     price_traffic,              # option traffic_target: the price of a byte of traffic
     drop_empty_reductions,      # a reduction over nothing becomes element-wise

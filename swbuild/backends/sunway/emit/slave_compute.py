@@ -100,6 +100,14 @@ def _vector_row(w, K, R):
     w("}")
 
 
+def _acc_vec(K, vp, i, u):
+    """The accumulator address of row i, vector u of a micro-kernel block (lanes 1 apart, or
+    sa_v apart when the vector axis is not the innermost)."""
+    roff = f" + {i} * sa_{vp.r}" if vp.r and i else ""
+    uoff = (f" + {u * vp.lanes} * sa_{vp.v}" if u else "") if vp.acc_strided else f" + {u * vp.lanes}"
+    return f"acc + {_acc_off(K, lambda n: f'l_{n}')}{roff}{uoff}"
+
+
 def _micro(w, K, R, U, tail=False):
     """R x U register block: R rows along r, U vectors along v, reduction of the step inside.
     tail: start from zero and add only the last `keep` lanes to the accumulator."""
@@ -111,12 +119,15 @@ def _micro(w, K, R, U, tail=False):
     w("{")
     w.depth += 1
     for i in range(R):
-        roff = f" + {i} * sa_{r}" if r and i else ""
         for u in range(U):
             if tail:
                 w(f"{vt} a{i}_{u} = {bc}(0.0f);")
+            elif vp.acc_strided:      # lanes sa_v apart: gathered here, scattered after
+                dst = _acc_vec(K, vp, i, u)
+                lanes = ", ".join(f"({dst})[{x} * sa_{v}]" for x in range(L))
+                w(f"{vt} a{i}_{u} = simd_set_{vt}({lanes});")
             else:
-                w(f"{vt} a{i}_{u}; {ld_acc}(a{i}_{u}, acc + {_acc_off(K, lambda n: f'l_{n}')}{roff} + {u * L});")
+                w(f"{vt} a{i}_{u}; {ld_acc}(a{i}_{u}, {_acc_vec(K, vp, i, u)});")
     # base pointers at the block's outer coordinates
     fl = []
     for j, f in enumerate(vp.factors):
@@ -177,13 +188,18 @@ def _micro(w, K, R, U, tail=False):
         w.close()
     if tail:
         w(f"float tv[{L}];")
+    if vp.acc_strided and not tail:
+        w(f"float tv[{L}];")
     for i in range(R):
-        roff = f" + {i} * sa_{r}" if r and i else ""
         for u in range(U):
-            dst = f"acc + {_acc_off(K, lambda n: f'l_{n}')}{roff} + {u * L}"
+            dst = _acc_vec(K, vp, i, u)
+            lane = f" * sa_{v}" if vp.acc_strided else ""
             if tail:
                 w(f"simd_storeu(a{i}_{u}, tv);")
-                w(f"for (int j = {L} - keep; j < {L}; j++) ({dst})[j] += tv[j];")
+                w(f"for (int j = {L} - keep; j < {L}; j++) ({dst})[j{lane}] += tv[j];")
+            elif vp.acc_strided:
+                w(f"simd_storeu(a{i}_{u}, tv);")
+                w(f"for (int j = 0; j < {L}; j++) ({dst})[j * sa_{v}] = tv[j];")
             else:
                 w(f"{st_acc}(a{i}_{u}, {dst});")
     w.depth -= 1

@@ -47,11 +47,13 @@ class VectorPlan:
     kinds: list            # per factor: "const" | "vec" | "bcast" | "gather"
     dep_r: list            # per factor: depends on r
     acc_aligned: bool = False   # every accumulator vector is aligned (aligned loads/stores)
+    acc_strided: bool = False   # v is not the innermost axis: accumulator lanes gathered/scattered
 
     def __str__(self):
         k = ", ".join(f"{f.buf if isinstance(f, Load) else 'const'}:{kd}{'/r' if d else ''}"
                       for f, kd, d in zip(self.factors, self.kinds, self.dep_r))
-        return f"simd {self.vtype} along {self.v}, registers {self.R}x{self.U} along {self.r or '-'}x{self.v} ({k})"
+        acc = ", strided acc" if self.acc_strided else ""
+        return f"simd {self.vtype} along {self.v}, registers {self.R}x{self.U} along {self.r or '-'}x{self.v} ({k}{acc})"
 
 
 def factors(body):
@@ -121,34 +123,67 @@ def eligible(kernel, lanes):
     return all(_load_vars(f) is not None for f in fs if isinstance(f, Load))
 
 
+def alt_axis(kernel):
+    """The second vector axis tried: the longest output axis but the innermost (the output
+    channels of a convolution), None when there is none. A 7x7 layer's innermost axis is
+    shorter than SW26010-Pro's 8 lanes, its channels are hundreds long."""
+    rest = kernel.axes[:-1]
+    if not rest:
+        return None
+    return max(rest, key=lambda a: a.extent).name     # the first of equals
+
+
 def plan(kernel, tiles, hw, enabled=True):
-    """The best VectorPlan for these tiles, or None when scalar code is better or illegal."""
+    """The best VectorPlan for these tiles, or None when scalar code is better or illegal:
+    along the innermost axis (contiguous accumulator), or along alt_axis (accumulator lanes
+    gathered and scattered once per step) where the innermost axis has no plan, or where the
+    alternative models strictly fewer cycles and its axes v and r divide into whole tiles.
+    The tile search costs a full tile: a plan blocking registers along a 14-row axis wins on
+    tiles that do not divide 14 and loses on the partial ones (SW26010's 14x14 layers
+    modelled 2.4x slower when that was allowed)."""
     lanes = int(hw.get("simd_lanes", 1))
     if not enabled or not eligible(kernel, lanes):
         return None
-    v = kernel.axes[-1].name
-    ext_v = kernel.axes[-1].extent
+    best = _plan_along(kernel, tiles, hw, lanes, kernel.axes[-1].name)
+    alt = alt_axis(kernel)
+    if alt is not None:
+        other = _plan_along(kernel, tiles, hw, lanes, alt)
+        if other is not None and (best is None or (other[0] < best[0] and whole_tiles(kernel, tiles, other[1]))):
+            best = other
+    return best[1] if best is not None else None
+
+
+def whole_tiles(kernel, tiles, p):
+    """The tiles divide the plan's vector and blocking axes: every tile is the one costed."""
+    ext = {a.name: a.extent for a in kernel.axes}
+    return all(ext[x] % tiles[x] == 0 for x in (p.v, p.r) if x)
+
+
+def _plan_along(kernel, tiles, hw, lanes, v):
+    """(rounded cycles of a full tile, VectorPlan) along axis v, or None."""
     if tiles[v] < lanes:
         return None
+    inner = v == kernel.axes[-1].name
+    ext_v = next(a.extent for a in kernel.axes if a.name == v)
     fs, kinds, affs = classify(kernel, v, lanes)
     deps = [set(x for a in affs[i] for x in a if x) for i in range(len(fs))]
     rs = [None]
-    for a in kernel.axes[:-1]:
-        if tiles[a.name] < 2:
+    for a in kernel.axes:
+        if a.name == v or tiles[a.name] < 2:
             continue
         if any(k in ("vec", "gather", "bcast") and a.name not in deps[i] for i, k in enumerate(kinds)):
             rs.append(a.name)
     regs = int(hwget(hw, "vector_registers"))
     ext = {a.name: min(tiles[a.name], a.extent) for a in kernel.axes}
     red = math.prod(min(tiles[a.name], a.extent) for a in kernel.reduce_axes)
-    aligned = tiles[v] % lanes == 0 and ext_v % lanes == 0
-    ranked = _ranked_shapes(kernel, hw, lanes, rs, fs, kinds, deps, regs)
+    aligned = inner and tiles[v] % lanes == 0 and ext_v % lanes == 0
+    ranked = _ranked_shapes(kernel, hw, lanes, v, rs, fs, kinds, deps, regs)
     best, n = None, 0
     for _, r, R, U in ranked:
         if (r and R > tiles[r]) or U * lanes > tiles[v]:
             continue
         p = VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds,
-                       [r in deps[i] if r else False for i in range(len(fs))], aligned)
+                       [r in deps[i] if r else False for i in range(len(fs))], aligned, not inner)
         per = step_cycles(kernel, p, hw, ext, red)      # one full tile, tails included
         key = (round(per, 3), R * U, rs.index(r))
         if best is None or key < best[0]:
@@ -162,25 +197,26 @@ def plan(kernel, tiles, hw, enabled=True):
     # only worth it when a vector multiply-add beats the scalar loop
     if _mk_inner(p, p.R, p.U, hw) / (p.R * p.U * lanes) >= _scalar_iter(kernel, hw):
         return None
-    return p
+    return best[0][0], p
 
 
 _RANKED = {}
 
 
-def _ranked_shapes(kernel, hw, lanes, rs, fs, kinds, deps, regs):
-    """(cycles per lane-FMA of the full block, r, R, U), best first; per kernel and axis set."""
-    key = (id(kernel), id(hw), tuple(rs))
+def _ranked_shapes(kernel, hw, lanes, v, rs, fs, kinds, deps, regs):
+    """(cycles per lane-FMA of the full block, r, R, U), best first; per kernel, vector axis
+    and blocking axes."""
+    key = (id(kernel), id(hw), v, tuple(rs))
     hit = _RANKED.get(key)
     if hit is not None and hit[0] is kernel:
         return hit[1]
     out = []
     for r in rs:
-        for R in ((1, 2, 4, 8) if r else (1,)):
+        for R in ((1, 2, 3, 4, 5, 6, 7, 8) if r else (1,)):
             for U in (1, 2, 4):
                 if R * U + U + R + 1 > regs - 2:
                     continue
-                p = VectorPlan(kernel.axes[-1].name, lanes, f"floatv{lanes}", r, R, U, fs, kinds,
+                p = VectorPlan(v, lanes, f"floatv{lanes}", r, R, U, fs, kinds,
                                [r in deps[i] if r else False for i in range(len(fs))])
                 out.append((round(_mk_inner(p, R, U, hw) / (R * U * lanes), 6), r, R, U))
     out.sort(key=lambda x: (x[0], x[2] * x[3], rs.index(x[1])))
@@ -214,7 +250,8 @@ def _mk_inner(p, R, U, hw):
 
 
 def _mk_overhead(p, R, U, hw, tail=False):
-    ua = 1.0 if p.acc_aligned else float(hwget(hw, "simd_unaligned_load_cost"))
+    # a strided accumulator vector is lanes scalar loads (stores): one per lane
+    ua = float(p.lanes) if p.acc_strided else 1.0 if p.acc_aligned else float(hwget(hw, "simd_unaligned_load_cost"))
     if tail:    # zero start, one store to a scratch vector, scalar adds of the kept lanes
         return R * (1 + p.lanes * 2) + 4 + len(p.factors)
     return 2 * R * U * ua + 4 + len(p.factors)
@@ -328,4 +365,4 @@ def point_cycles(kernel, hw):
     return c
 
 
-__all__ = ["VectorPlan", "plan", "step_cycles", "epilogue_cycles", "expand_cycles", "fetch_cycles", "stage_cycles", "factors"]
+__all__ = ["VectorPlan", "plan", "alt_axis", "step_cycles", "epilogue_cycles", "expand_cycles", "fetch_cycles", "stage_cycles", "factors"]
