@@ -25,6 +25,7 @@ from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
 from .integer import INTEGER_OPS, integer_as_conv
+from .narrow import saturated_store
 
 
 CONV_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")   # __bang_conv (a reduction by sum)
@@ -36,6 +37,9 @@ def schedule_kernel(k, program, tc, layouts, store):
     attempts = []
     if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
+    if k.op not in INTEGER_OPS and program.root(k.buffers[k.out].tensor) in \
+            (getattr(program.target_state, "int8_storage", None) or ()):
+        k = saturated_store(k, program)     # stored as bytes: the conversion saturates (narrow.py)
     if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
         try:
             k = integer_as_conv(k, program, tc.hardware)

@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 
 from ....ir.loopnest import Acc, Bin, Load, Un, Var, iconst
-from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, Sync, simp
+from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, Sync, simp, subst
 from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
@@ -327,15 +327,31 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         return [Stmt("copy", Load(wk, (Var("i"),)), Load(gw, (simp(Bin("+", blk, Var("i"))),)),
                      [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"))]
 
+    # a per-channel operand repeats one pixel's Cob lanes over the tile: those come from GDRAM
+    # once and are copied on chip to the other pixels (one strided NRAM2NRAM, source stride 0)
+    # instead of a strided GDRAM copy of every pixel's; when the lanes fit its size and
+    # alignment rules (toolchain nram2nram_*)
+    on_chip = R * G.Wo > 1 and Cob * 4 % hw["nram2nram_size_multiple_bytes"] == 0 \
+        and Cob * 4 % hw["nram2nram_align_bytes"] == 0
+
     def channel_reps(n, g, cb, exists):
         out = []
         for ld, buf in reps.items():
             if kinds[ld] != "channel":
                 continue
             env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), ro, xo)
-            src = Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),))
-            out += staged_copy(kb.sid("copy", "rep"), buf, lane_ix, src, out_loops,
+            gp = kb.gparam(kb.k.buffers[ld.buf].tensor)
+            if not on_chip:
+                out += staged_copy(kb.sid("copy", "rep"), buf, lane_ix, Load(gp, (kb.offset(ld, env),)), out_loops,
+                                   bound=guards(chan_bound(cb)), common=exists)
+                continue
+            first = simp(subst(kb.offset(ld, env), {"ro": 0, "xo": 0}))     # a channel operand: the same at every pixel
+            out += staged_copy(kb.sid("copy", "rep"), buf, cc, Load(gp, (first,)), out_loops[2:],
                                bound=guards(chan_bound(cb)), common=exists)
+            px = Var("px")
+            out.append(Stmt("copy", Load(buf, (simp(Bin("+", Bin("*", Bin("+", px, iconst(1)), iconst(Cob)), cc)),)),
+                            Load(buf, (cc,)), [SLoop("px", iconst(0), iconst(R * G.Wo - 1)), out_loops[2]],
+                            guard=tuple(exists), sid=kb.sid("copy", "repn")))
         return out
 
     def tile(n, g, cb, row0, exists, tk, cexists=()):

@@ -19,6 +19,13 @@ that does not expect it.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un
+from ....optimizer.exact_ints import RANGES
 from .integer import INTEGER_OPS
 
 POOLS = ("MaxPool",)     # a quantized MaxPool's epilogue requantizes: its result may be bytes
@@ -92,3 +99,106 @@ def unfulfilled(dev, narrow):
             if not ok:
                 bad.add(b.tensor)
     return bad
+
+
+def saturated_store(k, program):
+    """The kernel whose result is stored as int8 bytes with its QuantizeLinear's final clamp
+    (ops/quant.py saturate: select(v >= lo, select(v <= hi, v, hi), lo), lo <= -128, hi >= 127)
+    left to the byte conversion: __bang_float2int8_rn rounds (v is already an integer) and
+    saturates to [-128, 127], which is the clamp, except that it takes NaN to 0 where the
+    clamp gives lo, so only when v provably is never NaN (_interval). The element-wise and
+    pool kernels then compute v once instead of three times (three-address form has no common
+    subexpressions). The kernel unchanged otherwise."""
+    def unclamped(x):
+        if not (isinstance(x, Select) and isinstance(x.cond, Bin) and x.cond.op == ">=" and isinstance(x.cond.b, Const)
+                and isinstance(x.a, Select) and isinstance(x.a.cond, Bin) and x.a.cond.op == "<="
+                and isinstance(x.a.cond.b, Const) and x.a.b == x.a.cond.b and x.b == x.cond.b):
+            return None
+        v = x.cond.a
+        if x.a.cond.a != v or x.a.a != v or float(x.cond.b.value) > -128 or float(x.a.cond.b.value) < 127:
+            return None
+        return v if _interval(v, k, program) is not None else None
+    # only the stored value's outermost clamp: the epilogue, or a point-wise kernel's body
+    # when its epilogue stores the body as it is
+    if isinstance(k.epilogue, Acc) and not k.combine:
+        v = unclamped(k.body)
+        return k if v is None else replace(k, body=v)
+    v = unclamped(k.epilogue)
+    return k if v is None else replace(k, epilogue=v)
+
+
+_BIG = 1e37     # beyond this a float32 step may overflow to infinity: treated as infinite
+
+
+def _widen(lo, hi):
+    if math.isnan(lo) or math.isnan(hi):
+        return None
+    return (-math.inf if lo < -_BIG else lo, math.inf if hi > _BIG else hi)
+
+
+def _interval(e, k, program):
+    """[lo, hi] holding every value e takes (infinities included), or None when e may be NaN
+    or is not understood. Leaves: int8/uint8... tensors (graph.exact_ints), constants; a max
+    pool's accumulator is its window's maximum or -inf (an all-padding window)."""
+    g = program.graph
+    if isinstance(e, Const):
+        v = float(e.value)
+        return None if math.isnan(v) else _widen(v, v)
+    if isinstance(e, Acc):
+        if not k.combine:
+            return _interval(k.body, k, program)
+        if k.combine == "max":
+            b = _interval(k.body, k, program)
+            return None if b is None else (-math.inf, b[1])
+        return None
+    if isinstance(e, Load):
+        t = k.buffers[e.buf].tensor
+        data = g.tensors[t].data
+        if data is not None:
+            d = np.asarray(data, np.float64)
+            if d.size == 0 or np.isnan(d).any():
+                return None
+            r = _widen(float(d.min()), float(d.max()))
+        else:
+            r = RANGES.get(g.exact_ints.get(program.root(t), g.exact_ints.get(t)))
+        if r is None or e.pad is None:
+            return None if r is None else (float(r[0]), float(r[1]))
+        p = float(e.pad)            # what a padded read returns
+        return None if math.isnan(p) else (min(r[0], p), max(r[1], p))
+    if isinstance(e, Un):
+        a = _interval(e.a, k, program)
+        if a is None:
+            return None
+        if e.op == "round":
+            return (a[0] - 1, a[1] + 1)
+        if e.op == "neg":
+            return (-a[1], -a[0])
+        if e.op == "relu":
+            return (max(a[0], 0.0), max(a[1], 0.0))
+        return None
+    if isinstance(e, Select):
+        a, b = _interval(e.a, k, program), _interval(e.b, k, program)
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if isinstance(e, Bin):
+        a = _interval(e.a, k, program)
+        if a is None:
+            return None
+        if e.op == "/":         # by a nonzero finite constant only
+            if not isinstance(e.b, Const) or not math.isfinite(float(e.b.value)) or float(e.b.value) == 0:
+                return None
+            c = float(e.b.value)
+            q = (a[0] / c, a[1] / c)
+            return _widen(min(q), max(q))
+        b = _interval(e.b, k, program)
+        if b is None:
+            return None
+        if e.op in ("+", "-", "*"):       # every pair of ends: inf - inf or 0 * inf is NaN, refused
+            if e.op == "*" and any(u[0] <= 0 <= u[1] and any(map(math.isinf, v)) for u, v in ((a, b), (b, a))):
+                return None
+            p = [x + y if e.op == "+" else x - y if e.op == "-" else x * y for x in a for y in b]
+            return None if any(math.isnan(v) for v in p) else _widen(min(p), max(p))
+        if e.op in ("min", "max"):
+            f = min if e.op == "min" else max
+            return (f(a[0], b[0]), f(a[1], b[1]))
+        return None
+    return None
