@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 
-from ..ir.loopnest import Axis, Bin, Const, Un
+from ..ir.loopnest import Axis, Bin, Const, Select, Un
+from ..support.errors import UnsupportedError
 from .base import KernelBuilder, const_input, register
 from .nn import _acc
 
@@ -102,3 +103,26 @@ def lower_global_pool(ctx, node):
     ctx.add(kb.kernel(out.name, [n, c], xv, out_shape=[N, C], reduce_axes=tuple(rd),
                       combine="sum" if avg else "max", init=0.0 if avg else -math.inf, epilogue=epi))
 
+
+
+@register("CumSum")
+def lower_cumsum(ctx, node):
+    """y[.., i, ..] = sum of x[.., j, ..] over j <= i (j < i exclusive; j >= i reverse): a sum
+    over the whole axis of a triangle-masked x, n^2 along the axis. The terms are added in the
+    order j = 0, 1, .. as a running sum would (the masked ones add 0), and an integer input's
+    sums are exact while they stay within float32's 2^24 (optimizer/exact_ints.py)."""
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    r = len(x.shape)
+    axis = int(const_input(ctx, node, 1).reshape(-1)[0])
+    if not -r <= axis < r:
+        raise UnsupportedError(f"node '{node.name}' (CumSum): axis {axis} is out of range for rank {r}")
+    axis %= r
+    kb = KernelBuilder(ctx, node)
+    sp = [Axis(f"i{d}", n) for d, n in enumerate(x.shape)]
+    j = Axis("j", x.shape[axis])
+    idx = [j.var if d == axis else a.var for d, a in enumerate(sp)]
+    rev, excl = int(node.attrs.get("reverse", 0)), int(node.attrs.get("exclusive", 0))
+    op = {(0, 0): "<=", (0, 1): "<", (1, 0): ">=", (1, 1): ">"}[rev, excl]
+    body = Select(Bin(op, j.var, sp[axis].var), kb.load(x.name, idx), Const(0.0))
+    ctx.add(kb.kernel(out.name, sp, body, out_shape=list(x.shape), reduce_axes=(j,), combine="sum", init=0.0))

@@ -36,7 +36,7 @@ PARAM_INPUTS = {
     "Resize": {1, 2, 3}, "Upsample": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Split": {1},
     "Gather": {1}, "GatherND": {1}, "ScatterND": {1}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "ReduceSum": {1}, "ReduceMean": {1},
     "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1}, "ReduceL1": {1}, "ReduceL2": {1},
-    "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1},
+    "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "ReduceSumSquare": {1}, "CumSum": {1},
     "GRU": {1, 2, 3}, "LSTM": {1, 2, 3, 7}, "RNN": {1, 2, 3},     # weights, biases, peepholes
     # weights, zero points and scales of integer products: their sums are proven exact at compile time
     "ConvInteger": {1, 2, 3}, "MatMulInteger": {1, 2, 3}, "QLinearConv": {1, 2, 3, 4, 5, 6, 7, 8},

@@ -147,8 +147,8 @@ def refuse_doubles(program, target, options):
         bad = sorted(data & {"float64", "int32", "int64"})
         if bad:
             e = UnsupportedError(f"node '{k.node}' ({k.op}): dtype {bad[0]} at run time is not supported on "
-                                 f"{target.name} (the MLU computes in float32, half and fixed point; no double or "
-                                 "64-bit integer arithmetic); the Sunway targets compute it exactly")
+                                 f"{target.name} (the MLU computes in float32, half and fixed point; no double, int32 or "
+                                 "int64 arithmetic); the Sunway targets compute it exactly")
             e.kernel = k.name       # `swbuild ops` answers for this node and goes on with the others
             raise e
     return program
