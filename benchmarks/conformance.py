@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "conformance"))
+sys.path[:0] = [str(ROOT / "tests" / "conformance"), str(ROOT / "tests")]   # node_bundle, onnx_builders
 
 import node_bundle  # noqa: E402
 
