@@ -235,8 +235,16 @@ def summary(rows, exporters, targets):
 def table(paths):
     """A Markdown table of the rows of earlier runs' JSON documents (--out files): a line per
     model, a column per exporter and target; a refusal or failure points to a footnote of one
-    line (last_error_line), listed after the table."""
-    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
+    line (last_error_line), listed after the table. A model and exporter in several files (a
+    run split over sessions, a target redone) is one row: the later file's export and checks win."""
+    merged = {}
+    for p in paths:
+        for r in json.loads(Path(p).read_text())["rows"]:
+            key = (r["model"], r["exporter"])
+            old = merged.get(key)
+            merged[key] = dict(r, checks={**(old["checks"] if old and r["export"]["status"] == "ok" else {}),
+                                          **r["checks"]})
+    rows = list(merged.values())
     targets = sorted({t for r in rows for t in r["checks"]})
     cols = [(e, t) for e in sorted({r["exporter"] for r in rows}) for t in targets]
     lines = ["| model | " + " | ".join(f"{e} {t}" for e, t in cols) + " |", "|---" * (len(cols) + 1) + "|"]

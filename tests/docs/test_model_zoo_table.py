@@ -54,3 +54,17 @@ def test_table_footnotes_are_one_line_each(tmp_path):
         "- [1] gpt2 (dynamo): export failed: <class 'AttributeError'>: 'FakeTensor' object has no attribute "
         "'get_seq_length'",
         "- [2] gpt2 (torchscript, sunway-emu): AttributeError: 'Tensor' object has no attribute 'get_seq_length'"]
+
+
+def test_later_files_add_and_replace_checks(tmp_path):
+    """A target redone in a later run replaces that cell only; the other target's cell stays."""
+    z = _zoo()
+    first = [{"model": "inception_v3", "exporter": "dynamo", "export": {"status": "ok"},
+              "checks": {"sunway-emu": {"status": "fail", "reason": "outputs differ", "seconds": 39.0},
+                         "diannao-emu": {"status": "pass", "seconds": 40.2}}}]
+    later = [{"model": "inception_v3", "exporter": "dynamo", "export": {"status": "ok", "reused": True},
+              "checks": {"sunway-emu": {"status": "pass", "seconds": 250.0}}}]
+    (tmp_path / "a.json").write_text(json.dumps({"rows": first}))
+    (tmp_path / "b.json").write_text(json.dumps({"rows": later}))
+    text = z.table([tmp_path / "a.json", tmp_path / "b.json"])
+    assert text.splitlines()[2] == "| inception_v3 | pass (40 s) | pass (250 s) |"
