@@ -11,7 +11,9 @@ JSON document: per cut and per implementation the error against float64 (max abs
 to the output's rms, max abs over the output's peak) and how many elements fail check's
 rtol/atol against float64. A kernel that computes something wrong stands out against float64
 by orders of magnitude; rounding is within a small factor of onnxruntime's own error.
-The float64 evaluation is pure numpy: minutes for an ImageNet model on two cores.
+The float64 evaluation is pure numpy: minutes for an ImageNet model on two cores. The widening
+and the error measures are swbuild's own (driver/float64_check.py, `swbuild check`'s second
+opinion when a check fails on finite values).
 """
 from __future__ import annotations
 
@@ -24,41 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def to_float64(model):
-    """A copy computing in float64: float initializers, Constant values, graph inputs and outputs,
-    Cast/ConstantOfShape to float. Anything else that pins float32 makes the evaluator raise."""
-    import onnx
-    from onnx import TensorProto, numpy_helper
-    m = onnx.ModelProto.FromString(model.SerializeToString())
-
-    def widen(t):
-        if t.data_type == TensorProto.FLOAT:
-            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
-    for t in m.graph.initializer:
-        widen(t)
-    for n in m.graph.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.TENSOR:
-                widen(a.t)
-            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
-                a.i = TensorProto.DOUBLE
-    for v in list(m.graph.input) + list(m.graph.output):
-        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
-            v.type.tensor_type.elem_type = TensorProto.DOUBLE
-    del m.graph.value_info[:]
-    return m
-
-
-def errors(got, truth, rtol, atol):
-    got, truth = np.asarray(got, dtype=np.float64), np.asarray(truth, dtype=np.float64)
-    d = np.abs(got - truth)
-    rms = float(np.sqrt(np.mean(truth ** 2)))
-    peak = float(np.max(np.abs(truth)))
-    return {"max_abs_err": float(d.max()), "rms_rel_err": float(np.sqrt(np.mean(d ** 2))) / rms if rms else None,
-            "err_vs_peak": float(d.max()) / peak if peak else None,
-            "failing_vs_float64": int(np.count_nonzero(~np.isclose(got, truth, rtol=rtol, atol=atol))),
-            "elements": int(d.size)}
+from swbuild.driver.float64_check import errors, to_float64
 
 
 def main(argv=None):

@@ -16,7 +16,8 @@ the vanishing values of a fresh initialisation (which a check cannot judge). Eac
 exported with both exporters (TorchScript: `dynamo=False`, opset 17; dynamo: `dynamo=True`,
 the default since PyTorch 2.9) and checked against onnxruntime on each target. Prints one JSON
 document: per model, exporter and target the status (pass, fail, refused, vacuous, error),
-the reason, the error and the seconds, and a summary per exporter and target. A refusal is
+the reason, the error and the seconds, and a summary per exporter and target. An export that
+onnxruntime cannot load either is `invalid` (no check: there is no reference). A refusal is
 only as good as its reason: read them.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -97,9 +99,8 @@ except ImportError:
 expr, inputs, exporter, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
 torch.manual_seed(0)
 m = eval(expr)
-if hasattr(m, "config"):
-    m.config.use_cache = False
-    m.config.return_dict = False
+if hasattr(m, "config"):       # (return_dict stays: transformers 5's SegFormer reads its encoder's
+    m.config.use_cache = False  # outputs by attribute, a tuple breaks it; Wrap takes the first output)
 g = torch.Generator().manual_seed(1)
 def make(shape, dtype, batch=None):
     shape = [batch or shape[0]] + shape[1:]
@@ -126,15 +127,19 @@ m.eval()
 args = []
 for n, s, d in inputs:
     args.append(torch.ones(s, dtype=torch.int64) if n == "attention_mask" else make(s, d))
+names = [n for n, s, d in inputs]
 class Wrap(torch.nn.Module):
-    # one tensor out: the first of a tuple or of a segmentation model's dict
+    # one tensor out: the first of a tuple, of a segmentation model's dict ("out") or of a
+    # transformers ModelOutput (its first field set). transformers models take their inputs
+    # by name: GPT-2's second positional parameter is the cache, not the attention mask
     def __init__(self, m):
         super().__init__()
         self.m = m
+        self.by_name = transformers is not None and isinstance(m, transformers.PreTrainedModel)
     def forward(self, *a):
-        y = self.m(*a)
+        y = self.m(**dict(zip(names, a))) if self.by_name else self.m(*a)
         if isinstance(y, dict):
-            y = y["out"]
+            y = y["out"] if "out" in y else next(iter(y.values()))
         while isinstance(y, (tuple, list)):
             y = y[0]
         return y
@@ -153,8 +158,36 @@ def export(py, name, exporter, path, timeout):
         return {"status": "error", "error": f"export did not finish in {timeout} s", "seconds": timeout}
     sec = round(time.perf_counter() - t0, 1)
     if p.returncode != 0:
-        return {"status": "error", "error": p.stderr.strip()[-600:], "seconds": sec}
+        return {"status": "error", "error": p.stderr.strip()[-600:], "reason": last_error_line(p.stderr), "seconds": sec}
     return {"status": "ok", "seconds": sec}
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# a traceback's verdict: "AttributeError: ...", or torch.onnx's "<class 'AttributeError'>: ..."
+EXCEPTION_LINE = re.compile(r"^(<class '[\w.]+'>|[\w.]*(Error|Exception|Exit|Interrupt|Warning)|[\w.]+\.[A-Z]\w*)\s*:")
+
+
+def last_error_line(text):
+    """One line for a table's footnote: the last exception line of a traceback, else the last
+    non-empty line; colours stripped, whitespace collapsed, pipes escaped for Markdown."""
+    lines = [" ".join(ANSI.sub("", ln).split()) for ln in (text or "").splitlines()]
+    lines = [ln for ln in lines if ln]
+    hits = [ln for ln in lines if EXCEPTION_LINE.match(ln)]
+    line = (hits or lines or [""])[-1]
+    return line[:300].replace("|", "\\|")
+
+
+def validate(path):
+    """None when onnxruntime loads the export, else why not (one line): an export onnxruntime
+    rejects too is invalid ONNX, and no check has a reference for it."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        return f"onnxruntime rejects the export too: {last_error_line(f'{type(e).__name__}: {e}')}"
+    return None
 
 
 def check(path, target, out, timeout, grouping=None):
@@ -192,7 +225,8 @@ def summary(rows, exporters, targets):
             for r in rows:
                 if r["exporter"] != e:
                     continue
-                s = r["checks"].get(t, {}).get("status") if r["export"]["status"] == "ok" else "export error"
+                st = r["export"]["status"]
+                s = r["checks"].get(t, {}).get("status") if st == "ok" else f"{st} export" if st == "invalid" else "export error"
                 counts[s or "error"] = counts.get(s or "error", 0) + 1
             out[f"{e} {t}"] = dict(sorted(counts.items()))
     return out
@@ -200,22 +234,37 @@ def summary(rows, exporters, targets):
 
 def table(paths):
     """A Markdown table of the rows of earlier runs' JSON documents (--out files): a line per
-    model, a column per exporter and target; a refusal or failure shows its reason."""
-    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
+    model, a column per exporter and target; a refusal or failure points to a footnote of one
+    line (last_error_line), listed after the table. A model and exporter in several files (a
+    run split over sessions, a target redone) is one row: the later file's export and checks win."""
+    merged = {}
+    for p in paths:
+        for r in json.loads(Path(p).read_text())["rows"]:
+            key = (r["model"], r["exporter"])
+            old = merged.get(key)
+            merged[key] = dict(r, checks={**(old["checks"] if old and r["export"]["status"] == "ok" else {}),
+                                          **r["checks"]})
+    rows = list(merged.values())
     targets = sorted({t for r in rows for t in r["checks"]})
     cols = [(e, t) for e in sorted({r["exporter"] for r in rows}) for t in targets]
     lines = ["| model | " + " | ".join(f"{e} {t}" for e, t in cols) + " |", "|---" * (len(cols) + 1) + "|"]
     models = list(dict.fromkeys(r["model"] for r in rows))
-    notes = []
+    notes = {}     # footnote text -> its number (an export's failure is one note for all its targets)
+
+    def note(text):
+        return notes.setdefault(text, len(notes) + 1)
     for m in models:
         cells = []
         for e, t in cols:
             r = next((r for r in rows if r["model"] == m and r["exporter"] == e), None)
             if r is None:
                 cells.append("")
+            elif r["export"]["status"] == "invalid":
+                why = r["export"]["reason"]
+                cells.append(f"invalid export [{note(f'{m} ({e}): {why}')}]")
             elif r["export"]["status"] != "ok":
-                notes.append(f"{m} ({e}): export failed: {r['export'].get('error', '')[-200:]}")
-                cells.append(f"export error [{len(notes)}]")
+                why = r["export"].get("reason") or last_error_line(r["export"].get("error", ""))
+                cells.append(f"export error [{note(f'{m} ({e}): export failed: {why}')}]")
             elif t not in r["checks"]:
                 cells.append("")
             else:
@@ -223,10 +272,10 @@ def table(paths):
                 if c["status"] == "pass":
                     cells.append(f"pass ({c['seconds']:.0f} s)")
                 else:
-                    notes.append(f"{m} ({e}, {t}): {c.get('reason') or c.get('error') or ''}".strip()[:300])
-                    cells.append(f"{c['status']} [{len(notes)}]")
+                    why = last_error_line(c.get("reason") or c.get("error") or "")
+                    cells.append(f"{c['status']} [{note(f'{m} ({e}, {t}): {why}')}]")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + [""] + [f"[{i}] {n}" for i, n in enumerate(notes, 1)])
+    return "\n".join(lines + [""] + [f"- [{i}] {n}" for n, i in notes.items()])
 
 
 def main(argv=None):
@@ -271,6 +320,9 @@ def main(argv=None):
             row = {"model": name, "source": MODELS[name][0], "exporter": exporter, "checks": {},
                    "export": {"status": "ok", "reused": True} if done else export(a.torch_python, name, exporter,
                                                                                   path, a.timeout)}
+            why = validate(path) if row["export"]["status"] == "ok" else None
+            if why:
+                row["export"].update(status="invalid", reason=why)
             if row["export"]["status"] == "ok":
                 for t in a.targets:
                     for mode in a.grouping or [None]:

@@ -5,7 +5,7 @@ declares its output an alias of an input (`ctx.alias`): reshapes cost nothing.
 """
 from __future__ import annotations
 
-from . import (control, elementwise, indexing, logical, movement, nn, norm, quant, quant_ms, quant_wide,  # noqa: F401
+from . import (control, einsum, elementwise, indexing, logical, movement, nn, norm, quant, quant_ms, quant_wide,  # noqa: F401
                recurrent, reduce, resize, shape)  # (each registers its lowerings)
 from .base import LOWERINGS
 
