@@ -18,6 +18,7 @@ or many.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -32,10 +33,11 @@ from .channel_blocks import Variants
 
 
 def _constant(program, k, buf):
-    """The graph tensor behind buffer `buf` when it is a whole constant (no view), else None."""
+    """The graph tensor behind buffer `buf` when the buffer views a whole constant (its own
+    shape, or a reshape of all of it, as a split reduction's W[co, s, ci', ...]), else None."""
     b = k.buffers.get(buf)      # none for a stage's buffer (stitching computes it in LDM)
     t = program.graph.tensors.get(b.tensor) if b is not None else None
-    if t is None or t.data is None or b.tensor != program.root(b.tensor) or tuple(b.shape) != tuple(t.shape):
+    if t is None or t.data is None or b.tensor != program.root(b.tensor) or math.prod(b.shape) != t.size:
         return None
     return t
 
@@ -70,7 +72,7 @@ def _transposed(program, k, buf, dim):
     perm = [d for d in range(len(b.shape)) if d != dim] + [dim]
     name = f"%swvw:{k.name}:{buf}"
     if name not in program.graph.tensors:
-        data = np.broadcast_to(np.asarray(t.data), t.shape)
+        data = np.broadcast_to(np.asarray(t.data), t.shape).reshape(b.shape)
         arr = np.ascontiguousarray(data.transpose(perm))
         program.graph.tensors[name] = Tensor(name, tuple(arr.shape), t.dtype, arr)
     bufs = dict(k.buffers)

@@ -47,8 +47,14 @@ def _split_kernel(k, S, graph):
     while s_name in names:
         s_name += "x"
     s_ax = Axis(s_name, S)
+    views = _split_views(k, red, S, graph)
     new_idx = Bin("+", Bin("*", Var(s_name), iconst(part)), Var(red.name))
-    body = transform(k.body, lambda e: new_idx if isinstance(e, Var) and e.name == red.name else None)
+
+    def split_index(e):
+        if isinstance(e, Var) and e.name == red.name:
+            return new_idx
+        return _split_load(e, views, red.name, s_name, split_index)
+    body = transform(k.body, split_index)
     shape = (S,) + tuple(a.extent for a in k.axes)
     tname = f"%swsplit:{k.name}"
     graph.tensors[tname] = Tensor(tname, shape, "float32")
@@ -56,7 +62,7 @@ def _split_kernel(k, S, graph):
     nums = [int(n[1:]) for n in k.buffers if n[1:].isdigit()]
     pname = f"b{max(nums, default=-1) + 1}"
     pbuf = Buffer(pname, tname, shape)
-    b1 = {n: b for n, b in k.buffers.items() if n in used}
+    b1 = {n: views.get(n, b) for n, b in k.buffers.items() if n in used}
     b1[pname] = pbuf
     k1 = Kernel(f"{k.name}_part", k.op, k.node, pname, (s_ax,) + tuple(k.axes), body, b1,
                 reduce_axes=tuple(_replace(a, extent=part) if a is red else a for a in k.reduce_axes),
@@ -69,6 +75,39 @@ def _split_kernel(k, S, graph):
                 reduce_axes=(s_ax,), combine="sum", init=0.0, epilogue=k.epilogue,
                 out_offset=tuple(k.out_offset), fused=k.fused)
     return k1, k2
+
+
+def _split_views(k, red, S, graph):
+    """{buffer: its view with dim d cut in (S, R/S)} for every constant the body indexes by
+    the split axis alone at one dim d (a convolution's weights at ci). The part kernel then
+    reads W[co, s, ci', ...] instead of W[co, s*R/S + ci', ...]: the same bytes, but every
+    dim is one axis, so its boxes can still be re-laid out in blocks (dma.blockable: one DMA
+    run per box, not one per row of kernel taps)."""
+    dims = {}
+    for ld in iter_loads(k.body):
+        hits = tuple(d for d, e in enumerate(ld.index) if isinstance(e, Var) and e.name == red.name)
+        dims.setdefault(ld.buf, set()).add(hits if len(hits) == 1 and ld.pad is None else None)
+    out = {}
+    for n, ds in dims.items():
+        b = k.buffers[n]
+        t = graph.tensors.get(b.tensor)
+        if len(ds) != 1 or None in ds or t is None or t.data is None:
+            continue
+        (d,), = ds
+        if b.shape[d] != red.extent:
+            continue
+        out[n] = _replace(b, shape=tuple(b.shape[:d]) + (S, red.extent // S) + tuple(b.shape[d + 1:]))
+    return out
+
+
+def _split_load(e, views, red, s_name, fn):
+    """A load of a viewed constant (_split_views) indexed by the view's two dims (its other
+    dims rewritten by `fn`)."""
+    if not isinstance(e, Load) or e.buf not in views:
+        return None
+    d = next(i for i, x in enumerate(e.index) if isinstance(x, Var) and x.name == red)
+    rest = [transform(x, fn) for x in e.index]
+    return _replace(e, index=tuple(rest[:d]) + (Var(s_name), Var(red)) + tuple(rest[d + 1:]))
 
 
 def _eligible(k):
