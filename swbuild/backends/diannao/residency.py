@@ -26,7 +26,7 @@ from __future__ import annotations
 from ...ir.loopnest import Bin, Var, iconst
 from ...ir.sizes import round_up
 from ..launches import alone
-from .devir import DBuf, For, ScalarLoad, Stmt, When, simp, walk
+from .devir import DBuf, For, ScalarLoad, Stmt, Sync, When, simp, walk
 from .traffic import TASKS, Unpredictable, ev
 
 ALIGN = 64     # SRAM buffer starts, as the schedule aligns its own
@@ -168,6 +168,20 @@ def _candidates(program, ln, by):
     return out
 
 
+def _io_waits_move_too(nodes):
+    """After each __sync_io() a __sync_move(): a store or load that went GDRAM -> SRAM changed
+    queues (IO -> move), and the pipelines' __sync_io() before the next load (pingpong.py)
+    must still see it done, e.g. an in-place tile stored and reloaded."""
+    out = []
+    for n in nodes:
+        if isinstance(n, (For, When)):
+            n.body = _io_waits_move_too(n.body)
+        out.append(n)
+        if isinstance(n, Sync) and n.kind == "io":
+            out.append(Sync("move"))
+    return out
+
+
 def keep_intermediates_on_chip(program, sram_limit):
     """Rewrite the launches' intermediates that pass the checks to SRAM; returns
     {tensor: {"launch", "bytes", "sram_offset"}} of those kept on chip."""
@@ -217,6 +231,8 @@ def keep_intermediates_on_chip(program, sram_limit):
                     m.ops = dict(m.ops, **{side: (sname, simp(Bin("-", op[1], shift))) + tuple(op[2:])})
                     m.direction = m.direction.replace("GDRAM", "SRAM")
                 dk.info["sram_bytes"] = max(int(dk.info.get("sram_bytes", 0)), off + nbytes)
+                if not dk.info.get("on_chip"):
+                    dk.body = _io_waits_move_too(dk.body)
                 dk.info.setdefault("on_chip", []).append(ref[1])
             kept[ref[1]] = {"launch": ln.name, "bytes": elems * eb, "sram_offset": off}
     return kept
