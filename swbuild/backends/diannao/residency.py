@@ -23,7 +23,7 @@ A tensor any other launch, a scalar-class kernel or a non-copy access touches st
 """
 from __future__ import annotations
 
-from ...ir.loopnest import Bin, Var, iconst
+from ...ir.loopnest import Bin, Var, data_loads, iconst
 from ...ir.sizes import round_up
 from ..launches import alone
 from .devir import DBuf, For, ScalarLoad, Stmt, Sync, When, simp, walk
@@ -36,6 +36,8 @@ def _copies(dk, gbuf):
     """The mapped copies of the kernel that read (GDRAM2*) or write (*2GDRAM) GDRAM buffer
     `gbuf`; None when something else touches it (a scalar load, an unmapped or non-copy
     statement), which residency cannot rewrite."""
+    if dk.cls in ("scalar", "recurrence"):     # printed from the loop nest, reading GDRAM directly
+        return None
     out = []
     for n in walk(dk.body):
         if isinstance(n, ScalarLoad) and n.src.buf == gbuf:
@@ -44,7 +46,7 @@ def _copies(dk, gbuf):
             continue
         m = n.mapped
         if m is None:
-            if dk.cls == "scalar" or gbuf in _bufs_of(n):
+            if gbuf in _bufs_of(n):
                 return None
             continue
         if any(op[0] == gbuf for op in m.ops.values()):
@@ -55,7 +57,6 @@ def _copies(dk, gbuf):
 
 
 def _bufs_of(s):
-    from ...ir.loopnest import data_loads
     return {s.dst.buf} | {ld.buf for ld in data_loads(s.expr)}
 
 
