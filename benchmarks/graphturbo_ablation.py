@@ -13,10 +13,13 @@ over the previous one by its option:
                    chunks, chunk j + 1 GDRAM -> SRAM async while chunk j goes SRAM -> WRAM;
                    where the weights change per input-channel block, block i + 1 GDRAM ->
                    SRAM async while block i computes); the default options
+    sram_residency + sram_residency (residency.py: an intermediate written and read only
+                   inside one grouped launch stays in its cluster's SRAM where every cluster
+                   reads back what its own cores wrote)
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.
-The paper's remaining steps (intermediates kept in SRAM / NRAM, instance ordering, weight
+The paper's remaining steps (intermediates kept in NRAM, instance ordering, weight
 prefetch across kernels) are not built yet (issue 34): they are listed as such, not measured.
 
     python benchmarks/graphturbo_ablation.py                       # ResNet-50, Inception-v1, DenseNet-121
@@ -36,10 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch"]   # switched on in this order
+STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "sram_residency"]   # switched on in this order
 CONFIGS = {name: {k: ("on" if i < n else "off") for i, k in enumerate(STEPS)}
-           for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch"])}
-NOT_BUILT = ["intermediates in SRAM", "intermediates in NRAM", "instance ordering",
+           for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "sram_residency"])}
+NOT_BUILT = ["intermediates in NRAM", "instance ordering",
              "weight prefetch across the kernels of a launch"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]
 ALL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",

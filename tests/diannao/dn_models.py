@@ -116,6 +116,19 @@ def conv_relu_pairs(cases, seed, name):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
+def pointwise_chain(ci, co, h, seed, name="pointwise"):
+    """x -> Conv 1x1 (ci -> co) -> Relu -> Conv 1x1 (co -> co) -> y: one group whose
+    intermediate no other kernel reads, random weights scaled to keep activations of order 1."""
+    rng = np.random.default_rng(seed)
+    w0 = (rng.standard_normal((co, ci, 1, 1)) / np.sqrt(ci)).astype(np.float32)
+    w1 = (rng.standard_normal((co, co, 1, 1)) / np.sqrt(co)).astype(np.float32)
+    b0, b1 = rng.standard_normal(co).astype(np.float32), rng.standard_normal(co).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w0, "w0"), (b0, "b0"), (w1, "w1"), (b1, "b1"))]
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"]), helper.make_node("Relu", ["c0"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["y"])]
+    return _model(nodes, [vi("x", (1, ci, h, h))], [vi("y", (1, co, h, h))], inits, name)
+
+
 def save(model, path):
     onnx.save(model, str(path))
     return path

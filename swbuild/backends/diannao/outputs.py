@@ -102,6 +102,7 @@ def plan(program, tc):
     return dict(plan_head(program, tc), **{
         "family": "diannao", "partition": "on" if program.target_state.partitioned else "off",
         "onchip_arenas": arenas(program),
+        "on_chip_tensors": dict(sorted(program.target_state.on_chip.items())),   # residency.py: kept in SRAM
         "compute_statements": tot, "tensorized_statements": ten,
         "tensorized_fraction": (ten / tot) if tot else 1.0,
         "layouts": {t: "NHWC" for t in sorted(program.target_state.layouts)},

@@ -31,6 +31,7 @@ from .preprocess import align_extents, choose_fills, resolve_guards
 from .recurrence import sched_recurrence
 from .schedule import narrow, schedule_kernel
 from .schedule.builder import Store
+from .residency import keep_intermediates_on_chip
 from .stitch import group_launches
 
 
@@ -46,6 +47,7 @@ class DianNaoState:
     int8_storage: frozenset = frozenset()         # tensors held as int8 bytes in GDRAM (schedule/narrow.py)
     cluster_split: bool = True                    # option cluster_split: schedule/conv.py's clusters mode
     weight_prefetch: bool = True                  # option weight_prefetch: schedule/conv.py's next weight block async
+    on_chip: dict = field(default_factory=dict)   # option sram_residency: tensor -> where it stayed (residency.py)
 
 
 STATE = DianNaoState
@@ -154,6 +156,16 @@ def refuse_doubles(program, target, options):
     return program
 
 
+def keep_on_chip(program, target, options):
+    """Option `sram_residency`: a grouped launch's intermediates in its clusters' SRAM."""
+    on = str(options.get("sram_residency", "off")).lower() in ("on", "true", "1", "yes")    # default off
+    if on and program.target_state.launches is not None:
+        hw = target.hardware
+        program.target_state.on_chip = keep_intermediates_on_chip(
+            program, int(hw["sram_bytes"]) - int(hw["sram_reserve_bytes"]))
+    return program
+
+
 PIPELINE = [
     refuse_doubles,             # float64 kernels: refused by name
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
@@ -169,4 +181,5 @@ PIPELINE = [
     map_instructions,           # ISA Mapper
     pipeline_tiles,             # option double_buffer: __memcpy_async over ping-pong halves
     group_launches,             # option grouping: a group's kernels in one launch
+    keep_on_chip,               # option sram_residency: a launch's intermediates in SRAM
 ]
