@@ -252,11 +252,21 @@ def scalar_kernel(dk, P):
     w(f"const long total = {total}L;")
     w("const long per = (total + taskDim - 1) / taskDim;")
     w("const long lo = (long)taskId * per, hi = SW_MIN(total, lo + per);")
-    from ...ir.loopnest import substitute_acc
+    from ...ir.loopnest import iter_loads, substitute_acc
+
+    def ops(e):     # expr_ops plus what `load` adds: bound compares of padded reads, negative-index fixes
+        n = expr_ops(e)
+        for ld in iter_loads(e):
+            shape = views[ld.buf][2]
+            n += sum(2 for x in ld.index if not cexpr.is_int(x))
+            if ld.pad is not None:
+                rng = [index_range(x, full) for x in ld.index]
+                n += sum((lo < 0) + (hi > shape[d] - 1) for d, (lo, hi) in enumerate(rng))
+        return n
     if k.combine:
-        item = kernel_item_ops(k, expr_ops(k.body), expr_ops(k.epilogue), math.prod(a.extent for a in red))
+        item = kernel_item_ops(k, ops(k.body), ops(k.epilogue), math.prod(a.extent for a in red))
     else:
-        item = kernel_item_ops(k, 0, expr_ops(substitute_acc(k.epilogue, k.body)), 1)
+        item = kernel_item_ops(k, 0, ops(substitute_acc(k.epilogue, k.body)), 1)
     w(f"if (hi > lo) SWB_SCALAR((hi - lo) * {item}L);")
     w.open("for (long it = lo; it < hi; ++it)")
     w("long rem = it;")
