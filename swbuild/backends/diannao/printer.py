@@ -23,6 +23,7 @@ from ..runner_main import runner_main, tensors
 from ..cexpr import COMBINE, CTYPE, Writer as W
 from .devir import Barrier, For, ScalarLoad, Stmt, Sync, When, const, simp
 from .recurrence import recurrence_body
+from .scalar_ops import MACRO as SCALAR_MACRO, expr_ops, kernel_item_ops, stmt_ops
 from .stitch import launch_params, launches_of
 
 TASK_VARS = {"tc": "clusterId", "tk": "coreId"}
@@ -108,6 +109,7 @@ class KernelPrinter:
                 if n.guard:
                     load = f"({self.cond(n.guard)}) ? {load} : 0.0f"
                 w(f"const float {n.name} = {load};")
+                w(f"SWB_SCALAR({1 + len(n.guard)});")
             elif isinstance(n, Stmt):
                 self.stmt(n)
 
@@ -140,8 +142,16 @@ class KernelPrinter:
             return
         # scalar: plain loops (counted as not tensorized)
         w(f"/* scalar: {c_comment(s.sid)} */")
+        per = stmt_ops(s)
+        exts = [const(lp.ext) for lp in s.loops]
+        # charged once before the nest when every trip count is static, else per iteration
+        hoist = per is not None and all(e is not None for e in exts)
+        if hoist:
+            w(f"SWB_SCALAR({per * math.prod(exts)}L);")
         for lp in s.loops:
             w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
+        if not hoist and per is not None:
+            w(f"SWB_SCALAR({per});")
         if s.guard or s.guard_any:
             g = self.cond(s.guard) if s.guard else "1"
             if s.guard_any:
@@ -152,6 +162,8 @@ class KernelPrinter:
             for lp in s.red:
                 w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
             w(COMBINE[s.combine].format(a="acc", v=self.fexpr(s.expr)))
+            if per is None:     # a run-time reduction length: charged per step
+                w(f"SWB_SCALAR({expr_ops(s.expr) + 1});")
             for _ in s.red:
                 w.close()
             if s.combine == "avg":
@@ -240,6 +252,22 @@ def scalar_kernel(dk, P):
     w(f"const long total = {total}L;")
     w("const long per = (total + taskDim - 1) / taskDim;")
     w("const long lo = (long)taskId * per, hi = SW_MIN(total, lo + per);")
+    from ...ir.loopnest import iter_loads, substitute_acc
+
+    def ops(e):     # expr_ops plus what `load` adds: bound compares of padded reads, negative-index fixes
+        n = expr_ops(e)
+        for ld in iter_loads(e):
+            shape = views[ld.buf][2]
+            n += sum(2 for x in ld.index if not cexpr.is_int(x))
+            if ld.pad is not None:
+                rng = [index_range(x, full) for x in ld.index]
+                n += sum((lo < 0) + (hi > shape[d] - 1) for d, (lo, hi) in enumerate(rng))
+        return n
+    if k.combine:
+        item = kernel_item_ops(k, ops(k.body), ops(k.epilogue), math.prod(a.extent for a in red))
+    else:
+        item = kernel_item_ops(k, 0, ops(substitute_acc(k.epilogue, k.body)), 1)
+    w(f"if (hi > lo) SWB_SCALAR((hi - lo) * {item}L);")
     w.open("for (long it = lo; it < hi; ++it)")
     w("long rem = it;")
     for a in reversed(sp):
@@ -314,7 +342,7 @@ def device_file(program, tc, version, dks, arenas):
            "#define SWB_LAUNCH(k, dim, type, q, ...) BANGEMU_LAUNCH(k, dim, type, q, __VA_ARGS__)",
            "#else",
            "#define SWB_LAUNCH(k, dim, type, q, ...) k<<<dim, type, q>>>(__VA_ARGS__)",
-           "#endif", "", (cexpr.PRELUDE + (cexpr.HALF_HELPERS if cexpr.has_halves(program) else "")).rstrip(), ""]
+           "#endif", *SCALAR_MACRO, "", (cexpr.PRELUDE + (cexpr.HALF_HELPERS if cexpr.has_halves(program) else "")).rstrip(), ""]
     quals = {"NRAM": ("__nram__", "nram"), "WRAM": ("__wram__", "wram"), "SRAM": ("__mlu_shared__", "sram")}
     for space, n in arenas.items():
         if n:

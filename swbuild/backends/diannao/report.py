@@ -138,7 +138,8 @@ def build_report(plan, stats, tc):
 # Instruction classes of the plot: each intrinsic's cycles go to the first class whose
 # prefixes match (the stats name every intrinsic the emulator counts).
 CLASSES = (("convolution", ("__bang_conv",)), ("pooling", ("__bang_maxpool", "__bang_avgpool")),
-           ("vector", ("__bang_",)), ("copy", ("__memcpy", "__memset")), ("barrier", ("__sync",)))
+           ("vector", ("__bang_",)), ("copy", ("__memcpy", "__memset")), ("barrier", ("__sync",)),
+           ("scalar", ("scalar_ops",)))
 
 
 def class_of(intrinsic):
@@ -147,15 +148,15 @@ def class_of(intrinsic):
 
 def plot_report(rep, tc, path):
     """Cycles by kernel, each bar split by instruction class (convolution, pooling, vector,
-    copy, barrier) in the proportions of the cycles those instructions charged across the
-    cores, then the launch and what no instruction charged (scalar code, waiting at barriers)."""
+    copy, barrier, scalar C) in the proportions of the cycles those instructions charged across the
+    cores, then the launch and what no instruction charged (waiting at barriers)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = [k["name"].removeprefix(rep["model"] + "_") for k in rep["kernels"]]
     launch = float(tc.hardware.get("launch_cycles", 0))
     parts = {c: [] for c, _ in CLASSES}
-    parts["launch"], parts["scalar code, waiting"] = [], []
+    parts["launch"], parts["waiting"] = [], []
     for k in rep["kernels"]:
         charged = {c: 0 for c, _ in CLASSES}
         for ins, cyc in k.get("instruction_cycles", {}).items():
@@ -169,7 +170,7 @@ def plot_report(rep, tc, path):
         for c, _ in CLASSES:
             parts[c].append(share.get(c, 0.0) * covered)
         parts["launch"].append(min(k["cycles"], launch * k["launches"]))
-        parts["scalar code, waiting"].append(max(0.0, busy - covered))
+        parts["waiting"].append(max(0.0, busy - covered))
     fig, ax = plt.subplots(figsize=(max(8, 0.25 * len(names) + 3), 5))
     bottom = [0.0] * len(names)
     for c, ys in parts.items():

@@ -180,6 +180,20 @@ inline void __bang_int82float(float* dst, const int8_t* src, int n, int position
   charge(OP_INT82FLOAT, vector_cycles((long long)n * sizeof(float)));
 }
 
+/* Scalar C on the core (loops the printer could not map to an intrinsic): g++ runs the
+ * code itself, this charges it. `ops` is the operation count the generated code states
+ * (arithmetic, loads, stores, index steps); "scalar_ops" counts operations, not calls.
+ * On the compute queue: the core's own pipeline does the work. */
+inline void __bangemu_scalar(long long ops) {
+  using namespace bangemu;
+  if (ops <= 0) return;
+  Task& t = cur();
+  const long long cycles = ops * BANGEMU_SCALAR_CYCLES_PER_OP;
+  t.comp = std::max(t.comp, t.clock) + cycles;
+  S().launch->ks->instr[OP_SCALAR] += ops;
+  S().launch->ks->instr_cycles[OP_SCALAR] += cycles;
+}
+
 /* Reductions: the result goes to dst[0]; dst needs one 128-B vector. */
 template <class T> inline void __bang_sum(T* dst, const T* src, int n) {
   using namespace bangemu;
