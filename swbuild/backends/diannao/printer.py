@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ...ir.graph import is_splat
-from ...ir.loopnest import Bin, Const, index_range
+from ...ir.loopnest import Bin, Const, index_range, iter_loads, substitute_acc
 from ...support.names import c_comment
 from .. import cexpr, common, watchdog
 from ..blob import WeightsBlob
@@ -252,7 +252,6 @@ def scalar_kernel(dk, P):
     w(f"const long total = {total}L;")
     w("const long per = (total + taskDim - 1) / taskDim;")
     w("const long lo = (long)taskId * per, hi = SW_MIN(total, lo + per);")
-    from ...ir.loopnest import iter_loads, substitute_acc
 
     def ops(e):     # expr_ops plus what `load` adds: bound compares of padded reads, negative-index fixes
         n = expr_ops(e)
@@ -289,7 +288,6 @@ def scalar_kernel(dk, P):
             w.close()
         w(f"{out} = {half(cexpr.render(k.epilogue, lambda n: n, load, acc='acc'))};")
     else:
-        from ...ir.loopnest import substitute_acc
         w(f"{out} = {half(cexpr.render(substitute_acc(k.epilogue, k.body), lambda n: n, load))};")
     w.close()
     return w.lines
