@@ -127,3 +127,47 @@ def lower_scatter_nd(ctx, node):
         body = Select(Bin("!=", kb.load(mt, [m_ax.var]), Const(0.0)), new, a)
         ctx.add(kb.kernel(dst, [m_ax, i_ax], body, out_shape=(M, inner)))
         acc = dst
+
+
+@register("GatherElements")
+def lower_gather_elements(ctx, node):
+    """out[.., j, ..] = data[.., index[.., j, ..], ..] along `axis`: every output element is
+    one element of data, at a flat position = (its index, wrapped) * the axis' stride + the
+    offset of its other coordinates. Constant indices give those positions at compile time
+    (one strided copy per affine run, or a constant-table gather); run-time ones (RoBERTa's
+    position ids) a small integer kernel computing them, then the row gather of data viewed
+    flat, as a run-time Gather reads rows."""
+    data, idx_t = (ctx.graph.tensors[i] for i in node.inputs[:2])
+    out = ctx.graph.tensors[node.outputs[0]]
+    r = len(data.shape)
+    axis = int(node.attrs.get("axis", 0))
+    if not -r <= axis < r or len(idx_t.shape) != r:
+        raise UnsupportedError(f"node '{node.name}' (GatherElements): axis {axis} or index rank {len(idx_t.shape)} "
+                               f"does not fit data of rank {r}")
+    axis %= r
+    D, N, Q = data.shape[axis], data.size, idx_t.size
+    strides = [math.prod(data.shape[d + 1:]) for d in range(r)]
+    grid = np.indices(idx_t.shape, dtype=np.int64)
+    offsets = sum((grid[d] * strides[d] for d in range(r) if d != axis), np.zeros(idx_t.shape, np.int64))
+    if idx_t.data is not None:
+        idx = np.asarray(idx_t.data).astype(np.int64)
+        idx = np.where(idx < 0, idx + D, idx)
+        if idx.size and (idx.min() < 0 or idx.max() >= D):
+            raise UnsupportedError(f"node '{node.name}' (GatherElements): an index is outside the axis of {D}")
+        gather_constant(ctx, node, data.name, (1, N, 1), (idx * strides[axis] + offsets).reshape(-1), out.name)
+        return
+    flat = ctx.new_temp(idx_t.shape, idx_t.dtype, node.name + "_flat")
+    off = ctx.new_const(offsets.astype(idx_t.dtype), node.name + ".offsets")
+    kb = KernelBuilder(ctx, node)
+    ax = [Axis(f"i{d}", n) for d, n in enumerate(idx_t.shape)]
+    ix = kb.load(idx_t.name, [a.var for a in ax])
+    wrapped = Select(Bin("<", ix, Const(0.0)), Bin("+", ix, Const(float(D))), ix)
+    ctx.add(kb.kernel(flat, ax, Bin("+", Bin("*", wrapped, Const(float(strides[axis]))), kb.load(off, [a.var for a in ax])),
+                      out_shape=list(idx_t.shape)))
+    o, q, i = Axis("o", 1), Axis("q", Q), Axis("i", 1)
+    kb = KernelBuilder(ctx, node)
+    fl = kb.load(flat, [q.var], shape=[Q])
+    k = kb.kernel(out.name, [o, q, i], kb.load(data.name, [o.var, fl, i.var], shape=[1, N, 1]), out_shape=[1, Q, 1])
+    k.kind = "gather"
+    k.extra = {"data": k.body.buf, "indices": fl.buf}
+    ctx.add(k)
