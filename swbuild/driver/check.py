@@ -148,10 +148,10 @@ def onnxruntime_reference(model, inputs, spec_fallback=True):
     return sess.run(None, feed)
 
 
-def float64_outputs(model, inputs):
+def float64_outputs(model, inputs, reference=True):
     """(outputs, evaluator): the model widened to float64 (float64_check.to_float64) on the inputs
-    widened alike, by onnxruntime when it has a double kernel for every node, else by onnx's
-    reference evaluator; float64_check.Unavailable when neither runs it."""
+    widened alike, by onnxruntime when it has a double kernel for every node, else (when
+    `reference`) by onnx's reference evaluator; float64_check.Unavailable when neither runs it."""
     import onnx
     if hasattr(model, "to_proto"):          # an ArrayModel (the zoo's)
         model = model.to_proto()
@@ -161,7 +161,10 @@ def float64_outputs(model, inputs):
     try:
         return onnxruntime_reference(wide, ins, spec_fallback=False), "onnxruntime"
     except NotImplementedError:
-        pass
+        if not reference:
+            raise float64_check.Unavailable(
+                "onnxruntime has no float64 kernel for some node, and onnx's reference evaluator is not run on a "
+                f"model of more than {float64_check.MAX_FLOPS:.3g} flops (float64_check.MAX_FLOPS)") from None
     except Exception as e:
         raise float64_check.Unavailable(f"onnxruntime: {float64_check.first_line(e)}") from None
     try:
@@ -377,7 +380,7 @@ def check_build(plan, runner, reference, inputs, rtol, atol, workdir=None, timeo
     vacuous (nothing compared: every reference element within atol of zero). `spec(inputs)`,
     when given, computes the outputs as the ONNX spec says (spec_reference): when swbuild and the
     reference differ in where NaN/inf fall, swbuild passes if it agrees with the spec.
-    `wide(inputs)`, when given, is (float64 outputs, evaluator) of the model widened to float64
+    `wide(inputs, reference)`, when given, is (float64 outputs, evaluator) of the model widened to float64
     (float64_outputs): when finite float outputs differ from the reference, swbuild
     passes if its error against float64 is float32 rounding, within float64_check.ROUNDING_FACTOR
     of the reference's own (the numbers go in `float64_check`).

@@ -49,7 +49,7 @@ def _check_against(tmp_path, built, reference_model, rtol, atol):
     plan, exe = build_runner(built, "sunway-emu", tmp_path, "m")
     ins = check.seeded_inputs(plan["inputs"], 0)
     return check.check_build(plan, exe, lambda x: check.onnxruntime_reference(reference_model, x), ins, rtol, atol,
-                             workdir=tmp_path, wide=lambda x: check.float64_outputs(reference_model, x))
+                             workdir=tmp_path, wide=lambda x, r=True: check.float64_outputs(reference_model, x, r))
 
 
 def test_one_column_a_few_roundings_off_still_fails(tmp_path):
@@ -85,13 +85,18 @@ def test_average_pool_count_include_pad_flipped_fails(tmp_path):
 
 def test_skipped_when_too_large_or_no_evaluator_says_why():
     got, ref = [np.ones(4, np.float32)], [np.ones(4, np.float32)]
+    asked = []
 
-    def never(_):
-        raise AssertionError("the float64 evaluation must not run past MAX_FLOPS")
-    d = float64_check.judge(["y"], got, ref, never, {}, 1e-3, 1e-4, flops=2 * float64_check.MAX_FLOPS)
-    assert not d["rounding"] and "exceed the float64 evaluation's bound" in d["skipped"]
+    def ort_only(_, reference):
+        asked.append(reference)
+        raise float64_check.Unavailable("onnxruntime has no float64 kernel for some node")
+    d = float64_check.judge(["y"], got, ref, ort_only, {}, 1e-3, 1e-4, flops=2 * float64_check.MAX_FLOPS)
+    assert asked == [False]     # past MAX_FLOPS only onnxruntime may evaluate, never the numpy reference
+    assert not d["rounding"] and "no float64 kernel for some node" in d["skipped"]
+    d = float64_check.judge(["y"], got, ref, ort_only, {}, 1e-3, 1e-4, flops=1.0)
+    assert asked == [False, True]
 
-    def lacking(_):
+    def lacking(_, reference):
         raise float64_check.Unavailable("onnx.reference: no float64 kernel for Foo")
     d = float64_check.judge(["y"], got, ref, lacking, {}, 1e-3, 1e-4, flops=1.0)
     assert not d["rounding"] and "no float64 kernel for Foo" in d["skipped"]
