@@ -31,7 +31,7 @@ class GatherSchedule(FixedSchedule):
 
 
 IDX_CHUNK = 64          # indices fetched per DMA
-ROW_CHUNK = 4096        # floats of a row moved per DMA: 16 KB, within either chip's LDM
+ROW_CHUNK_BYTES = 16384     # of a row moved per DMA: 16 KB, within either chip's LDM
 
 
 def _shape(k):
@@ -42,9 +42,15 @@ def _shape(k):
     return O, N, I, Q
 
 
+def elem_bytes(k):
+    """Bytes of one gathered element: int64/float64 tables (RoBERTa's token-type ids) move 8,
+    everything else is held in 4-byte words."""
+    return 8 if k.buffers[k.extra["data"]].dtype in ("int64", "float64") else 4
+
+
 def row_chunk(k):
     """Elements of a row moved per DMA."""
-    return min(_shape(k)[2], ROW_CHUNK)
+    return min(_shape(k)[2], ROW_CHUNK_BYTES // elem_bytes(k))
 
 
 def special_prologue(k):
@@ -55,7 +61,7 @@ def special_prologue(k):
 
 def gather_c(k, cores, itemsize=4):
     O, N, I, Q = _shape(k)
-    T = row_chunk(k)
+    T, es = row_chunk(k), elem_bytes(k)
     ib = k.buffers[k.extra["indices"]]
     ity = "long long" if ib.dtype == "int64" else "int"
     d, x, o = k.extra["data"], k.extra["indices"], k.out
@@ -64,7 +70,7 @@ def gather_c(k, cores, itemsize=4):
         f"/* Gather (node {c_comment(k.node)}): rows chosen at run time */",
         *special_prologue(k),
         f"    {ity} *ix = ({ity} *)ldm_malloc({IDX_CHUNK * 8});",
-        f"    float *row = (float *)ldm_malloc({ldm_align(T * 4)});",
+        f"    char *row = (char *)ldm_malloc({ldm_align(T * es)});",
         f"    for (long t = cpe; t < {O * nchunks}L; t += {cores}) {{",
         f"        const long oo = t / {nchunks}, q0 = (t % {nchunks}) * {IDX_CHUNK};",
         f"        const int nq = (int)SW_MIN({IDX_CHUNK}, {Q} - q0);",
@@ -77,16 +83,16 @@ def gather_c(k, cores, itemsize=4):
         f"            v = SW_MAX(0, SW_MIN(v, {N - 1}));   /* out-of-range ids are clamped */",
         f"            for (long i0 = 0; i0 < {I}; i0 += {T}) {{",
         f"                const int n = (int)SW_MIN({T}, {I} - i0);",
-        f"                sw_get(row, p.{d} + (oo * {N} + v) * {I} + i0, n * 4, 0, 0, &rp);",
+        f"                sw_get(row, p.{d} + (oo * {N} + v) * {I} + i0, n * {es}, 0, 0, &rp);",
         "                ng++;",
         "                SW_WAIT(rp, ng);",
-        f"                sw_put(p.{o} + (oo * {Q} + q0 + j) * {I} + i0, row, n * 4, 0, 0, &rp);",
+        f"                sw_put(p.{o} + (oo * {Q} + q0 + j) * {I} + i0, row, n * {es}, 0, 0, &rp);",
         "                ng++;",
         "                SW_WAIT(rp, ng);",
         "            }",
         "        }",
         "    }",
-        f"    ldm_free(row, {ldm_align(T * 4)});",
+        f"    ldm_free(row, {ldm_align(T * es)});",
         f"    ldm_free(ix, {IDX_CHUNK * 8});",
         "}",
         ""])
@@ -98,12 +104,13 @@ def gather_predict(k, cores, para_bytes):
     isz = 8 if k.buffers[k.extra["indices"]].dtype == "int64" else 4
     per_row = math.ceil(I / T)
     gets = cores + O * math.ceil(Q / IDX_CHUNK) + O * Q * per_row
-    get_bytes = cores * para_bytes + O * Q * isz + O * Q * I * 4
-    return {"get": {"ops": gets, "bytes": get_bytes}, "put": {"ops": O * Q * per_row, "bytes": O * Q * I * 4}}
+    es = elem_bytes(k)
+    get_bytes = cores * para_bytes + O * Q * isz + O * Q * I * es
+    return {"get": {"ops": gets, "bytes": get_bytes}, "put": {"ops": O * Q * per_row, "bytes": O * Q * I * es}}
 
 
 def gather_ldm_bytes(k):
-    return IDX_CHUNK * 8 + ldm_align(row_chunk(k) * 4)
+    return IDX_CHUNK * 8 + ldm_align(row_chunk(k) * elem_bytes(k))
 
 
 def gather_schedule(k, hw, budget, options):
