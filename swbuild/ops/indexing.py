@@ -23,7 +23,7 @@ import numpy as np
 from ..support.errors import UnsupportedError
 from ..ir.loopnest import Axis, Bin, Const, Select
 from .base import KernelBuilder, register
-from .movement import _s, gather_constant, gather_rows
+from .movement import _s, gather_constant, gather_kernel, gather_rows
 
 COMBINE = {"add": "+", "mul": "*", "max": "max", "min": "min"}
 
@@ -68,18 +68,12 @@ def lower_gather_nd(ctx, node):
     gather_constant(ctx, node, data.name, (1, B * M, inner), rows, out.name)
 
 
-def _runtime_rows(ctx, node, data, idx_t, out):
+def _runtime_rows(ctx, node, data, idx, out, rows=None):
     """out[q, i] = data[idx[q], i] with indices read at run time: the gather kernel of a
-    run-time Gather on axis 0 (negative indices as Gather treats them)."""
-    n, inner, Q = data.shape[0], math.prod(data.shape[1:]), idx_t.size
-    o, q, i = Axis("o", 1), Axis("q", Q), Axis("i", inner)
-    kb = KernelBuilder(ctx, node)
-    ix = kb.load(idx_t.name, [q.var], shape=[Q])
-    k = kb.kernel(out.name, [o, q, i], kb.load(data.name, [o.var, ix, i.var], shape=[1, n, inner]),
-                  out_shape=[1, Q, inner])
-    k.kind = "gather"
-    k.extra = {"data": k.body.buf, "indices": ix.buf}
-    ctx.add(k)
+    run-time Gather on axis 0 (negative indices as Gather treats them). `rows`: data's row
+    count when it is read as a (rows, size / rows) view, not by its own leading axis."""
+    n, inner = (rows, data.size // rows) if rows else (data.shape[0], math.prod(data.shape[1:]))
+    gather_kernel(ctx, node, data.name, (1, n, inner), idx.name, idx.size, out.name)
 
 
 @register("ScatterND")
@@ -145,7 +139,7 @@ def lower_gather_elements(ctx, node):
         raise UnsupportedError(f"node '{node.name}' (GatherElements): axis {axis} or index rank {len(idx_t.shape)} "
                                f"does not fit data of rank {r}")
     axis %= r
-    D, N, Q = data.shape[axis], data.size, idx_t.size
+    D, N = data.shape[axis], data.size
     strides = [math.prod(data.shape[d + 1:]) for d in range(r)]
     grid = np.indices(idx_t.shape, dtype=np.int64)
     offsets = sum((grid[d] * strides[d] for d in range(r) if d != axis), np.zeros(idx_t.shape, np.int64))
@@ -164,10 +158,4 @@ def lower_gather_elements(ctx, node):
     wrapped = Select(Bin("<", ix, Const(0.0)), Bin("+", ix, Const(float(D))), ix)
     ctx.add(kb.kernel(flat, ax, Bin("+", Bin("*", wrapped, Const(float(strides[axis]))), kb.load(off, [a.var for a in ax])),
                       out_shape=list(idx_t.shape)))
-    o, q, i = Axis("o", 1), Axis("q", Q), Axis("i", 1)
-    kb = KernelBuilder(ctx, node)
-    fl = kb.load(flat, [q.var], shape=[Q])
-    k = kb.kernel(out.name, [o, q, i], kb.load(data.name, [o.var, fl, i.var], shape=[1, N, 1]), out_shape=[1, Q, 1])
-    k.kind = "gather"
-    k.extra = {"data": k.body.buf, "indices": fl.buf}
-    ctx.add(k)
+    _runtime_rows(ctx, node, data, ctx.graph.tensors[flat], out, rows=N)

@@ -188,15 +188,9 @@ def lower_gather(ctx, node):
     n = data.shape[axis]
     outer, inner = math.prod(data.shape[:axis]), math.prod(data.shape[axis + 1:])
     Q = idx_t.size
-    o, q, i = Axis("o", outer), Axis("q", Q), Axis("i", inner)
+    o, i = Axis("o", outer), Axis("i", inner)
     if idx_t.data is None:
-        kb = KernelBuilder(ctx, node)
-        ix = kb.load(idx_t.name, [q.var], shape=[Q])
-        k = kb.kernel(out.name, [o, q, i], kb.load(data.name, [o.var, ix, i.var], shape=[outer, n, inner]),
-                      out_shape=[outer, Q, inner])
-        k.kind = "gather"
-        k.extra = {"data": k.body.buf, "indices": ix.buf}
-        ctx.add(k)
+        gather_kernel(ctx, node, data.name, (outer, n, inner), idx_t.name, Q, out.name)
         return
     idx = np.asarray(idx_t.data).reshape(-1)
     idx = idx + np.where(idx < 0, n, 0)
@@ -252,11 +246,18 @@ def gather_rows(ctx, node, src, view, idx, dst):
     if idx.size and (idx.min() < 0 or idx.max() >= N):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): index {int(idx.min() if idx.min() < 0 else idx.max())} "
                                f"is outside the gathered axis of {N}")
-    table = ctx.new_const(idx, f"{node.name}.indices")
-    o, q, i = Axis("o", O), Axis("q", idx.size), Axis("i", I)
+    gather_kernel(ctx, node, src, view, ctx.new_const(idx, f"{node.name}.indices"), idx.size, dst)
+
+
+def gather_kernel(ctx, node, src, view, table, Q, dst):
+    """dst[o, q, i] = src[o, table[q], i] over the views [O, N, I] and [O, Q, I], the Q indices
+    read from tensor `table` when the kernel runs: the kernel of kind "gather" each backend
+    prints (a run-time Gather, GatherND's rows, GatherElements' flat positions, a constant table)."""
+    O, N, I = view
+    o, q, i = Axis("o", O), Axis("q", Q), Axis("i", I)
     kb = KernelBuilder(ctx, node)
-    ix = kb.load(table, [q.var])
-    k = kb.kernel(dst, [o, q, i], kb.load(src, [o.var, ix, i.var], shape=view), out_shape=[O, idx.size, I])
+    ix = kb.load(table, [q.var], shape=[Q])
+    k = kb.kernel(dst, [o, q, i], kb.load(src, [o.var, ix, i.var], shape=view), out_shape=[O, Q, I])
     k.kind = "gather"
     k.extra = {"data": k.body.buf, "indices": ix.buf}
     ctx.add(k)
