@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .support.version import __version__
 from .config import toolchain
-from .support.errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError
+from .support.errors import RecipeError, SwbuildError, UnknownInputs, UnsupportedError, first_line
 
 EPILOG = """examples:
   swbuild compile model.onnx --target sunway-emu -o out/ --input data=1x3x224x224
@@ -83,7 +83,7 @@ def cmd_check(args):
         return 2
     except Exception as e:  # e.g. onnxruntime rejecting the reference model: still one JSON line
         print(f"swbuild: error: {type(e).__name__}: {e}", file=sys.stderr)
-        print(json.dumps({"status": "error", "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}))
+        print(json.dumps({"status": "error", "reason": first_line(e)}))
         return 2
     if doc["status"] == "vacuous":
         print(f"swbuild: check VACUOUS for {doc['model']} on {doc['target']}: {doc.get('reason')}", file=sys.stderr)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..backends import family_of_plan
 from ..backends.common import BANG_EXIT, LDM_EXIT  # noqa: F401  (scop_recipe reads LDM_EXIT here)
-from ..support.errors import SwbuildError
+from ..support.errors import SwbuildError, first_line
 from . import float64_check
 from ..support.progress import Steps
 
@@ -166,11 +166,11 @@ def float64_outputs(model, inputs, reference=True):
                 "onnxruntime has no float64 kernel for some node, and onnx's reference evaluator is not run on a "
                 f"model of more than {float64_check.MAX_FLOPS:.3g} flops (float64_check.MAX_FLOPS)") from None
     except Exception as e:
-        raise float64_check.Unavailable(f"onnxruntime: {float64_check.first_line(e)}") from None
+        raise float64_check.Unavailable(f"onnxruntime: {first_line(e)}") from None
     try:
         return spec_reference(wide, ins), "onnx.reference"
     except Exception as e:
-        raise float64_check.Unavailable(f"onnx.reference: {float64_check.first_line(e)}") from None
+        raise float64_check.Unavailable(f"onnx.reference: {first_line(e)}") from None
 
 
 class RunnerTimeout(SwbuildError):
@@ -341,7 +341,7 @@ def _against_spec(doc, plan, got, ref, spec, inputs, rtol, atol, half=None):
     try:
         want = spec(inputs)
     except Exception as e:    # an op the evaluator lacks: no verdict from it, the difference stands
-        doc["spec_check"] = {"evaluator": "onnx.reference", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+        doc["spec_check"] = {"evaluator": "onnx.reference", "error": first_line(e)}
         return None
     ok, a, _, per = compare(got, want, rtol, atol, half=half)
     ref_ok, _, _, _ = compare([np.asarray(r) for r in ref], want, rtol, atol, half=half)

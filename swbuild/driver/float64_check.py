@@ -25,10 +25,11 @@ ROUNDING_FACTOR = 4.0
 # the floor of onnxruntime's error when it happens to be exact
 FLOAT32_ROUNDOFF = 2.0 ** -24
 # the float64 evaluation runs on the host, by onnxruntime where it has a double kernel for every
-# node (fcn_resnet50's 53 GFLOP: 9 s), else by onnx's reference evaluator (numpy), which took
-# 215 s for inception_v3's 11.5 GFLOP on a shared 2-core machine (0.05 GFLOP/s). Beyond this
-# many flops of the plan's kernels (about 6 minutes at that speed) only onnxruntime is tried;
-# without it the second opinion is skipped and the check fails as it would without one, saying why
+# node, else by onnx's reference evaluator (numpy), which took 215 s for inception_v3's 11.5
+# GFLOP on a shared 2-core machine (0.05 GFLOP/s) but 9 s for fcn_resnet50's 53 GFLOP: its speed
+# depends on the ops, so a flops bound is a coarse guard. Beyond this many flops of the plan's
+# kernels (about 6 minutes at inception_v3's speed) only onnxruntime is tried; without it the
+# second opinion is skipped and the check fails as it would without one, saying why
 MAX_FLOPS = 2.0e10
 
 
@@ -60,10 +61,6 @@ def to_float64(model):
             v.type.tensor_type.elem_type = TensorProto.DOUBLE
     del m.graph.value_info[:]
     return m
-
-
-def first_line(e):
-    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def errors(got, truth, rtol, atol):

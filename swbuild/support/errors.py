@@ -5,6 +5,12 @@ class SwbuildError(Exception):
     """Base class; `str()` is the message printed by the CLI and SCons."""
 
 
+def first_line(e):
+    """"Type: first line of the message" of an exception from a library: one line for a
+    document's reason."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def did_you_mean(word, choices):
     """" (did you mean 'x'?)" for the closest of `choices` to a misspelt `word`, else ""."""
     import difflib
