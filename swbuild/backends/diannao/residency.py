@@ -219,7 +219,7 @@ def keep_intermediates_on_chip(program, sram_limit):
                 continue
             placed.append((off, nbytes, first, last))
             shift = simp(Bin("+", iconst(base), Bin("*", Var("tc"), iconst(q))))
-            sname = f"s_{ref[1]}".replace("/", "_").replace(":", "_").replace("%", "_")
+            sname = f"kept{len(kept)}"   # distinct per tensor (two names that sanitise alike would share one)
             for k, g, cps in users:
                 dk = by[k]
                 gb = dk.bufs[g]
