@@ -68,11 +68,6 @@ def sched_conv(kb, pool=False):
     # into the HWC tile; the alternative copies its rows (long segments) into a CHW tile and
     # transposes it on chip (__bang_transpose): the estimate decides per candidate
     chw = not pool and G.xst["c"] != 1 and G.xst["w"] == 1 and G.W > 1
-    tmult = int(hw.get("transpose_multiple_bytes", 64)) // xb
-
-    def tile_pixels(rin, tr):
-        """Pixels of the input tile; transposed, padded to the transpose's size multiple."""
-        return round_up(rin * W_in, tmult) if tr else rin * W_in
 
     cpg, gb, seg, ms = hw["gdram_cycles_per_granule"], hw["gdram_granule_bytes"], hw["strided_segment_cycles"], \
         hw["memcpy_startup_cycles"]
@@ -91,7 +86,7 @@ def sched_conv(kb, pool=False):
             return copy(rin, W_in, Cib, G.xst, False, xb), 0
         # a strided copy per real channel (a segment per row of the image), the tile filled
         # (halo, padded channels) and transposed on the compute queue
-        nb = tile_pixels(rin, True) * Cib * xb
+        nb = tile_pixels(hw, rin, W_in, xb, True) * Cib * xb
         vec = lambda per: hw["vector_startup_cycles"] + ceil_div(nb, hw["vector_bytes_per_cycle"]) * per  # noqa: E731
         rows = min(rin, G.H)
         cp = min(Cib, G.Cig) * (ms + (rows - 1) * seg + rows * ceil_div(min(G.W, W_in) * xb, gb) * cpg)
@@ -100,7 +95,7 @@ def sched_conv(kb, pool=False):
     def nram(R, Cib, Cob, NIB, tr=False):
         lanes = R * G.Wo * Cob
         rin = (R - 1) * G.sh + G.kh
-        pix = tile_pixels(rin, tr)
+        pix = tile_pixels(hw, rin, W_in, xb, tr)
         xin_b, lane_b = round_up(round_up(pix * Cib, ve) * 4, ALIGN), round_up(round_up(lanes, ve) * 4, ALIGN)
         xq_b = round_up(round_up(round_up(pix * Cib, ve), ve * 4 // fx) * fx, ALIGN) if fx else 0
         o8_b = round_up(round_up(lanes, ve * 4), ALIGN) if o8 else 0
@@ -207,6 +202,12 @@ def sched_conv(kb, pool=False):
     return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8, tr)
 
 
+def tile_pixels(hw, rin, W_in, eb, tr):
+    """Pixels of an input tile of `rin` rows; transposed on chip (tr), padded so that both
+    sides of __bang_transpose are multiples of transpose_multiple_bytes (elements of eb bytes)."""
+    return round_up(rin * W_in, int(hw["transpose_multiple_bytes"]) // eb) if tr else rin * W_in
+
+
 def narrow_ends(kb, G, fx, pool):
     """(input, result) of this convolution or pool held as int8 in GDRAM (narrow.py): the input
     only when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
@@ -224,7 +225,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     rin = (R - 1) * G.sh + G.kh
     # tr: the input rows copied channels-first into xt [Cib][P], transposed on chip to the
     # [P][Cib] tile __bang_conv reads (P: the tile's pixels padded to the transpose's multiple)
-    P = round_up(rin * W_in, int(hw["transpose_multiple_bytes"]) // (1 if x8 else 4)) if tr else rin * W_in
+    P = tile_pixels(hw, rin, W_in, 1 if x8 else 4, tr)
     lanes = R * G.Wo * Cob
     NRT = ceil_div(G.Ho, R)
     NCB = ceil_div(round_up(G.Cog, pool_c_elems(hw) if pool else int(hw["conv_co_multiple"])), Cob)
