@@ -32,7 +32,7 @@ from ..cost import model
 from ..cost.predict import simulate
 from ..schedule.ldm import Search, ldm_budget, search_tiles, signature
 from ..schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
-                               drop_unused_constants, fix_boxes, lay_out_ldm, order_loops)
+                               drop_unused_constants, drop_untaken, fix_boxes, lay_out_ldm, order_loops)
 
 LANES = 8
 
@@ -317,9 +317,7 @@ def channel_blocks(program, target, options):
     for i, k in enumerate(program.kernels):
         if variants.touched[k.name] & blocked:
             program.kernels[i] = variants.kernel(k, blocked)
-    used = {b.tensor for k in program.kernels for b in k.buffers.values()}
-    for name in set(program.graph.tensors) - before - used:      # copies of variants not taken
-        del program.graph.tensors[name]
+    drop_untaken(program, before)     # copies of variants not taken
     drop_unused_constants(program, consts)       # originals every reader now reads re-laid out
     program.target_state.channel_blocks = sorted(blocked)
     return program

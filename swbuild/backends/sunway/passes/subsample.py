@@ -22,7 +22,8 @@ from ....ir.graph import Tensor
 from ....ir.loopnest import Axis, Bin, Buffer, Const, Kernel, Load, Select, Var, affine, iconst, iter_loads, transform
 from ..cost import model
 from ..schedule import parallel
-from ..schedule.ldm import Search, known_tiles, ldm_budget, search_seconds, search_tiles, signature
+from ..schedule.ldm import Search, ldm_budget, pending_seconds, search_tiles, signature
+from ..schedule.passes import drop_untaken
 
 
 def _strided(k, ext):
@@ -129,7 +130,7 @@ class _Trial:
 
     def work(self):
         """Estimated seconds of the trial: the searches whose tiles are not known yet."""
-        return sum(search_seconds(s) for s in [self.s] + self.ss if known_tiles(s) is None)
+        return pending_seconds([self.s] + self.ss)
 
 
 def _decide(t):
@@ -152,8 +153,7 @@ def subsample_inputs(program, target, options):
         pair = _pair(program, k)
         if pair is not None:
             trials[i] = _Trial(program, target, options, k, pair)
-    parallel.prefetch(_decide, parallel.distinct_misses(trials.values(), lambda t: t.key,
-                                                        lambda t: _DECISIONS.get(t.key)), _Trial.work)
+    parallel.prefetch_trials(_decide, trials.values(), _DECISIONS, _Trial.work)
     out = []
     for i, k in enumerate(program.kernels):
         if i in trials and _decide(trials[i]):
@@ -162,7 +162,5 @@ def subsample_inputs(program, target, options):
         else:
             out.append(k)
     program.kernels = out
-    used = {b.tensor for k in program.kernels for b in k.buffers.values()}
-    for name in set(program.graph.tensors) - before - used:      # copies not taken
-        del program.graph.tensors[name]
+    drop_untaken(program, before)     # copies not taken
     return program

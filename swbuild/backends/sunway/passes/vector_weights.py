@@ -27,8 +27,8 @@ from ....ir.graph import Tensor
 from ....ir.loopnest import Load, Var, iter_loads, transform
 from ..schedule import parallel, simd
 from ....config.recipe import option_on
-from ..schedule.ldm import Search, known_tiles, ldm_budget, search_seconds, signature
-from ..schedule.passes import drop_unused_constants
+from ..schedule.ldm import Search, ldm_budget, pending_seconds, signature
+from ..schedule.passes import drop_untaken, drop_unused_constants
 from .channel_blocks import Variants
 
 
@@ -100,7 +100,7 @@ class _Trial:
 
     def work(self):
         """Estimated seconds of the trial: the searches whose tiles are not known yet."""
-        return sum(search_seconds(s) for s in (self.s, self.st) if known_tiles(s) is None)
+        return pending_seconds((self.s, self.st))
 
 
 def _decide(t, variants):
@@ -126,15 +126,11 @@ def vector_weights(program, target, options):
         c = _candidate(program, k, lanes)
         if c is not None:
             trials[i] = _Trial(program, target, options, k, c)
-    parallel.prefetch(lambda t: _decide(t, variants),
-                      parallel.distinct_misses(trials.values(), lambda t: t.key, lambda t: _DECISIONS.get(t.key)),
-                      _Trial.work)
+    parallel.prefetch_trials(lambda t: _decide(t, variants), trials.values(), _DECISIONS, _Trial.work)
     for i, t in trials.items():
         if _decide(t, variants):
             consts.add(t.k.buffers[t.buf].tensor)
             program.kernels[i] = t.kt
-    used = {b.tensor for k in program.kernels for b in k.buffers.values()}
-    for name in set(program.graph.tensors) - before - used:      # copies not taken
-        del program.graph.tensors[name]
+    drop_untaken(program, before)     # copies not taken
     drop_unused_constants(program, consts)
     return program

@@ -454,6 +454,11 @@ def search_seconds(s):
     return 3e-3 + 1e-6 * spatial * (1 + sum(len(candidates(a.extent)) - 1 for a in s.k.reduce_axes))
 
 
+def pending_seconds(searches):
+    """About how long the searches whose tiles are not known yet take: a trial's work."""
+    return sum(search_seconds(s) for s in searches if known_tiles(s) is None)
+
+
 def search_tiles(s):
     """The chosen tiles of `s`'s kernel: from this process's memo, the persistent cache, or
     the search (then remembered in both)."""

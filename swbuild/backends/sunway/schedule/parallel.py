@@ -88,6 +88,12 @@ def _memos():
     return [get() for get in MEMOS]
 
 
+def prefetch_trials(decide, trials, memo, work):
+    """decide(trial) in the workers for the trials (each with a `key`) that `memo`, a pass's
+    decisions registered in MEMOS, does not hold yet."""
+    prefetch(decide, distinct_misses(trials, lambda t: t.key, lambda t: memo.get(t.key)), work)
+
+
 def _run(i):
     fn, items = _WORK
     before = [set(m) for m in _memos()]

@@ -139,6 +139,14 @@ def fix_boxes(program):
     return relaid
 
 
+def drop_untaken(program, before):
+    """Remove the tensors added to the graph since `before` (its tensor names) that no kernel
+    reads: the copies of variants a pass tried and did not take."""
+    used = {b.tensor for k in program.kernels for b in k.buffers.values()}
+    for name in set(program.graph.tensors) - before - used:
+        del program.graph.tensors[name]
+
+
 def drop_unused_constants(program, names):
     """Free the data of constants every reader of which now reads a re-laid-out copy: the
     original would otherwise stay in memory beside its copy (vgg16: half a gigabyte)."""
