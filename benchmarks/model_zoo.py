@@ -78,7 +78,10 @@ MODELS = {
     "albert": ("transformers", "transformers.AlbertModel(transformers.AlbertConfig())", TOKENS),
     "electra": ("transformers", "transformers.ElectraModel(transformers.ElectraConfig())", TOKENS),
     "gpt2": ("transformers", "transformers.GPT2Model(transformers.GPT2Config())", TOKENS),
-    "t5_encoder": ("transformers", "transformers.T5EncoderModel(transformers.T5Config())", TOKENS),
+    # eager attention: dynamo's decomposition of T5's SDPA path views a transposed tensor as
+    # (1, 32, 512) and fails inside PyTorch (pytorch/pytorch#141107); the same model for both exporters
+    "t5_encoder": ("transformers", "transformers.T5EncoderModel(transformers.T5Config(attn_implementation='eager'))",
+                   TOKENS),
     "llama_small": ("transformers", "transformers.LlamaModel(transformers.LlamaConfig(hidden_size=256, "
                     "intermediate_size=688, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, "
                     "vocab_size=32000))", TOKENS),

@@ -204,7 +204,7 @@ def check(model: PathLike = None, *, target: str, recipe: PathLike = None, out: 
     exe, plan = jobs._prepare_run(args, job, tc)     # SCons holds the build's lock
     ins, ref = jobs._reference(args, job, plan)
     spec = (lambda x: chk.spec_reference(job.model, x)) if callable(ref) else None   # beside onnxruntime's
-    wide = (lambda x, r=True: chk.float64_outputs(job.model, x, r)) if callable(ref) else None   # float32 rounding or not
+    wide = (lambda x, s=None: chk.float64_outputs(job.model, x, s)) if callable(ref) else None   # float32 rounding or not
     kept = {}
     steps = chk.quantization_steps(job.model, [s["name"] for s in plan["outputs"]]) if callable(ref) else None
     doc = chk.check_build(plan, exe, ref, ins, float(job.check["rtol"]), float(job.check["atol"]),

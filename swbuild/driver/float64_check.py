@@ -25,16 +25,15 @@ ROUNDING_FACTOR = 4.0
 # the floor of onnxruntime's error when it happens to be exact
 FLOAT32_ROUNDOFF = 2.0 ** -24
 # the float64 evaluation runs on the host, by onnxruntime where it has a double kernel for every
-# node, else by onnx's reference evaluator (numpy), which took 215 s for inception_v3's 11.5
-# GFLOP on a shared 2-core machine (0.05 GFLOP/s) but 9 s for fcn_resnet50's 53 GFLOP: its speed
-# depends on the ops, so a flops bound is a coarse guard. Beyond this many flops of the plan's
-# kernels (about 6 minutes at inception_v3's speed) only onnxruntime is tried; without it the
-# second opinion is skipped and the check fails as it would without one, saying why
-MAX_FLOPS = 2.0e10
+# node, else by onnx's reference evaluator (numpy), whose speed no flops count predicts: on a
+# shared 2-core machine 215 s for inception_v3's 11.5 GFLOP, 9 s for fcn_resnet50's 53 GFLOP.
+# So it runs in a child process stopped after this many seconds (or the check's timeout when
+# shorter); past it the second opinion is skipped, saying so, and the check fails as without one
+REFERENCE_SECONDS = 600.0
 
 
 class Unavailable(Exception):
-    """No float64 evaluation of this model (too large, or an op the evaluators lack at float64)."""
+    """No float64 evaluation of this model (an op the evaluators lack at float64, or out of time)."""
 
 
 def to_float64(model):
@@ -84,16 +83,16 @@ def _within(mine, theirs):
     return mine <= ROUNDING_FACTOR * max(theirs or 0.0, FLOAT32_ROUNDOFF)
 
 
-def judge(names, got, ref, wide, inputs, rtol, atol, flops=None):
+def judge(names, got, ref, wide, inputs, rtol, atol, seconds=REFERENCE_SECONDS):
     """The second opinion as a dict: per output swbuild's and onnxruntime's errors against
     float64 and whether swbuild's are within ROUNDING_FACTOR of onnxruntime's; `rounding` is
-    True when every output is. `wide(inputs, reference)` gives (float64 outputs, evaluator name)
-    (check.float64_outputs), trying onnx's slow reference evaluator only when `reference`: not
-    when the plan's kernels do more than MAX_FLOPS. Skipped (with the reason) when no evaluator runs."""
+    True when every output is. `wide(inputs, seconds)` gives (float64 outputs, evaluator name)
+    (check.float64_outputs), giving onnx's slow reference evaluator at most `seconds`.
+    Skipped (with the reason) when no evaluator runs."""
     doc = {"factor": ROUNDING_FACTOR, "floor": FLOAT32_ROUNDOFF}
     t0 = time.perf_counter()
     try:
-        truth, evaluator = wide(inputs, flops is None or flops <= MAX_FLOPS)
+        truth, evaluator = wide(inputs, seconds)
     except Unavailable as e:
         doc.update(rounding=False, skipped=f"no float64 evaluation of the model ({e})")
         return doc

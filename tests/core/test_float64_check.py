@@ -3,6 +3,7 @@ fails against onnxruntime on finite values passes only when swbuild's error agai
 evaluation is within ROUNDING_FACTOR of onnxruntime's own; a wrong result, even one element a
 few float32 roundings off, still fails, saying both numbers."""
 import json
+import time
 
 import numpy as np
 import onnx
@@ -49,7 +50,7 @@ def _check_against(tmp_path, built, reference_model, rtol, atol):
     plan, exe = build_runner(built, "sunway-emu", tmp_path, "m")
     ins = check.seeded_inputs(plan["inputs"], 0)
     return check.check_build(plan, exe, lambda x: check.onnxruntime_reference(reference_model, x), ins, rtol, atol,
-                             workdir=tmp_path, wide=lambda x, r=True: check.float64_outputs(reference_model, x, r))
+                             workdir=tmp_path, wide=lambda x, s=None: check.float64_outputs(reference_model, x, s))
 
 
 def test_one_column_a_few_roundings_off_still_fails(tmp_path):
@@ -83,20 +84,39 @@ def test_average_pool_count_include_pad_flipped_fails(tmp_path):
     assert "not float32 rounding" in doc["reason"]
 
 
-def test_skipped_when_too_large_or_no_evaluator_says_why():
+def test_skipped_when_out_of_time_or_no_evaluator_says_why():
     got, ref = [np.ones(4, np.float32)], [np.ones(4, np.float32)]
     asked = []
 
-    def ort_only(_, reference):
-        asked.append(reference)
+    def ort_only(_, seconds):
+        asked.append(seconds)
         raise float64_check.Unavailable("onnxruntime has no float64 kernel for some node")
-    d = float64_check.judge(["y"], got, ref, ort_only, {}, 1e-3, 1e-4, flops=2 * float64_check.MAX_FLOPS)
-    assert asked == [False]     # past MAX_FLOPS only onnxruntime may evaluate, never the numpy reference
+    d = float64_check.judge(["y"], got, ref, ort_only, {}, 1e-3, 1e-4, seconds=7.0)
+    assert asked == [7.0]       # the time the numpy reference may take is the evaluator's to enforce
     assert not d["rounding"] and "no float64 kernel for some node" in d["skipped"]
-    d = float64_check.judge(["y"], got, ref, ort_only, {}, 1e-3, 1e-4, flops=1.0)
-    assert asked == [False, True]
 
-    def lacking(_, reference):
+    def lacking(_, seconds):
         raise float64_check.Unavailable("onnx.reference: no float64 kernel for Foo")
-    d = float64_check.judge(["y"], got, ref, lacking, {}, 1e-3, 1e-4, flops=1.0)
+    d = float64_check.judge(["y"], got, ref, lacking, {}, 1e-3, 1e-4)
     assert not d["rounding"] and "no float64 kernel for Foo" in d["skipped"]
+
+
+def test_reference_evaluator_is_stopped_after_its_seconds():
+    """onnxruntime has no float64 Conv, so onnx's reference evaluator runs, in a child process that
+    is stopped when its time is up (a flops count does not predict its speed); the reason says so."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])]
+    model = make(nodes, [("x", [1, 32, 96, 96])], [("y", [1, 32, 96, 96])], [("w", rand(32, 32, 3, 3, seed=5))])
+    ins = {"x": rand(1, 32, 96, 96, seed=6)}
+    t0 = time.perf_counter()
+    try:
+        check.float64_outputs(model, ins, seconds=0.5)
+        raise AssertionError("the reference evaluator ran past its time")
+    except float64_check.Unavailable as e:
+        assert "did not finish within 0.5 s" in str(e) and "no float64 kernel" in str(e)
+    assert time.perf_counter() - t0 < 30
+    small = make(nodes, [("x", [1, 2, 5, 5])], [("y", [1, 2, 5, 5])], [("w", rand(2, 2, 3, 3, seed=5))])
+    x = {"x": rand(1, 2, 5, 5, seed=6)}
+    (y,), evaluator = check.float64_outputs(small, x, seconds=120)
+    assert evaluator == "onnx.reference" and y.dtype == np.float64
+    (y32,) = check.onnxruntime_reference(small, x)
+    assert np.allclose(y, y32, rtol=1e-5, atol=1e-6)
