@@ -211,7 +211,7 @@ def check(path, target, out, timeout, grouping=None):
         return {"status": "error", "error": err[-600:], "exit": p.returncode, "seconds": sec}
     emu = res.get("emulator") or {}
     row = {"status": res.get("status"), "reason": res.get("reason"), "exit": p.returncode, "seconds": sec}
-    for k in ("max_abs_err", "max_rel_err", "compared", "error"):
+    for k in ("max_abs_err", "max_rel_err", "compared", "error", "note"):   # note: a pass by float64 rounding
         if res.get(k) is not None:
             row[k] = res[k]
     for k in ("dma_mismatches", "write_conflicts", "races", "violations"):
@@ -273,7 +273,8 @@ def table(paths):
             else:
                 c = r["checks"][t]
                 if c["status"] == "pass":
-                    cells.append(f"pass ({c['seconds']:.0f} s)")
+                    why = f" [{note(f'{m} ({e}, {t}): ' + last_error_line(c['note']))}]" if c.get("note") else ""
+                    cells.append(f"pass ({c['seconds']:.0f} s){why}")
                 else:
                     why = last_error_line(c.get("reason") or c.get("error") or "")
                     cells.append(f"{c['status']} [{note(f'{m} ({e}, {t}): {why}')}]")

@@ -148,10 +148,35 @@ def onnxruntime_reference(model, inputs, spec_fallback=True):
     return sess.run(None, feed)
 
 
-def _spec_reference_bytes(model_bytes, inputs):
-    """spec_reference in a child process (the model as bytes: a spawned child pickles its arguments)."""
+def _spec_reference_files(model_path, inputs_path, outputs_path):
+    """spec_reference from files to a file: the child process float64_outputs starts (pickles
+    of its own temporary files, which no one else writes)."""
+    import pickle
+    outs = spec_reference(model_path, pickle.loads(Path(inputs_path).read_bytes()))
+    Path(outputs_path).write_bytes(pickle.dumps([np.asarray(o) for o in outs]))
+
+
+def _spec_reference_child(model, inputs, seconds):
+    """spec_reference in a child Python stopped after `seconds` (numpy cannot be interrupted in
+    the process; a plain subprocess, not multiprocessing, which would re-run the caller's script)."""
+    import pickle
+    import sys
+
     import onnx
-    return spec_reference(onnx.ModelProto.FromString(model_bytes), inputs)
+    with tempfile.TemporaryDirectory(prefix="swbuild-float64-") as d:
+        d = Path(d)
+        # weights beside the graph: a model past protobuf's 2 GB cannot be one message
+        onnx.save_model(model, str(d / "m.onnx"), save_as_external_data=True, location="m.data")
+        (d / "in.pkl").write_bytes(pickle.dumps(inputs))
+        code = "import sys; from swbuild.driver.check import _spec_reference_files as f; f(*sys.argv[1:])"
+        try:
+            p = subprocess.run([sys.executable, "-c", code, str(d / "m.onnx"), str(d / "in.pkl"), str(d / "out.pkl")],
+                               capture_output=True, text=True, timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+        if p.returncode != 0:
+            raise RuntimeError((p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1])
+        return pickle.loads((d / "out.pkl").read_bytes())
 
 
 def float64_outputs(model, inputs, seconds=None):
@@ -159,7 +184,6 @@ def float64_outputs(model, inputs, seconds=None):
     widened alike, by onnxruntime when it has a double kernel for every node, else by onnx's
     reference evaluator, in a child process stopped after `seconds` when given (its numpy kernels
     cannot be interrupted in-process); float64_check.Unavailable when neither gives outputs."""
-    import multiprocessing
     import onnx
     if hasattr(model, "to_proto"):          # an ArrayModel (the zoo's)
         model = model.to_proto()
@@ -173,22 +197,14 @@ def float64_outputs(model, inputs, seconds=None):
     except Exception as e:
         raise float64_check.Unavailable(f"onnxruntime: {first_line(e)}") from None
     try:
-        if seconds is None:
-            return spec_reference(wide, ins), "onnx.reference"
-        # spawn, not fork: the parent holds onnxruntime's and BLAS's threads
-        with multiprocessing.get_context("spawn").Pool(1) as pool:
-            job = pool.apply_async(_spec_reference_bytes, (wide.SerializeToString(), ins))
-            try:
-                return job.get(seconds), "onnx.reference"
-            except multiprocessing.TimeoutError:
-                raise float64_check.Unavailable(
-                    f"onnxruntime has no float64 kernel for some node ({lacking}) and onnx's reference evaluator "
-                    f"did not finish within {seconds:g} s (float64_check.REFERENCE_SECONDS or the check's "
-                    "timeout)") from None
-    except float64_check.Unavailable:
-        raise
+        outs = spec_reference(wide, ins) if seconds is None else _spec_reference_child(wide, ins, seconds)
     except Exception as e:
         raise float64_check.Unavailable(f"onnx.reference: {first_line(e)}") from None
+    if outs is None:
+        raise float64_check.Unavailable(
+            f"onnxruntime has no float64 kernel for some node ({lacking}) and onnx's reference evaluator did "
+            f"not finish within {seconds:g} s (float64_check.REFERENCE_SECONDS or the check's timeout)")
+    return outs, "onnx.reference"
 
 
 class RunnerTimeout(SwbuildError):

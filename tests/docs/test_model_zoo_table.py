@@ -68,3 +68,17 @@ def test_later_files_add_and_replace_checks(tmp_path):
     (tmp_path / "b.json").write_text(json.dumps({"rows": later}))
     text = z.table([tmp_path / "a.json", tmp_path / "b.json"])
     assert text.splitlines()[2] == "| inception_v3 | pass (40 s) | pass (250 s) |"
+
+
+def test_a_pass_with_a_note_says_it(tmp_path):
+    """A pass by check's float64 second opinion carries its note: the table points to it."""
+    z = _zoo()
+    why = ("outputs differ from the reference (onnxruntime) beyond rtol/atol by float32 rounding alone: "
+           "against a float64 evaluation (onnx.reference) of 'out' swbuild's error is 9.5e-05 rms relative")
+    rows = [{"model": "fcn_resnet50", "exporter": "dynamo", "export": {"status": "ok"},
+             "checks": {"sunway-emu": {"status": "pass", "seconds": 71.0, "note": why},
+                        "diannao-emu": {"status": "pass", "seconds": 82.0}}}]
+    (tmp_path / "r.json").write_text(json.dumps({"rows": rows}))
+    table, notes = z.table([tmp_path / "r.json"]).split("\n\n")
+    assert table.splitlines()[2] == "| fcn_resnet50 | pass (82 s) | pass (71 s) [1] |"
+    assert notes.splitlines() == [f"- [1] fcn_resnet50 (dynamo, sunway-emu): {why}"]
