@@ -251,7 +251,7 @@ def table(paths):
     targets = sorted({t for r in rows for t in r["checks"]})
     cols = [(e, t) for e in sorted({r["exporter"] for r in rows}) for t in targets]
     lines = ["| model | " + " | ".join(f"{e} {t}" for e, t in cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    models = list(dict.fromkeys(r["model"] for r in rows))
+    models = sorted({r["model"] for r in rows})
     notes = {}     # footnote text -> its number (an export's failure is one note for all its targets)
 
     def note(text):
