@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ....ir.loopnest import Bin, Const, Load, Select, Un, substitute_acc, transform
+from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, substitute_acc, transform
 from ....optimizer.exact_ints import RANGES
 from .integer import MAGIC
 from .narrow import _interval
@@ -95,13 +95,14 @@ def vector_quantize(e, k, program, bytes_out=False):
 def _reciprocal_on_domain(x, s, L, H, k, program):
     """r (fl(1/s) or a neighbour) with equal quantized values on every value x takes, when x is
     computed from at most MAX_COMBINATIONS combinations of integer leaves (int8/uint8 tensors,
-    a saturation's [lo, hi], a small constant tensor's values); else None."""
+    a saturation's [lo, hi], a small constant tensor's values, a max pool of one of them);
+    else None."""
     if not k.combine:
         x = substitute_acc(x, k.body)       # a point-wise kernel's epilogue reads its body
     leaves = []
 
     def collect(e):
-        if (isinstance(e, Load) or _saturation(e) is not None) and e not in leaves:
+        if (isinstance(e, (Load, Acc)) or _saturation(e) is not None) and e not in leaves:
             leaves.append(e)
             return e
         return None
@@ -129,6 +130,11 @@ def _values(e, k, program):
     sat = _saturation(e)
     if sat is not None:
         return np.arange(sat[2], sat[3] + 1, dtype=np.float32)
+    if isinstance(e, Acc):      # a max reduction of a load: one of its values, or the start -inf
+        if k.combine != "max" or not isinstance(k.body, Load):
+            return None
+        vals = _values(k.body, k, program)
+        return None if vals is None else np.append(vals, np.float32(-np.inf))
     g = program.graph
     t = k.buffers[e.buf].tensor
     if g.tensors[t].data is not None:
