@@ -101,9 +101,10 @@ def _pool_and_downsample(seed=0):
 
 
 def test_max_pool_and_a_fused_shortcut_read_the_requantized_integers_bit_exact(tc, tmp_path):
-    """The MaxPool takes the maximum of conv0's integers and dequantizes after; the shortcut
-    convolution's epilogue dequantizes conv2's integers: both QuantizeLinears then run on the
-    vector unit (a reciprocal proven on their few values), no scalar code."""
+    """The MaxPool takes the maximum of conv0's integers and dequantizes after (reading them as
+    bytes, widened in NRAM, its pads -128); the shortcut convolution's epilogue dequantizes
+    conv2's integers: both QuantizeLinears then run on the vector unit (a reciprocal proven on
+    their few values), no scalar code."""
     m = ort_quantized(tmp_path, model=_pool_and_downsample(), activations="QInt8")
     x = np.random.default_rng(8).standard_normal((1, C, H, H)).astype(np.float32)
     plan, _ = build_bit_exact(tc, m, "pd", x, tmp_path)
@@ -114,3 +115,7 @@ def test_max_pool_and_a_fused_shortcut_read_the_requantized_integers_bit_exact(t
     for node in ("pool", "down"):
         code = device.split(f"(node {node}): ")[1].split("\n/* ")[0]
         assert "SWB_SCALAR(" not in code and "__bang_mul_scalar(" in code, node
+    pool = next(s for k in plan["kernels"] for s in k.get("kernels", [k]) if s.get("op") == "MaxPool")
+    assert pool["schedule"].get("narrow_in") and "r0_DequantizeLinear_Output" in plan["int8_storage"]
+    code = device.split("(node pool): ")[1].split("\n/* ")[0]
+    assert "__bang_int82float(" in code and "(int8_t)(-128.0f)" in code
