@@ -48,16 +48,17 @@ def test_residual_add_reads_the_convolution_s_int8_bytes_bit_exact(tc, tmp_path)
     assert (convs[1].get("copy_bytes") or {}).get("NRAM2GDRAM") == C * H * H
     assert "c2_DequantizeLinear_Output" in plan["int8_storage"]
     assert any("DequantizeLinear moved into the readers of c2_DequantizeLinear_Output" in n for n in plan["notes"])
-    # the Add reads and writes bytes: its QuantizeLinear's clamp is left to the byte conversion
-    # (schedule/narrow.py saturated_store), so each tile rounds once and compares nothing
+    # the Add reads and writes bytes: its QuantizeLinear runs on the vector unit (a product by a
+    # reciprocal proven on every int8 pair, schedule/quantize.py) and its clamp is left to the
+    # byte conversion, so each tile has no scalar code and compares nothing
     adds = [s for k in plan["kernels"] for s in k.get("kernels", [k]) if s.get("class") == "elementwise"
             and s["schedule"].get("narrow_out") and s["schedule"].get("narrow_in")]
     assert adds
     device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
     for s in adds:
         body = device.split(f"void {s['name']}(")[1].split("\n}\n")[0]
-        assert body.count("nearbyintf(") == body.count("__bang_float2int8_rn(") > 0
-        assert "<= 127.0f" not in body and ">= (-128.0f)" not in body
+        assert "nearbyintf(" not in body and "SWB_SCALAR(" not in body and body.count("__bang_float2int8_rn(") > 0
+        assert "__bang_maxeq_scalar(" not in body and "__bang_mineq_scalar(" not in body
 
 
 def test_which_epilogues_are_a_dequantized_int8_requantization():
@@ -72,3 +73,49 @@ def test_which_epilogues_are_a_dequantized_int8_requantization():
     assert _dequantize(Bin("*", Bin("-", q(7.0, 0, 255), Const(7.0)), Const(0.25))) is None          # uint8: no bytes
     assert _dequantize(Bin("*", Bin("-", q(7.0, -128, 127), Const(7.5)), Const(0.25))) is None      # not a zero point
     assert _dequantize(Bin("*", Acc(), Const(0.25))) is None
+
+
+def _pool_and_downsample(seed=0):
+    """Conv-Relu-MaxPool, then a block whose shortcut is a strided 1x1 Conv (ResNet's
+    downsample): the Add is fused into that convolution's epilogue, reading conv2's result."""
+    rng = np.random.default_rng(seed)
+    inits = []
+
+    def w(name, *shape, s=0.05):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * s).astype(np.float32), name))
+        return name
+    n = helper.make_node
+    nodes = [n("Conv", ["x", w("w0", C, C, 3, 3), w("b0", C, s=0.1)], ["c0"], pads=[1, 1, 1, 1], name="conv0"),
+             n("Relu", ["c0"], ["r0"], name="relu0"),
+             n("MaxPool", ["r0"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], name="pool"),
+             n("Conv", ["p", w("w1", C, C, 3, 3), w("b1", C, s=0.1)], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2],
+               name="conv1"),
+             n("Relu", ["c1"], ["r1"], name="relu1"),
+             n("Conv", ["r1", w("w2", C, C, 3, 3), w("b2", C, s=0.1)], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             n("Conv", ["p", w("wd", C, C, 1, 1), w("bd", C, s=0.1)], ["d"], strides=[2, 2], name="down"),
+             n("Add", ["c2", "d"], ["a"], name="add"),
+             n("Relu", ["a"], ["y"], name="relu2")]
+    g = helper.make_graph(nodes, "pool_down", [helper.make_tensor_value_info("x", TP.FLOAT, [1, C, H, H])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, C, H // 4, H // 4])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_max_pool_and_a_fused_shortcut_read_the_requantized_integers_bit_exact(tc, tmp_path):
+    """The MaxPool takes the maximum of conv0's integers and dequantizes after (reading them as
+    bytes, widened in NRAM, its pads -128); the shortcut convolution's epilogue dequantizes
+    conv2's integers: both QuantizeLinears then run on the vector unit (a reciprocal proven on
+    their few values), no scalar code."""
+    m = ort_quantized(tmp_path, model=_pool_and_downsample(), activations="QInt8")
+    x = np.random.default_rng(8).standard_normal((1, C, H, H)).astype(np.float32)
+    plan, _ = build_bit_exact(tc, m, "pd", x, tmp_path)
+    moved = [n for n in plan["notes"] if "DequantizeLinear moved into the readers" in n]
+    assert len(moved) >= 2, plan["notes"]
+    assert not [n for n in plan["notes"] if "division kept" in n and "maxpool" in n]
+    device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
+    for node in ("pool", "down"):
+        code = device.split(f"(node {node}): ")[1].split("\n/* ")[0]
+        assert "SWB_SCALAR(" not in code and "__bang_mul_scalar(" in code, node
+    pool = next(s for k in plan["kernels"] for s in k.get("kernels", [k]) if s.get("op") == "MaxPool")
+    assert pool["schedule"].get("narrow_in") and "r0_DequantizeLinear_Output" in plan["int8_storage"]
+    code = device.split("(node pool): ")[1].split("\n/* ")[0]
+    assert "__bang_int82float(" in code and "(int8_t)(-128.0f)" in code

@@ -10,13 +10,16 @@ for bit. The tensor then holds int8 integers (graph.exact_ints) and schedule/nar
 it as bytes (or, where a kernel cannot, as float32 integers: still exact).
 
 Only where the convolution is the tensor's one writer, every reader is an element-wise kernel
-reading it in bounds, and the tensor is no graph input or output, alias, slice or loop state.
+reading it in bounds, a MaxPool of it (the maximum of q, dequantized after: (q - z) * s is
+non-decreasing) or an integer convolution reading it in its epilogue only (a residual Add fused
+there), and the tensor is no graph input or output, alias, slice or loop state. A reader's
+QuantizeLinear of such values then has a small domain (schedule/quantize.py).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ...ir.loopnest import Bin, Const, Load, Select, Un, transform
+from ...ir.loopnest import Acc, Bin, Const, Load, Select, Un, substitute_acc, transform
 from .schedule.integer import INTEGER_OPS
 
 
@@ -49,6 +52,25 @@ def _pointwise(k):
         and not k.stages
 
 
+def _plain(k):
+    return k.kind == "compute" and getattr(k, "loop", None) is None and not k.stages
+
+
+def _max_pool(k, names):
+    """A max reduction of the tensor itself (a MaxPool): (q - z) * s is non-decreasing in q
+    (s > 0), so the maximum of the dequantized values is the dequantized maximum, bit for bit,
+    and a pad of -inf stays -inf."""
+    return _plain(k) and k.combine == "max" and isinstance(k.body, Load) and k.body.buf in names \
+        and (k.body.pad is None or k.body.pad == float("-inf"))
+
+
+def _epilogue_reader(k, names):
+    """An integer convolution reading the tensor in its epilogue only (a residual Add fused there)."""
+    found = []
+    transform(k.body, lambda e: found.append(e) if isinstance(e, Load) and e.buf in names else None)
+    return _plain(k) and INTEGER_OPS.get(k.op) == "Conv" and k.combine == "sum" and not found
+
+
 def defer_dequantize(program, target, options):
     """An integer convolution's DequantizeLinear into its element-wise readers (int8 in GDRAM)."""
     if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) <= 0:
@@ -71,16 +93,19 @@ def defer_dequantize(program, target, options):
             names = [n for n, b in k.buffers.items() if b.tensor == t]
             if j == i or not names:
                 continue
-            if k.buffers[k.out].tensor == t or not _pointwise(k):
+            if k.buffers[k.out].tensor == t or not (_pointwise(k) or _max_pool(k, names) or _epilogue_reader(k, names)):
                 ok = False
                 break
             readers.append((j, set(names)))
+        if s <= 0:
+            ok = False
         if not ok or not readers:
             continue
         pads = []
         for j, names in readers:
-            transform(kernels[j].body, lambda e: pads.append(e) if isinstance(e, Load) and e.buf in names
-                      and e.pad is not None else None)
+            if not _max_pool(kernels[j], names):
+                transform(kernels[j].body, lambda e: pads.append(e) if isinstance(e, Load) and e.buf in names
+                          and e.pad is not None else None)
             transform(kernels[j].epilogue, lambda e: pads.append(e) if isinstance(e, Load) and e.buf in names
                       and e.pad is not None else None)
         if pads:
@@ -90,6 +115,10 @@ def defer_dequantize(program, target, options):
                 if isinstance(e, Load) and e.buf in names:
                     return Bin("*", Bin("-", e, Const(z)) if z else e, Const(s))
                 return None
+            if _max_pool(kernels[j], names):     # the pool takes the maximum of q, its epilogue dequantizes it
+                epi = substitute_acc(kernels[j].epilogue, Bin("*", Bin("-", Acc(), Const(z)) if z else Acc(), Const(s)))
+                kernels[j] = replace(kernels[j], epilogue=epi)
+                continue
             kernels[j] = replace(kernels[j], body=transform(kernels[j].body, fn),
                                  epilogue=transform(kernels[j].epilogue, fn))
         kernels[i] = replace(p, epilogue=q)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir.loopnest import Bin, Const, Load, Un, Var
+from ...ir.loopnest import Bin, Const, Load, Select, Un, Var
 
 i, s, ho, wo, co, y, x, ci, c = (Var(n) for n in ("i", "s", "ho", "wo", "co", "y", "x", "ci", "c"))
 j, height, width = Var("j"), Var("height"), Var("width")
@@ -139,6 +139,20 @@ def _scalar(name, op):
                 emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.scalar('value')}, {m.val('n')});")
 
 
+def _arch(m):
+    return int(str(m.hw["arch"]).rsplit("_", 1)[1])
+
+
+def _clamp(name, op):
+    """max / min against a scalar with a NaN element giving the scalar: the select form a
+    saturation needs (QuantizeLinear sends NaN to its low end); mtp_322 and later
+    (bangemu/vector.h states the NaN rule taken)."""
+    return Desc(name, "compute", ((i, n),), Load("dst", (i,)), Select(Bin(op, a_i, value), a_i, value),
+                space={"dst": "NRAM", "a": "NRAM"},
+                rules=_vec("dst", "a") + (("needs mtp_322 or later", lambda m: _arch(m) >= 322),),
+                emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.scalar('value')}, {m.val('n')});")
+
+
 def _unary(name, body):
     return Desc(name, "compute", ((i, n),), Load("dst", (i,)), body,
                 space={"dst": "NRAM", "a": "NRAM"}, rules=_vec("dst", "a"),
@@ -181,6 +195,8 @@ DESCRIPTIONS = [
     _scalar("__bang_add_scalar", "+"),
     _scalar("__bang_sub_scalar", "-"),
     _scalar("__bang_mul_scalar", "*"),
+    _clamp("__bang_maxeq_scalar", ">="),
+    _clamp("__bang_mineq_scalar", "<="),
     _unary("__bang_active_relu", Bin("max", a_i, Const(0.0))),
     _unary("__bang_active_abs", Un("abs", a_i)),
     _unary("__bang_active_sigmoid", Un("sigmoid", a_i)),

@@ -158,10 +158,14 @@ def smatch(d, p, bind, loop_vars):
     if isinstance(d, Load):
         if isinstance(p, Load) and d.buf not in ops:
             yield ({**ops, d.buf: p}, sc)
+        elif ops.get(d.buf) == p:        # an operand the description reads twice (a select)
+            yield bind
         return
     if isinstance(d, Var):
         if _is_scalar(p, loop_vars) and d.name not in sc:
             yield (ops, {**sc, d.name: p})
+        elif d.name in sc and sc[d.name] == p:
+            yield bind
         return
     if isinstance(d, Const):
         if isinstance(p, Const) and p.dtype != "int" and float(p.value) == float(d.value):
@@ -175,6 +179,10 @@ def smatch(d, p, bind, loop_vars):
         return
     if isinstance(d, Un) and isinstance(p, Un) and d.op == p.op:
         yield from smatch(d.a, p.a, bind, loop_vars)
+    if isinstance(d, Select) and isinstance(p, Select):
+        for b1 in smatch(d.cond, p.cond, bind, loop_vars):
+            for b2 in smatch(d.a, p.a, b1, loop_vars):
+                yield from smatch(d.b, p.b, b2, loop_vars)
 
 
 # ---- the match context (rules read it) ------------------------------------------------

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ....ir.loopnest import Acc
 from ..layout import view_strides
 from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
 from .integer import INTEGER_OPS, integer_as_conv
 from .narrow import saturated_store
+from .quantize import vector_quantize
 
 
 CONV_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")   # __bang_conv (a reduction by sum)
@@ -37,8 +39,9 @@ def schedule_kernel(k, program, tc, layouts, store):
     attempts = []
     if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
-    if k.op not in INTEGER_OPS and program.root(k.buffers[k.out].tensor) in \
-            (getattr(program.target_state, "int8_storage", None) or ()):
+    o8 = program.root(k.buffers[k.out].tensor) in (getattr(program.target_state, "int8_storage", None) or ())
+    k = _vector_quantize(k, program, o8 and k.op not in INTEGER_OPS)
+    if k.op not in INTEGER_OPS and o8:
         k = saturated_store(k, program)     # stored as bytes: the conversion saturates (narrow.py)
     if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
         try:
@@ -65,6 +68,21 @@ def schedule_kernel(k, program, tc, layouts, store):
         except Unschedulable as e:
             why.append(str(e))
     return sched_scalar(KB(k, program, tc, layouts, store), why)
+
+
+def _vector_quantize(k, program, o8):
+    """Every QuantizeLinear of the kernel on the vector unit (quantize.py); o8: the stored value
+    is converted to int8 bytes, which saturates (the element-wise and pool kernels' store)."""
+    stored_in_body = isinstance(k.epilogue, Acc) and not k.combine
+    body, nb = vector_quantize(k.body, k, program, o8 and stored_in_body)
+    epi, ne = vector_quantize(k.epilogue, k, program, o8 and not stored_in_body)
+    for s, r in nb + ne:
+        note = f"{k.name}: QuantizeLinear by {s!r} on the vector unit, " + (
+            f"as a product by {r!r} (proven bit for bit)" if r is not None else
+            "its division kept (no reciprocal proven bit for bit)")
+        if note not in program.notes:       # schedule_kernels may schedule a kernel twice
+            program.notes.append(note)
+    return replace(k, body=body, epilogue=epi) if nb or ne else k
 
 
 def _conv_as(kb, fx):

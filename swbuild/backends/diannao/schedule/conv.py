@@ -99,10 +99,13 @@ def sched_conv(kb, pool=False):
         xin_b, lane_b = round_up(round_up(pix * Cib, ve) * 4, ALIGN), round_up(round_up(lanes, ve) * 4, ALIGN)
         xq_b = round_up(round_up(round_up(pix * Cib, ve), ve * 4 // fx) * fx, ALIGN) if fx else 0
         o8_b = round_up(round_up(lanes, ve * 4), ALIGN) if o8 else 0
-        if x8:
+        if x8 and pool:                   # the byte tile the copies fill, widened into the float one
+            xq_b = round_up(round_up(pix * Cib, ve * 4), ALIGN)
+        elif x8:
             xin_b, xq_b = xq_b, 0
         xt_b = xin_b if tr else 0         # the CHW rows the transpose reads: as large as its result
         extra = ((xt_b or xin_b) + (1 + n_pixel) * lane_b + o8_b) if piped and NIB == 1 else 0
+        extra += xq_b if piped and NIB == 1 and x8 and pool else 0
         return xin_b + xq_b + xt_b + o8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
 
     if pool:
@@ -212,8 +215,13 @@ def narrow_ends(kb, G, fx, pool):
     """(input, result) of this convolution or pool held as int8 in GDRAM (narrow.py): the input
     only when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
     narrow = kb.narrow()
-    if pool:        # a quantized MaxPool's result (its epilogue requantizes) stored as bytes
-        return False, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
+    if pool:        # a quantized MaxPool's result (its epilogue requantizes) stored as bytes;
+        # its int8 input too when every window holds a pixel: the pads then read -128, which
+        # no maximum takes from a pixel of int8's range (-inf needs a float)
+        real = G.pt < G.kh and G.pl < G.kw and (G.Ho - 1) * G.sh - G.pt <= G.H - 1 \
+            and (G.Wo - 1) * G.sw - G.pl <= G.W - 1
+        x8 = G.combine == "max" and real and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
+        return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
     x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
         and -128 <= G.fill <= 127
     return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
@@ -235,7 +243,10 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     BSw = BS // 4 if fx else BS         # weight block in 4-byte words (int8 weights: four to a word)
     gx = kb.gparam(kb.k.buffers[G.xbuf].tensor)
     go = kb.gparam(kb.k.buffers[kb.k.out].tensor)
-    if x8:      # int8 in GDRAM: copied straight into the tile __bang_conv reads
+    if x8 and pool:     # int8 in GDRAM: copied into a byte tile, widened into the float one
+        xin = kb.alloc("NRAM", "xin", P * Cib)
+        xq = kb.alloc("NRAM", "xq", P * Cib, ctype="int8_t", elem_bytes=1)
+    elif x8:    # int8 in GDRAM: copied straight into the tile __bang_conv reads
         xin = xq = kb.alloc("NRAM", "xq", P * Cib, ctype="int8_t", elem_bytes=1)
     else:
         xin = kb.alloc("NRAM", "xin", P * Cib)
@@ -381,6 +392,13 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                                    Load(xt, (simp(Bin("+", Bin("*", c2, iconst(P)), p)),)),
                                    [SLoop("p", iconst(0), iconst(P)), SLoop("c2", iconst(0), iconst(Cib))],
                                    guard=exists, sid=kb.sid("compute", "transpose")))
+            elif x8 and pool:
+                staged = staged_copy(kb.sid("copy", "x"), xq, in_ix, src, in_loops, halo=halo, bound=bound,
+                                     common=exists + guards(needed), fill=-128.0)
+                i = Var("i")
+                staged.append(Stmt("compute", Load(xin, (i,)), Un("from_int8", Load(xq, (i,))),
+                                   [SLoop("i", iconst(0), iconst(kb.bufs[xin].elems))], guard=exists,
+                                   sid=kb.sid("compute", "widen")))
             else:
                 staged = staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
                                      common=exists + guards(needed), fill=fill, need_fill_bound=not pool)

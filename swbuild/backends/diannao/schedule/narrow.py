@@ -5,7 +5,8 @@ per element cross GDRAM where the MLU's fixed-point convolution reads one. An in
 stored as bytes when its one writer ends in a requantization (an integer convolution, a
 quantized MaxPool, an element-wise kernel ending in QuantizeLinear: its lanes are integers
 of int8's range) and its readers are integer convolutions that run __bang_conv on int8
-(schedule/integer.py fixed_point 1) or element-wise kernels. The writer converts its lanes
+(schedule/integer.py fixed_point 1), element-wise kernels or MaxPools (their byte tile widened
+in NRAM, pads reading -128 where every window holds a pixel). The writer converts its lanes
 in NRAM (__bang_float2int8_rn, exact on such integers) and stores a byte each; a
 convolution copies the bytes straight into the tile __bang_conv reads (schedule/conv.py
 narrow_ends), an element-wise kernel widens its tile in NRAM (__bang_int82float, exact).
@@ -48,7 +49,7 @@ def candidates(program):
             t = b.tensor
             if name == k.out:
                 writers.setdefault(t, []).append(k)
-            elif (_integer_conv(k) and _input_buffer(k) == name) or _pointwise(k):
+            elif (_integer_conv(k) and _input_buffer(k) == name) or _pointwise(k) or _pool_input(k, name):
                 readers.setdefault(t, []).append(k)
             else:
                 other.add(t)
@@ -61,6 +62,11 @@ def candidates(program):
         if len(ws) == 1 and (_integer_conv(ws[0]) or _pointwise(ws[0]) or ws[0].op in POOLS) and readers.get(t):
             out.add(t)
     return frozenset(out)
+
+
+def _pool_input(k, name):
+    """The input of a MaxPool (schedule/conv.py widens its byte tile in NRAM)."""
+    return k.op in POOLS and k.combine == "max" and isinstance(k.body, Load) and k.body.buf == name
 
 
 def _pointwise(k):
@@ -89,7 +95,7 @@ def unfulfilled(dev, narrow):
             if b.tensor not in narrow:
                 continue
             if dk.cls == "pool":
-                ok = name == k.out and dk.info.get("narrow_out")
+                ok = dk.info.get("narrow_out") if name == k.out else dk.info.get("narrow_in") and _pool_input(k, name)
             elif dk.cls == "conv":
                 ok = dk.info.get("narrow_out") if name == k.out else dk.info.get("narrow_in") and name == _input_buffer(k)
             elif dk.cls == "elementwise":

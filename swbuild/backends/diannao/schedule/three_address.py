@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ....ir.loopnest import children, Acc, Bin, Const, Load, Select, Un, Var, iconst
 from ..devir import SLoop, Stmt, simp
 from .builder import Unschedulable
+from .integer import MAGIC
 
 
 @dataclass
@@ -38,6 +39,9 @@ class ThreeAddress:
             o = leaf(e)
             if o.kind == "buf":
                 self.uses[o.ref] = self.uses.get(o.ref, 0) + 1
+            return
+        if _clamp_form(e, leaf):        # x is evaluated once (_go)
+            self._count(e.a, leaf)
             return
         for c in children(e):
             self._count(c, leaf)
@@ -75,7 +79,12 @@ class ThreeAddress:
         if isinstance(e, Const):
             return Operand("scalar", e)
         if isinstance(e, Bin):
-            a, b = self._go(e.a, leaf), self._go(e.b, leaf)
+            # v + 1.5 * 2^23 rounds v to an integer (integer.py, quantize.py): v is under a rounding
+            magic = e.op == "+" and isinstance(e.b, Const) and e.b.value == MAGIC
+            self.rounding += magic
+            a = self._go(e.a, leaf)
+            self.rounding -= magic
+            b = self._go(e.b, leaf)
             if a.kind == b.kind == "scalar":
                 return Operand("scalar", Bin(e.op, a.ref, b.ref))
             # x / s -> x * (1 / s): within an ulp of x / s, except under a rounding to an
@@ -125,6 +134,15 @@ class ThreeAddress:
             self._emit(t, Un(e.op, self._val(a)))
             self._retire([a], t)
             return Operand("buf", t)
+        if _clamp_form(e, leaf):
+            # x >= s ? x : s (x <= s ? x : s): one statement, __bang_maxeq_scalar's form
+            a, b = self._go(e.a, leaf), self._go(e.b, leaf)
+            self._release(a)
+            t = self._dst([a])
+            x = self._val(a)
+            self._emit(t, Select(Bin(e.cond.op, x, b.ref), x, b.ref))
+            self._retire([a], t)
+            return Operand("buf", t)
         if isinstance(e, Select):
             xs = [self._go(x, leaf) for x in (e.cond, e.a, e.b)]
             if all(x.kind == "scalar" for x in xs):
@@ -142,6 +160,20 @@ class ThreeAddress:
             if o.kind == "buf" and o.ref in self.temps and o.ref != dst and self.uses.get(o.ref, 0) == 0 \
                     and o.ref not in self.free:
                 self.free.append(o.ref)
+
+
+def _clamp_form(e, leaf):
+    """x >= s ? x : s or x <= s ? x : s with s scalar and x not: a saturation's bound, one
+    instruction (__bang_maxeq_scalar / __bang_mineq_scalar, NaN x giving s)."""
+    if not (isinstance(e, Select) and isinstance(e.cond, Bin) and e.cond.op in (">=", "<=")
+            and e.cond.a == e.a and e.cond.b == e.b):
+        return False
+
+    def scalar(x):
+        if isinstance(x, (Load, Acc)):
+            return leaf(x).kind == "scalar"
+        return all(scalar(c) for c in children(x))
+    return scalar(e.b) and not scalar(e.a)
 
 
 def loads_of(e, out):

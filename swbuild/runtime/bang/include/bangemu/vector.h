@@ -128,6 +128,25 @@ BANGEMU_SCALAR(__bang_sub_scalar, OP_SUB_SCALAR, a - value)
 BANGEMU_SCALAR(__bang_mul_scalar, OP_MUL_SCALAR, a * value)
 #undef BANGEMU_SCALAR
 
+/* max / min against a scalar, mtp_3xx (the declarations say __BANG_ARCH__ >= 322): a NaN
+ * element gives the scalar. BANG has __bang_nan_maximum for "a NaN operand is returned", so
+ * its plain maximum is IEEE maxNum, and these are taken to behave the same (assumed: the
+ * declarations state no NaN rule for them). As C: a >= v ? a : v, what isa.py declares. */
+#define BANGEMU_CLAMP(name, OP, expr)                                                     \
+  template <class T>                                                                      \
+  inline void name(T* dst, const T* src, typename ::bangemu::same<T>::type value, int n) { \
+    if (BANGEMU_ARCH < 322) {                                                             \
+      ::bangemu::cur();                                                                   \
+      ::bangemu::violation(::bangemu::op_name(::bangemu::OP), "needs mtp_322 or later",    \
+                           ::bangemu::fmt("arch=mtp_%d", BANGEMU_ARCH));                  \
+      return;                                                                             \
+    }                                                                                     \
+    ::bangemu::unary(::bangemu::OP, dst, src, n, [value](T a) { return (T)(expr); });     \
+  }
+BANGEMU_CLAMP(__bang_maxeq_scalar, OP_MAXEQ_SCALAR, a >= value ? a : value)
+BANGEMU_CLAMP(__bang_mineq_scalar, OP_MINEQ_SCALAR, a <= value ? a : value)
+#undef BANGEMU_CLAMP
+
 /* Activations (table-driven units on the chip: transcendental ones cost more per chunk). */
 #define BANGEMU_ACTIVE(name, OP, chunk, expr)                                             \
   template <class T> inline void name(T* dst, const T* src, int n) {                      \

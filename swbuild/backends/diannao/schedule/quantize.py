@@ -1,0 +1,167 @@
+"""A QuantizeLinear on the vector unit, bit for bit (issue 36).
+
+ops/quant.py lowers it as onnxruntime computes it, saturate(rint(x / s) + z, lo, hi): a true
+division, nearbyintf and a NaN-aware clamp, none of them a vector instruction, and the
+three-address form (no common subexpressions) evaluates v = rint(x / s) + z three times for
+the clamp. With a constant scale s, L = lo - z and H = hi - z it becomes
+
+    v = x * r   (or x / s: below)
+    v = v >= L ? v : L          __bang_maxeq_scalar: NaN to L, as the saturation sends it to lo
+    v = v <= H ? v : H          __bang_mineq_scalar
+                                (each left to __bang_float2int8_rn's saturation when the result is
+                                stored as int8 bytes at that end of int8's range; the low one only
+                                where x is never NaN, which the conversion sends to 0)
+    y = (v + M) - (M - z)       M = 1.5 * 2^23: rint(v) + z, ties to even, exact for |v| <= 2^22
+
+Clamping before rounding is the same as after (L, H are integers, rint is monotone); the
+additions are exact (integers below 2^24). x * r replaces x / s only where reciprocal.py proves
+the quantized value equal for every float32 x, or, when x is computed from at most two
+int8/uint8 tensors and constants, where it is equal on every one of their (at most 65,536)
+combinations, each evaluated in float32 step by step as the vector unit computes x. Otherwise
+the division stays (a scalar statement; three_address.py treats the magic addition as the
+rounding it is and keeps the division exact) and the rest is still vector code.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, substitute_acc, transform
+from ....optimizer.exact_ints import RANGES
+from .integer import MAGIC
+from .narrow import _interval
+from .reciprocal import CANDIDATES, exact_reciprocal
+
+MAX_COMBINATIONS = 1 << 17
+
+
+def _saturation(e):
+    """(rint argument, z, lo, hi) of ops/quant.py's saturate(rint(a) [+ z], lo, hi), else None."""
+    if not (isinstance(e, Select) and isinstance(e.cond, Bin) and e.cond.op == ">=" and isinstance(e.cond.b, Const)
+            and isinstance(e.a, Select) and isinstance(e.a.cond, Bin) and e.a.cond.op == "<="
+            and isinstance(e.a.cond.b, Const) and e.a.b == e.a.cond.b and e.b == e.cond.b):
+        return None
+    v = e.cond.a
+    if e.a.cond.a != v or e.a.a != v:
+        return None
+    z = 0.0
+    if isinstance(v, Bin) and v.op == "+" and isinstance(v.b, Const):
+        v, z = v.a, float(v.b.value)
+    if not (isinstance(v, Un) and v.op == "round"):
+        return None
+    lo, hi = float(e.cond.b.value), float(e.a.cond.b.value)
+    if not all(math.isfinite(t) and t.is_integer() for t in (z, lo, hi)) or lo > hi \
+            or max(abs(lo - z), abs(hi - z), abs(z)) > 2 ** 22:
+        return None
+    return v.a, z, lo, hi
+
+
+def vector_quantize(e, k, program, bytes_out=False):
+    """e with every saturate(rint(x / s) + z, lo, hi) of a constant s > 0 in the vector form of
+    the module docstring, and per rewrite (s, r) with r None where the division stays.
+    bytes_out: e is the value stored as int8 bytes (narrow.py), whose conversion saturates at
+    127; only e itself may then drop its upper clamp."""
+    notes = []
+
+    def fn(x, top=False):
+        sat = _saturation(x)
+        if sat is None:
+            return None
+        a, z, lo, hi = sat
+        if not (isinstance(a, Bin) and a.op == "/" and isinstance(a.b, Const)):
+            return None
+        s = float(a.b.value)
+        if not (math.isfinite(s) and s > 0):
+            return None
+        num = transform(a.a, fn)
+        L, H = lo - z, hi - z
+        r = exact_reciprocal(s, L, H)
+        if r is None:
+            r = _reciprocal_on_domain(a.a, s, L, H, k, program)
+        v = Bin("*", num, Const(r)) if r is not None else Bin("/", num, Const(s))
+        notes.append((s, r))
+        saturating = top and bytes_out         # the conversion saturates to [-128, 127], NaN to 0
+        if not (saturating and lo <= -128 and _interval(a.a, k, program) is not None):     # may be NaN
+            v = Select(Bin(">=", v, Const(L)), v, Const(L))
+        if not (saturating and hi >= 127):
+            v = Select(Bin("<=", v, Const(H)), v, Const(H))
+        return Bin("-", Bin("+", v, Const(MAGIC)), Const(MAGIC - z))
+    out = fn(e, top=True)
+    out = transform(e, fn) if out is None else out
+    return out, notes
+
+
+def _reciprocal_on_domain(x, s, L, H, k, program):
+    """r (fl(1/s) or a neighbour) with equal quantized values on every value x takes, when x is
+    computed from at most MAX_COMBINATIONS combinations of integer leaves (int8/uint8 tensors,
+    a saturation's [lo, hi], a small constant tensor's values, a max pool of one of them);
+    else None."""
+    if not k.combine:
+        x = substitute_acc(x, k.body)       # a point-wise kernel's epilogue reads its body
+    leaves = []
+
+    def collect(e):
+        if (isinstance(e, (Load, Acc)) or _saturation(e) is not None) and e not in leaves:
+            leaves.append(e)
+            return e
+        return None
+    transform(x, collect)
+    ranges = [_values(e, k, program) for e in leaves]
+    if not ranges or any(v is None for v in ranges) or math.prod(len(v) for v in ranges) > MAX_COMBINATIONS:
+        return None
+    grids = np.meshgrid(*ranges, indexing="ij")
+    xs = _eval(x, {e: gr.ravel() for e, gr in zip(leaves, grids)})
+    if xs is None:
+        return None
+    s32 = np.float32(s)
+    with np.errstate(all="ignore"):
+        want = np.clip(np.rint(xs / s32), L, H)
+        r0 = np.float32(1.0) / s32
+        for d in sorted(range(-CANDIDATES, CANDIDATES + 1), key=abs):
+            r = np.int32(r0.view(np.int32) + d).view(np.float32)
+            if np.array_equal(np.clip(np.rint(xs * r), L, H), want, equal_nan=True):
+                return float(r)
+    return None
+
+
+def _values(e, k, program):
+    """Every float32 value leaf e can hold, or None."""
+    sat = _saturation(e)
+    if sat is not None:
+        return np.arange(sat[2], sat[3] + 1, dtype=np.float32)
+    if isinstance(e, Acc):      # a max reduction of a load: one of its values, or the start -inf
+        if k.combine != "max" or not isinstance(k.body, Load):
+            return None
+        vals = _values(k.body, k, program)
+        return None if vals is None else np.append(vals, np.float32(-np.inf))
+    g = program.graph
+    t = k.buffers[e.buf].tensor
+    if g.tensors[t].data is not None:
+        vals = np.unique(np.asarray(g.tensors[t].data, np.float32))
+    else:
+        dt = g.exact_ints.get(program.root(t), g.exact_ints.get(t))
+        if dt not in ("int8", "uint8"):
+            return None
+        vals = np.arange(RANGES[dt][0], RANGES[dt][1] + 1, dtype=np.float32)
+    return vals if e.pad is None else np.append(vals, np.float32(e.pad))
+
+
+def _eval(e, env):
+    """e in float32, one rounding per operation as the vector unit computes it; None for what
+    three_address.py would not compute as written (a division or a min/max against a nonzero
+    constant are rewritten there) or what this does not know."""
+    if e in env:
+        return env[e]
+    if isinstance(e, Const):
+        return np.float32(e.value)
+    if isinstance(e, Bin) and e.op in ("+", "-", "*", "max", "min"):
+        if e.op in ("max", "min") and not (isinstance(e.b, Const) and float(e.b.value) == 0.0):
+            return None
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        if a is None or b is None:
+            return None
+        with np.errstate(all="ignore"):
+            f = {"+": np.add, "-": np.subtract, "*": np.multiply, "max": np.maximum, "min": np.minimum}[e.op]
+            return np.asarray(f(a, b), np.float32)
+    return None
