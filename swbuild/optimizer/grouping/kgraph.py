@@ -67,6 +67,10 @@ def kernel_graph(program):
     for k in program.kernels:
         for r in written(program, k):
             writers.setdefault(r, []).append(k.name)
+    for x in sorted(program.slices):
+        r = program.root(x)
+        if r not in writers:    # no writer of its own: the kernel writing its container writes it (passes/siblings.py)
+            writers[r] = list(writers.get(program.root(program.slices[x][0]), ()))
     first = {}
     for k in program.kernels:
         rs = {program.root(b.tensor) for n, b in k.buffers.items() if n != k.out}
