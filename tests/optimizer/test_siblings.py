@@ -95,3 +95,51 @@ def test_merged_kernel_is_exact_under_the_emulator(tmp_path, target, mode):
     plan = _check(tmp_path, target, mode)
     ks = [k for e in plan["kernels"] for k in e.get("kernels", [e])]
     assert sum(k["op"] == "Conv" for k in ks) == 5, [k["name"] for k in ks]
+
+
+def window_model(stride_b=1):
+    """Two 3x3 convolutions (batch norm, Relu) of one input, each read by a 1x1."""
+    nodes, inits = [], []
+    for j, (co, s) in enumerate([(16, 1), (8, stride_b)]):
+        nodes += [helper.make_node("Conv", ["x", f"w{j}"], [f"c{j}"], pads=[1, 1, 1, 1], strides=[s, s]),
+                  helper.make_node("BatchNormalization", [f"c{j}", f"s{j}", f"b{j}", f"m{j}", f"v{j}"], [f"n{j}"]),
+                  helper.make_node("Relu", [f"n{j}"], [f"r{j}"]),
+                  helper.make_node("Conv", [f"r{j}", f"o{j}"], [f"y{j}"])]
+        inits += [(f"w{j}", rand(co, 16, 3, 3, seed=10 * j + 1, scale=0.1)), (f"s{j}", rand(co, seed=10 * j + 2)),
+                  (f"b{j}", rand(co, seed=10 * j + 3)), (f"m{j}", rand(co, seed=10 * j + 4)),
+                  (f"v{j}", rand(co, seed=10 * j + 5) ** 2 + 0.5), (f"o{j}", rand(4, co, 1, 1, seed=10 * j + 6))]
+    return make(nodes, [("x", [1, 16, 12, 12])], [("y0", [1, 4, 12, 12]), ("y1", [1, 4, 12 // stride_b, 12 // stride_b])],
+                inits)
+
+
+def test_windows_and_strides_must_match(monkeypatch):
+    monkeypatch.setattr(sb, "_DECISIONS", {})
+    monkeypatch.setattr(sb, "GAIN", 10.0)        # whatever the cost model says
+    p = _pass(window_model())
+    assert [k.axes[1].extent for k in p.kernels if k.op == "Conv"] == [24, 4, 4]
+    assert sum(k.op == "Conv" for k in _pass(window_model(stride_b=2)).kernels) == 4
+
+
+def test_merged_windows_are_exact_under_the_emulator(tmp_path, monkeypatch):
+    monkeypatch.setattr(sb, "_DECISIONS", {})
+    monkeypatch.setattr(sb, "GAIN", 10.0)
+    from swbuild.config import toolchain
+    from swbuild.driver import build, check
+    from swbuild.driver.compiler import compile_to
+    from swbuild.backends.launches import kernel_entries
+    from swbuild.backends.sunway.report import emulator_findings
+    model, tc = window_model(), toolchain.load("sunway-emu")
+    p, _ = compile_to(model, tc, tmp_path, "w")
+    plan = json.loads((tmp_path / f"{p.prefix}.plan.json").read_text())
+    assert sum(k["op"] == "Conv" for k in kernel_entries(plan["kernels"])) == 3
+    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "_runtime")
+    steps, _, exe = build.model_steps(tc, p.prefix, tmp_path, tmp_path, rt_lib)
+    build.run_steps(rt_steps + steps, log=lambda s: None)
+    x = rand(1, 16, 12, 12, seed=11)
+    monkeypatch.setenv("SWEMU_DMA", "random:3")
+    got, stats, err, code, _ = check.run_runner(exe, plan, {"x": x}, tmp_path)
+    assert code == 0, err
+    f = emulator_findings(plan, stats)
+    assert f["dma_mismatches"] == [] and f["write_conflicts"] == 0 and f["races"] == 0
+    ok, err, _, _ = check.compare(got, check.onnxruntime_reference(model, {"x": x}), 1e-4, 1e-5)
+    assert ok, err

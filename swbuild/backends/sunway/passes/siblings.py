@@ -1,4 +1,4 @@
-"""Sibling 1x1 convolutions that read one activation run as one kernel (Sunway).
+"""Sibling convolutions that read one activation run as one kernel (Sunway).
 
 An Inception module starts with 1x1 convolutions of one input (the 3x3 and 5x5 branches'
 reductions, and the 1x1 branch). Each is a kernel that reads the whole input again, and
@@ -7,13 +7,14 @@ Inception-v1's reductions move 1.7-4.2x their own compulsory bytes). Run as one 
 their weights stacked along the output channels, the input is read once for all of them
 and the output-channel axis is long enough to tile and share.
 
-The merged kernel writes one new tensor [1, sum of channels, H, W]; each sibling's output
-lives inside it at its channels' offset (`program.slices`, as a Concat's parts live in the
-Concat: at batch 1 a channel range is contiguous), so their readers do not change and no
-copy is made. Siblings merge when they have the same input, extents and epilogue (bias and
-activation, the per-channel constants stacked as the weights are), and no output is a graph
-input or output, a view, or already lives inside another tensor (the 1x1 branch written in
-place into its module's Concat stays alone).
+Siblings read the same activation the same way (window, strides, pads: the body is the same
+but for the weights), at batch 1, and have the same epilogue but for the values of its
+per-channel constants (bias, batch norm), which are stacked as the weights are. The merged
+kernel writes one new tensor [1, sum of channels, H, W]; each sibling's output lives inside it
+at its channels' offset (`program.slices`, as a Concat's parts live in the Concat: at batch 1
+a channel range is contiguous), so their readers do not change and no copy is made. An
+output that is a graph input or output, a view, or already lives inside another tensor (the
+1x1 branch written in place into its module's Concat) keeps its kernel alone.
 
 Only where the cost model says the merged kernel (its tile search) is faster than the
 siblings' kernels together; trials run like the tile searches (schedule/parallel.py),
@@ -22,14 +23,15 @@ decides what lives in a Concat) and before the memory plan.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ....config.recipe import option_on
 from ....ir.graph import Tensor
-from ....ir.loopnest import Load, iter_loads, transform
-from ..kinds.mesh_gemm import gemm_shape
+from ....ir.loopnest import Bin, Load, Var, iter_loads, transform
+from ..kinds.mesh_gemm import flat_offsets
 from ..schedule import parallel
 from ..schedule.ldm import Search, ldm_budget, pending_seconds, search_tiles, signature
 from ..schedule.passes import drop_untaken
@@ -40,28 +42,75 @@ _DECISIONS = {}     # ("siblings",) + the search signatures -> True: the merged 
 parallel.MEMOS.append(lambda: _DECISIONS)      # workers send decisions back with the tiles
 
 
-def _candidate(program, k):
-    """(GemmShape, output root) of a kernel that may merge, else None."""
-    if k.kind != "compute" or k.loop is not None or k.stages:
+@dataclass(frozen=True)
+class Conv:
+    """The roles of a convolution's buffers: activation x, weights w [CO, ...] indexed by the
+    output-channel axis alone in their first dimension, per-channel constants of the epilogue."""
+    x: str
+    w: str
+    vecs: tuple
+    CO: int
+
+
+def _conv(k, graph):
+    """Conv of a kernel the merge can take (a sum of x * w, w constant and indexed by the
+    output channel in its first dimension only, x not at all; epilogue constants per channel),
+    else None."""
+    if k.kind != "compute" or k.combine != "sum" or k.init != 0.0 or k.stages or k.loop is not None \
+            or any(k.out_offset) or len(k.axes) != 4 or k.axes[0].extent != 1:
         return None
-    g, _ = gemm_shape(k, program.graph)
-    if g is None or g.N != 1 or g.res:
+    co = k.axes[1].name
+    body = k.body
+    if not (isinstance(body, Bin) and body.op == "*" and isinstance(body.a, Load) and isinstance(body.b, Load)):
+        return None
+    const = lambda b: graph.tensors.get(k.buffers[b].tensor) is not None \
+        and graph.tensors[k.buffers[b].tensor].data is not None    # noqa: E731
+    w = next((ld for ld in (body.a, body.b) if const(ld.buf)), None)
+    x = body.b if w is body.a else body.a
+    if w is None or const(x.buf) or x.buf == w.buf or w.pad is not None:
+        return None
+    uses = lambda e: co in _vars(e)      # noqa: E731
+    if str(w.index[0]) != co or any(uses(e) for e in w.index[1:]) or any(uses(e) for e in x.index) \
+            or k.buffers[w.buf].shape[0] != k.axes[1].extent:
+        return None
+    vecs = []
+    for ld in iter_loads(k.epilogue):
+        if ld.pad is not None or not const(ld.buf) or flat_offsets(ld, k.buffers[ld.buf].shape) != {co: 1} \
+                or k.buffers[ld.buf].dtype != k.buffers[k.out].dtype:
+            return None
+        vecs.append(ld.buf)
+    return Conv(x.buf, w.buf, tuple(dict.fromkeys(vecs)), k.axes[1].extent)
+
+
+def _vars(e):
+    out = set()
+
+    def fn(x):
+        if isinstance(x, Var):
+            out.add(x.name)
+        return None
+    transform(e, fn)
+    return out
+
+
+def _candidate(program, k):
+    """Conv of a kernel that may merge, else None: its output is a whole tensor of its own."""
+    g = _conv(k, program.graph)
+    if g is None:
         return None
     out = k.buffers[k.out].tensor
     root = program.root(out)
     contained = {program.root(c) for c, _ in program.slices.values()}
     if (root != out or root in program.inputs or root in program.outputs or root in program.slices
-            or root in contained or any(program.root(a) == root for a in program.aliases)):
+            or root in contained or any(program.root(a) == root for a in program.aliases)
+            or tuple(k.buffers[k.out].shape) != tuple(a.extent for a in k.axes)):
         return None
-    consts = [program.graph.tensors.get(k.buffers[b].tensor) for b in (g.w, *g.vecs)]
-    if any(t is None or t.data is None for t in consts):
-        return None
-    return g, root
+    return g
 
 
-def _rename(k, g, to_k, to_g):
+def _rename(k, g, to_k, to_g, vecs=True):
     """k's body and epilogue with its buffer names as to_k's (by role), for comparison."""
-    names = {g.x: to_g.x, g.w: to_g.w, k.out: to_k.out, **dict(zip(g.vecs, to_g.vecs))}
+    names = {g.x: to_g.x, g.w: to_g.w, k.out: to_k.out, **(dict(zip(g.vecs, to_g.vecs)) if vecs else {})}
 
     def fn(e):
         return replace(e, buf=names.get(e.buf, e.buf), index=tuple(transform(i, fn) for i in e.index)) \
@@ -69,45 +118,63 @@ def _rename(k, g, to_k, to_g):
     return str(transform(k.body, fn)), str(transform(k.epilogue, fn))
 
 
-def _same_form(k1, g1, k2, g2):
-    """Whether k2 computes what k1 does but for its channel count and constants."""
-    if (g1.CI, g1.P, len(g1.vecs)) != (g2.CI, g2.P, len(g2.vecs)) or k1.combine != k2.combine \
+def _same_input(program, k1, g1, k2, g2):
+    """Whether k2 reads what k1 reads the way k1 does, but for its weights' values and its
+    channel count (its epilogue may differ)."""
+    if program.root(k1.buffers[g1.x].tensor) != program.root(k2.buffers[g2.x].tensor) \
+            or tuple(k1.buffers[g1.x].shape) != tuple(k2.buffers[g2.x].shape) or k1.combine != k2.combine \
             or [a.name for a in k1.axes] != [a.name for a in k2.axes] \
             or [(a.name, a.extent) for a in k1.reduce_axes] != [(a.name, a.extent) for a in k2.reduce_axes] \
-            or [a.extent for a in k1.axes[2:]] != [a.extent for a in k2.axes[2:]]:
+            or [a.extent for a in k1.axes[2:]] != [a.extent for a in k2.axes[2:]] \
+            or tuple(k1.buffers[g1.w].shape[1:]) != tuple(k2.buffers[g2.w].shape[1:]) \
+            or k1.buffers[k1.out].dtype != k2.buffers[k2.out].dtype:
         return False
-    return _rename(k2, g2, k1, g1) == (str(k1.body), str(k1.epilogue))
+    return _rename(k2, g2, k1, g1, vecs=False)[0] == str(k1.body)
+
+
+def _same_epilogue(k1, g1, k2, g2):
+    """Whether k2's epilogue is k1's but for its per-channel constants' values and lengths."""
+    if len(g1.vecs) != len(g2.vecs) or _rename(k2, g2, k1, g1)[1] != str(k1.epilogue):
+        return False
+    for a, b in zip(g1.vecs, g2.vecs):
+        d = _co_dim(k1, a)
+        sa, sb = list(k1.buffers[a].shape), list(k2.buffers[b].shape)
+        if len(sa) != len(sb) or sa[:d] + sa[d + 1:] != sb[:d] + sb[d + 1:]:
+            return False
+    return True
 
 
 def _co_dim(k, buf):
     """The dimension of `buf` that k's output-channel axis indexes."""
     co = k.axes[1].name
     ld = next(ld for ld in iter_loads(k.epilogue) if ld.buf == buf)
-    return next(d for d, e in enumerate(ld.index) if co in str(e))
+    return next(d for d, e in enumerate(ld.index) if co in _vars(e))
 
 
-def _stack(program, ks, gs, buf_of, dim, name):
-    """A new constant: the siblings' constants (buffer buf_of(g) of each) stacked along `dim`."""
-    parts = []
-    for k, g in zip(ks, gs):
-        b = k.buffers[buf_of(g)]
-        t = program.graph.tensors[b.tensor]
-        parts.append(np.asarray(t.data).reshape(b.shape))
+def _data(program, k, buf):
+    b = k.buffers[buf]
+    return np.asarray(program.graph.tensors[b.tensor].data).reshape(b.shape)
+
+
+def _stack(program, parts, dim, name):
+    """A new constant: `parts` (arrays) stacked along `dim`."""
     arr = np.ascontiguousarray(np.concatenate(parts, axis=dim)).astype(parts[0].dtype, copy=False)
     program.graph.tensors[name] = Tensor(name, tuple(arr.shape), arr.dtype.name, arr)
     return name, tuple(arr.shape)
 
 
 def _merged(program, ks, gs):
-    """The merged kernel and {sibling output: byte offset in the merged output}."""
+    """The merged kernel and {sibling output: byte offset in the merged output}: the weights
+    and the epilogue's per-channel constants stacked along the output channels."""
     k1, g1 = ks[0], gs[0]
     co = sum(g.CO for g in gs)
     bufs = dict(k1.buffers)
-    wname, wshape = _stack(program, ks, gs, lambda g: g.w, 0, f"%swsib:{k1.name}:{g1.w}")
+    wname, wshape = _stack(program, [_data(program, k, g.w) for k, g in zip(ks, gs)], 0, f"%swsib:{k1.name}:{g1.w}")
     bufs[g1.w] = replace(bufs[g1.w], tensor=wname, shape=wshape)
     for i, v in enumerate(g1.vecs):
-        vname, vshape = _stack(program, ks, gs, lambda g, i=i: g.vecs[i], _co_dim(k1, v), f"%swsib:{k1.name}:{v}")
-        bufs[v] = replace(bufs[v], tensor=vname, shape=vshape)
+        name, shape = _stack(program, [_data(program, k, g.vecs[i]) for k, g in zip(ks, gs)], _co_dim(k1, v),
+                             f"%swsib:{k1.name}:{v}")
+        bufs[v] = replace(bufs[v], tensor=name, shape=shape)
     ob = bufs[k1.out]
     oshape = (1, co, *ob.shape[2:])
     out = f"%swsib:{k1.name}"
@@ -116,7 +183,7 @@ def _merged(program, ks, gs):
     axes = (k1.axes[0], replace(k1.axes[1], extent=co), *k1.axes[2:])
     fused = tuple(x for k in ks[1:] for x in (k.node, *k.fused))
     merged = replace(k1, axes=axes, buffers=bufs, fused=(*k1.fused, *fused), schedule=None)
-    plane = g1.P * np.dtype(program.graph.tensors[out].dtype).itemsize
+    plane = math.prod(oshape[2:]) * np.dtype(program.graph.tensors[out].dtype).itemsize
     offsets, c = {}, 0
     for k, g in zip(ks, gs):
         offsets[k.buffers[k.out].tensor] = c * plane
@@ -150,12 +217,14 @@ def _groups(program):
     for i, k in enumerate(program.kernels):
         c = _candidate(program, k)
         if c is not None:
-            by_input.setdefault(program.root(k.buffers[c[0].x].tensor), []).append((i, c[0]))
+            by_input.setdefault(program.root(k.buffers[c.x].tensor), []).append((i, c))
     out = []
     for _, members in sorted(by_input.items(), key=lambda kv: kv[1][0][0]):
         while members:
             i0, g0 = members[0]
-            same = [(i, g) for i, g in members if _same_form(program.kernels[i0], g0, program.kernels[i], g)]
+            k0 = program.kernels[i0]
+            same = [(i, g) for i, g in members if _same_input(program, k0, g0, program.kernels[i], g)
+                    and _same_epilogue(k0, g0, program.kernels[i], g)]
             members = [m for m in members if m not in same]
             if len(same) > 1:
                 out.append(same)
