@@ -18,15 +18,16 @@ from swbuild.backends.sunway.schedule.passes import SunwayState
 from swbuild.optimizer.memory import inplace_concat
 
 
-def module_model(relu_b=True, c=64, hw=14):
+def module_model(relu_b=True, c=64, hw=14, head=False):
     """An Inception-like module: reductions a (24) and b (8) feed a 3x3 and a 5x5, branch c (16)
-    goes straight into the Concat; a 1x1 after the Concat, so its parts live inside it."""
+    goes straight into the Concat, last (or first: `head`, as Inception's 1x1 branch); a 1x1
+    after the Concat, so its parts live inside it."""
     nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["ca"]), helper.make_node("Relu", ["ca"], ["ra"]),
              helper.make_node("Conv", ["ra", "w3"], ["ya"], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["x", "wb", "bb"], ["cb" if relu_b else "rb"]),
              helper.make_node("Conv", ["rb", "w5"], ["yb"], pads=[2, 2, 2, 2]),
              helper.make_node("Conv", ["x", "wc", "bc"], ["cc"]), helper.make_node("Relu", ["cc"], ["rc"]),
-             helper.make_node("Concat", ["ya", "yb", "rc"], ["cat"], axis=1),
+             helper.make_node("Concat", ["rc", "ya", "yb"] if head else ["ya", "yb", "rc"], ["cat"], axis=1),
              helper.make_node("Conv", ["cat", "wo"], ["y"])]
     if relu_b:
         nodes.insert(4, helper.make_node("Relu", ["cb"], ["rb"]))
@@ -76,9 +77,27 @@ def test_different_epilogues_and_the_option_off(monkeypatch):
     assert sum(k.op == "Conv" for k in _pass(module_model(), options={"siblings": "off"}).kernels) == 6
 
 
-def _check(tmp_path, target, mode):
+def test_the_head_of_a_concat_joins_last(monkeypatch):
+    """Branch c heads the Concat: it joins the reductions as their last channels, and the
+    merged output and the Concat overlap in one tensor at c's channels."""
+    monkeypatch.setattr(sb, "_DECISIONS", {})
+    monkeypatch.setattr(sb, "GAIN", 10.0)
+    p = _pass(module_model(head=True))
+    (m,) = [k for k in p.kernels if k.op == "Conv" and k.axes[1].extent == 48]
+    out = m.buffers[m.out].tensor
+    outer, at = p.slices[out]
+    plane = 14 * 14 * 4
+    assert at == 0 and p.graph.tensors[outer].shape == (1, 32 + 40, 14, 14)    # a, b, then the Concat
+    (cat,) = [t for t, (c, _) in p.slices.items() if c == outer and t != out]
+    assert p.slices[cat] == (outer, 32 * plane) and p.graph.tensors[cat].shape == (1, 40, 14, 14)
+    (rc,) = [t for t, v in p.slices.items() if v == (out, 32 * plane)]
+    assert p.graph.tensors[rc].shape == (1, 16, 14, 14)
+    assert sum(k.op == "Conv" for k in p.kernels) == 4
+
+
+def _check(tmp_path, target, mode, head=False):
     f = tmp_path / "mod.onnx"
-    onnx.save(module_model(), f)
+    onnx.save(module_model(head=head), f)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWEMU_")}
     env["SWEMU_DMA"] = mode
     r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(f), "--target", target, "-o",
@@ -90,11 +109,12 @@ def _check(tmp_path, target, mode):
     return json.loads((tmp_path / "out" / "mod.plan.json").read_text())
 
 
-@pytest.mark.parametrize("target, mode", [("sunway-emu", "random:7"), ("sunway-pro-emu", "wait")])
-def test_merged_kernel_is_exact_under_the_emulator(tmp_path, target, mode):
-    plan = _check(tmp_path, target, mode)
+@pytest.mark.parametrize("target, mode, head", [("sunway-emu", "random:7", False), ("sunway-pro-emu", "wait", False),
+                                                ("sunway-emu", "random:5", True)])
+def test_merged_kernel_is_exact_under_the_emulator(tmp_path, target, mode, head):
+    plan = _check(tmp_path, target, mode, head)
     ks = [k for e in plan["kernels"] for k in e.get("kernels", [e])]
-    assert sum(k["op"] == "Conv" for k in ks) == 5, [k["name"] for k in ks]
+    assert sum(k["op"] == "Conv" for k in ks) == 5 - head, [k["name"] for k in ks]
 
 
 def window_model(stride_b=1):

@@ -13,8 +13,13 @@ per-channel constants (bias, batch norm), which are stacked as the weights are. 
 kernel writes one new tensor [1, sum of channels, H, W]; each sibling's output lives inside it
 at its channels' offset (`program.slices`, as a Concat's parts live in the Concat: at batch 1
 a channel range is contiguous), so their readers do not change and no copy is made. An
-output that is a graph input or output, a view, or already lives inside another tensor (the
-1x1 branch written in place into its module's Concat) keeps its kernel alone.
+output that is a graph input or output or a view keeps its kernel alone.
+
+The 1x1 branch is written in place as the first part of its module's Concat. It may join as
+the last sibling: a new tensor holds the merged output at byte 0 and the Concat right after
+the other siblings' channels, so the 1x1 branch's channels are both the merged output's last
+and the Concat's first (grouping/kgraph.py counts a whole tensor's writer as the writer of
+every tensor its bytes meet).
 
 Only where the cost model says the merged kernel (its tile search) is faster than the
 siblings' kernels together; trials run like the tile searches (schedule/parallel.py),
@@ -94,18 +99,28 @@ def _vars(e):
 
 
 def _candidate(program, k):
-    """Conv of a kernel that may merge, else None: its output is a whole tensor of its own."""
+    """(Conv, head) of a kernel that may merge, else None: its output is a whole tensor of its
+    own (head None), or the first part of a Concat written in place (head: the Concat's
+    output, which lives in no other tensor)."""
     g = _conv(k, program.graph)
     if g is None:
         return None
     out = k.buffers[k.out].tensor
     root = program.root(out)
     contained = {program.root(c) for c, _ in program.slices.values()}
-    if (root != out or root in program.inputs or root in program.outputs or root in program.slices
-            or root in contained or any(program.root(a) == root for a in program.aliases)
+    external = set(program.inputs) | set(program.outputs)
+    if (root != out or root in external or root in contained or any(program.root(a) == root for a in program.aliases)
             or tuple(k.buffers[k.out].shape) != tuple(a.extent for a in k.axes)):
         return None
-    return g
+    if root not in program.slices:
+        return g, None
+    cat, off = program.slices[root]
+    cat = program.root(cat)
+    t = program.graph.tensors[cat]
+    if off or cat in program.slices or cat in external or any(program.root(a) == cat for a in program.aliases) \
+            or len(t.shape) != 4 or tuple(t.shape[2:]) != tuple(a.extent for a in k.axes[2:]):
+        return None
+    return g, cat
 
 
 def _rename(k, g, to_k, to_g, vecs=True):
@@ -163,9 +178,11 @@ def _stack(program, parts, dim, name):
     return name, tuple(arr.shape)
 
 
-def _merged(program, ks, gs):
-    """The merged kernel and {sibling output: byte offset in the merged output}: the weights
-    and the epilogue's per-channel constants stacked along the output channels."""
+def _merged(program, ks, gs, head=None):
+    """(The merged kernel, where tensors now live {tensor: (container, byte offset)}, new
+    tensors no kernel names): the weights and the epilogue's per-channel constants stacked
+    along the output channels, the siblings' outputs inside the merged one. With `head`, the
+    last sibling's output heads that Concat (module doc)."""
     k1, g1 = ks[0], gs[0]
     co = sum(g.CO for g in gs)
     bufs = dict(k1.buffers)
@@ -184,11 +201,20 @@ def _merged(program, ks, gs):
     fused = tuple(x for k in ks[1:] for x in (k.node, *k.fused))
     merged = replace(k1, axes=axes, buffers=bufs, fused=(*k1.fused, *fused), schedule=None)
     plane = math.prod(oshape[2:]) * np.dtype(program.graph.tensors[out].dtype).itemsize
-    offsets, c = {}, 0
+    placed, c = {}, 0
     for k, g in zip(ks, gs):
-        offsets[k.buffers[k.out].tensor] = c * plane
+        placed[k.buffers[k.out].tensor] = (out, c * plane)
         c += g.CO
-    return merged, out, offsets
+    if head is None:
+        return merged, placed, set()
+    # the last sibling heads Concat `head`: the merged output and the Concat overlap in one new
+    # tensor, the free siblings' channels first, so the last one's bytes are the Concat's first
+    cat = program.graph.tensors[head]
+    outer = f"%swsib:{k1.name}:outer"
+    lead = (co - gs[-1].CO) * plane
+    program.graph.tensors[outer] = Tensor(outer, (1, co - gs[-1].CO + cat.shape[1], *cat.shape[2:]), cat.dtype)
+    placed.update({out: (outer, 0), head: (outer, lead)})
+    return merged, placed, {outer}
 
 
 class _Trial:
@@ -212,48 +238,54 @@ def _decide(t):
 
 
 def _groups(program):
-    """Kernel indices of sibling sets (two or more, program order), each with its GemmShapes."""
+    """Sibling sets (two or more): [(kernel index, Conv, head)], the kernels whose output is
+    a whole tensor in program order, then at most one that heads a Concat."""
     by_input = {}
     for i, k in enumerate(program.kernels):
         c = _candidate(program, k)
         if c is not None:
-            by_input.setdefault(program.root(k.buffers[c.x].tensor), []).append((i, c))
+            by_input.setdefault(program.root(k.buffers[c[0].x].tensor), []).append((i, *c))
     out = []
     for _, members in sorted(by_input.items(), key=lambda kv: kv[1][0][0]):
         while members:
-            i0, g0 = members[0]
+            i0, g0, _ = members[0]
             k0 = program.kernels[i0]
-            same = [(i, g) for i, g in members if _same_input(program, k0, g0, program.kernels[i], g)
-                    and _same_epilogue(k0, g0, program.kernels[i], g)]
+            same = [m for m in members if _same_input(program, k0, g0, program.kernels[m[0]], m[1])
+                    and _same_epilogue(k0, g0, program.kernels[m[0]], m[1])]
             members = [m for m in members if m not in same]
-            if len(same) > 1:
-                out.append(same)
+            free = [m for m in same if m[2] is None]
+            heads = [m for m in same if m[2] is not None]
+            members += heads[1:]
+            if free and len(free) + len(heads[:1]) > 1:
+                out.append(free + heads[:1])
     return out
 
 
 def merge_siblings(program, target, options):
-    """Option `siblings`: 1x1 convolutions of one input as one kernel where it models faster (module doc)."""
+    """Option `siblings`: convolutions of one input as one kernel where it models faster (module doc)."""
     if not option_on(options, "siblings") or program.graph is None:
         return program
     before = set(program.graph.tensors)
     trials = []
     for same in _groups(program):
-        idx = [i for i, _ in same]
-        trials.append(_Trial(program, target, options, idx, _merged(program, [program.kernels[i] for i in idx],
-                                                                      [g for _, g in same])))
+        idx = [m[0] for m in same]
+        trials.append(_Trial(program, target, options, idx,
+                             _merged(program, [program.kernels[i] for i in idx], [m[1] for m in same], same[-1][2])))
     parallel.prefetch_trials(_decide, trials, _DECISIONS, _Trial.work)
-    drop, at = set(), {}
+    drop, at, keep = set(), {}, set()
     for t in trials:
         if not _decide(t):
             continue
-        merged, out, offsets = t.merged
-        at[t.idx[0]] = merged
-        drop.update(t.idx[1:])
-        program.slices = {**program.slices, **{x: (out, off) for x, off in offsets.items()}}
+        merged, placed, outer = t.merged
+        first = min(t.idx)          # every sibling's inputs exist there: one activation, constants
+        at[first] = merged
+        drop.update(set(t.idx) - {first})
+        program.slices = {**program.slices, **placed}
+        keep.update(outer)
         program.notes.append(f"{merged.name}: siblings {', '.join(program.kernels[i].name for i in t.idx)} "
-                             f"as one kernel writing {out}")
+                             f"as one kernel writing {merged.buffers[merged.out].tensor}")
     program.kernels = [at.get(i, k) for i, k in enumerate(program.kernels) if i not in drop]
-    drop_untaken(program, before)     # the stacked constants and outputs of merges not taken
+    drop_untaken(program, before | keep)     # the stacked constants and outputs of merges not taken
     return program
 
 
