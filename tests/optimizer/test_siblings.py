@@ -117,17 +117,24 @@ def test_merged_kernel_is_exact_under_the_emulator(tmp_path, target, mode, head)
     assert sum(k["op"] == "Conv" for k in ks) == 5 - head, [k["name"] for k in ks]
 
 
-def window_model(stride_b=1):
-    """Two 3x3 convolutions (batch norm, Relu) of one input, each read by a 1x1."""
+def window_model(stride_b=1, scale_shift=False):
+    """Two 3x3 convolutions (batch norm, or `scale_shift`: Mul and Add of [C, 1, 1] constants
+    as light Inception-v2 has them; Relu) of one input, each read by a 1x1."""
     nodes, inits = [], []
     for j, (co, s) in enumerate([(16, 1), (8, stride_b)]):
-        nodes += [helper.make_node("Conv", ["x", f"w{j}"], [f"c{j}"], pads=[1, 1, 1, 1], strides=[s, s]),
-                  helper.make_node("BatchNormalization", [f"c{j}", f"s{j}", f"b{j}", f"m{j}", f"v{j}"], [f"n{j}"]),
-                  helper.make_node("Relu", [f"n{j}"], [f"r{j}"]),
+        nodes.append(helper.make_node("Conv", ["x", f"w{j}"], [f"c{j}"], pads=[1, 1, 1, 1], strides=[s, s]))
+        if scale_shift:
+            nodes += [helper.make_node("Mul", [f"c{j}", f"s{j}"], [f"p{j}"]),
+                      helper.make_node("Add", [f"p{j}", f"b{j}"], [f"n{j}"])]
+            inits += [(f"s{j}", rand(co, 1, 1, seed=10 * j + 7)), (f"b{j}", rand(co, 1, 1, seed=10 * j + 8))]
+        else:
+            nodes.append(helper.make_node("BatchNormalization", [f"c{j}", f"s{j}", f"b{j}", f"m{j}", f"v{j}"],
+                                          [f"n{j}"]))
+            inits += [(f"s{j}", rand(co, seed=10 * j + 2)), (f"b{j}", rand(co, seed=10 * j + 3)),
+                      (f"m{j}", rand(co, seed=10 * j + 4)), (f"v{j}", rand(co, seed=10 * j + 5) ** 2 + 0.5)]
+        nodes += [helper.make_node("Relu", [f"n{j}"], [f"r{j}"]),
                   helper.make_node("Conv", [f"r{j}", f"o{j}"], [f"y{j}"])]
-        inits += [(f"w{j}", rand(co, 16, 3, 3, seed=10 * j + 1, scale=0.1)), (f"s{j}", rand(co, seed=10 * j + 2)),
-                  (f"b{j}", rand(co, seed=10 * j + 3)), (f"m{j}", rand(co, seed=10 * j + 4)),
-                  (f"v{j}", rand(co, seed=10 * j + 5) ** 2 + 0.5), (f"o{j}", rand(4, co, 1, 1, seed=10 * j + 6))]
+        inits += [(f"w{j}", rand(co, 16, 3, 3, seed=10 * j + 1, scale=0.1)), (f"o{j}", rand(4, co, 1, 1, seed=10 * j + 6))]
     return make(nodes, [("x", [1, 16, 12, 12])], [("y0", [1, 4, 12, 12]), ("y1", [1, 4, 12 // stride_b, 12 // stride_b])],
                 inits)
 
@@ -135,12 +142,14 @@ def window_model(stride_b=1):
 def test_windows_and_strides_must_match(monkeypatch):
     monkeypatch.setattr(sb, "_DECISIONS", {})
     monkeypatch.setattr(sb, "GAIN", 10.0)        # whatever the cost model says
-    p = _pass(window_model())
-    assert [k.axes[1].extent for k in p.kernels if k.op == "Conv"] == [24, 4, 4]
+    for scale_shift in (False, True):
+        p = _pass(window_model(scale_shift=scale_shift))
+        assert [k.axes[1].extent for k in p.kernels if k.op == "Conv"] == [24, 4, 4], scale_shift
     assert sum(k.op == "Conv" for k in _pass(window_model(stride_b=2)).kernels) == 4
 
 
-def test_merged_windows_are_exact_under_the_emulator(tmp_path, monkeypatch):
+@pytest.mark.parametrize("scale_shift", [False, True])
+def test_merged_windows_are_exact_under_the_emulator(tmp_path, monkeypatch, scale_shift):
     monkeypatch.setattr(sb, "_DECISIONS", {})
     monkeypatch.setattr(sb, "GAIN", 10.0)
     from swbuild.config import toolchain
@@ -148,7 +157,7 @@ def test_merged_windows_are_exact_under_the_emulator(tmp_path, monkeypatch):
     from swbuild.driver.compiler import compile_to
     from swbuild.backends.launches import kernel_entries
     from swbuild.backends.sunway.report import emulator_findings
-    model, tc = window_model(), toolchain.load("sunway-emu")
+    model, tc = window_model(scale_shift=scale_shift), toolchain.load("sunway-emu")
     p, _ = compile_to(model, tc, tmp_path, "w")
     plan = json.loads((tmp_path / f"{p.prefix}.plan.json").read_text())
     assert sum(k["op"] == "Conv" for k in kernel_entries(plan["kernels"])) == 3

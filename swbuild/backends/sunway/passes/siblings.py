@@ -35,7 +35,7 @@ import numpy as np
 
 from ....config.recipe import option_on
 from ....ir.graph import Tensor
-from ....ir.loopnest import Bin, Load, Var, iter_loads, transform
+from ....ir.loopnest import Bin, Load, Var, affine, iconst, iter_loads, transform
 from ..kinds.mesh_gemm import flat_offsets
 from ..schedule import parallel
 from ..schedule.ldm import Search, ldm_budget, pending_seconds, search_tiles, signature
@@ -96,6 +96,26 @@ def _vars(e):
         return None
     transform(e, fn)
     return out
+
+
+def _without_unit_axes(k):
+    """k with its epilogue's indices rid of the axes of extent 1 (always 0): batch norm's
+    constants read at `n * C + co` at batch 1, C differing between siblings, read at `co`."""
+    unit = {a.name for a in k.axes if a.extent == 1}
+
+    def index(e):
+        a = affine(e)
+        if a is None or not unit & set(a):
+            return e
+        out = iconst(a.get(None, 0))
+        for v, c in sorted((v, c) for v, c in a.items() if v is not None and v not in unit and c):
+            out = Var(v) if out == iconst(0) and c == 1 else out + (Var(v) if c == 1 else Var(v) * iconst(c))
+        return out
+
+    def fn(e):
+        return replace(e, index=tuple(index(i) for i in e.index)) if isinstance(e, Load) else None
+    epilogue = transform(k.epilogue, fn)
+    return k if str(epilogue) == str(k.epilogue) else replace(k, epilogue=epilogue)
 
 
 def _candidate(program, k):
@@ -242,6 +262,7 @@ def _groups(program):
     a whole tensor in program order, then at most one that heads a Concat."""
     by_input = {}
     for i, k in enumerate(program.kernels):
+        k = _without_unit_axes(k)
         c = _candidate(program, k)
         if c is not None:
             by_input.setdefault(program.root(k.buffers[c[0].x].tensor), []).append((i, *c))
@@ -249,9 +270,9 @@ def _groups(program):
     for _, members in sorted(by_input.items(), key=lambda kv: kv[1][0][0]):
         while members:
             i0, g0, _ = members[0]
-            k0 = program.kernels[i0]
+            k0 = _without_unit_axes(program.kernels[i0])
             same = [m for m in members if _same_input(program, k0, g0, program.kernels[m[0]], m[1])
-                    and _same_epilogue(k0, g0, program.kernels[m[0]], m[1])]
+                    and _same_epilogue(k0, g0, _without_unit_axes(program.kernels[m[0]]), m[1])]
             members = [m for m in members if m not in same]
             free = [m for m in same if m[2] is None]
             heads = [m for m in same if m[2] is not None]
@@ -269,8 +290,8 @@ def merge_siblings(program, target, options):
     trials = []
     for same in _groups(program):
         idx = [m[0] for m in same]
-        trials.append(_Trial(program, target, options, idx,
-                             _merged(program, [program.kernels[i] for i in idx], [m[1] for m in same], same[-1][2])))
+        trials.append(_Trial(program, target, options, idx, _merged(
+            program, [_without_unit_axes(program.kernels[i]) for i in idx], [m[1] for m in same], same[-1][2])))
     parallel.prefetch_trials(_decide, trials, _DECISIONS, _Trial.work)
     drop, at, keep = set(), {}, set()
     for t in trials:
