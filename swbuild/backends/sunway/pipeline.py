@@ -20,6 +20,7 @@ from .schedule.split import split_reductions
 from .passes.prefetch import prefetch_next_kernel
 from .passes.stitch import group_launches
 from .passes.stitch_producers import stitch_producers
+from .passes.siblings import merge_siblings
 from .passes.subsample import subsample_inputs
 
 STATE = SunwayState
@@ -50,6 +51,7 @@ def options_for(program, options):
 PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     inplace_concat,             # Concat inputs written in place: their copy kernels vanish
+    merge_siblings,             # 1x1 convolutions of one input as one kernel, outputs inside its output
     subsample_inputs,           # strided activation reads (stride-2 1x1 convolutions) from a dense copy
     split_reductions,           # long reductions with small outputs split over the CPEs
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope

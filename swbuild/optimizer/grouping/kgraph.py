@@ -52,6 +52,32 @@ def containing(program, root):
     return out
 
 
+def _placed(program, root):
+    """(outermost container, byte offset) of a root (itself at 0 when it lives in none)."""
+    off = 0
+    while root in program.slices:
+        c, d = program.slices[root]
+        root, off = program.root(c), off + d
+    return root, off
+
+
+def _overlapping(program, root):
+    """The roots living in the same container as `root` whose bytes meet its bytes, but for
+    the ones it lives inside (`containing`): siblings.py places a kernel's output over the
+    head of a Concat it does not live in."""
+    if not program.slices:
+        return []
+    top, lo = _placed(program, root)
+    hi = lo + program.graph.tensors[root].nbytes
+    inside = set(containing(program, root))
+    out = []
+    for x in sorted({program.root(t) for t in program.slices} | {program.root(c) for c, _ in program.slices.values()}):
+        t, a = _placed(program, x)
+        if t == top and x not in inside and a < hi and lo < a + program.graph.tensors[x].nbytes:
+            out.append(x)
+    return out
+
+
 def out_root(program, k):
     return program.root(k.buffers[k.out].tensor)
 
@@ -67,6 +93,11 @@ def kernel_graph(program):
     for k in program.kernels:
         for r in written(program, k):
             writers.setdefault(r, []).append(k.name)
+    for k in program.kernels:     # a whole tensor's writer writes every tensor its bytes hold (passes/siblings.py)
+        for r in _overlapping(program, out_root(program, k)):
+            if k.name not in writers.setdefault(r, []) and not any(k.out_offset) \
+                    and tuple(k.buffers[k.out].shape) == tuple(g.tensors[out_root(program, k)].shape):
+                writers[r].append(k.name)
     first = {}
     for k in program.kernels:
         rs = {program.root(b.tensor) for n, b in k.buffers.items() if n != k.out}

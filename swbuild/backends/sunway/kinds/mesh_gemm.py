@@ -101,7 +101,7 @@ def gemm_shape(k, graph=None):
     vecs, res = [], []
     for ld in iter_loads(k.epilogue):
         b = k.buffers[ld.buf]
-        flat = _flat(ld, b.shape)
+        flat = flat_offsets(ld, b.shape)
         if ld.pad is not None or flat is None or b.dtype != "float32":
             return None, f"epilogue load {ld.buf} is not affine"
         # where it reads in its tensor, as a function of the output point
@@ -116,7 +116,7 @@ def gemm_shape(k, graph=None):
     return GemmShape(N, CO, CI, H * W, x.buf, w.buf, k.out, tuple(dict.fromkeys(vecs)), tuple(dict.fromkeys(res))), ""
 
 
-def _flat(ld, shape):
+def flat_offsets(ld, shape):
     """{var: coefficient} of the element offset a load reads (constants included under None,
     dropped when 0), or None when not affine."""
     out = {}
