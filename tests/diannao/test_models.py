@@ -36,7 +36,7 @@ def test_mini_cnn_matches_onnxruntime(mini, part):
     kernels = kernel_entries(plan["kernels"])       # grouped launches opened up
     cls = {k["node"]: k["class"] for k in kernels}
     assert cls["c1"] == cls["c2"] == "conv" and cls["p1"] == cls["p2"] == "pool" and cls["fc"] == "gemm"
-    assert cls["l1"] == "scalar"                  # LRN: no instruction describes it
+    assert cls["l1"] == "lrn"                     # LRN: vector unit, schedule/lrn.py
     conv2 = next(k for k in kernels if k["node"] == "c2")
     assert conv2["tensorized_statements"] == conv2["compute_statements"]
     assert plan["tensorized_fraction"] > 0.85

@@ -186,6 +186,7 @@ DESCRIPTIONS = [
     _unary("__bang_active_sigmoid", Un("sigmoid", a_i)),
     _unary("__bang_active_tanh", Un("tanh", a_i)),
     _unary("__bang_active_exp", Un("exp", a_i)),
+    _unary("__bang_active_log", Un("log", a_i)),
     _fix("__bang_float2int8_rn", "to_int8"),
     _fix("__bang_float2int16_rn", "to_int16"),
     _fix("__bang_int82float", "from_int8"),      # a byte-stored int8 activation read as float (schedule/narrow.py)
@@ -223,6 +224,7 @@ def cycles(name, params, hw):
             hw["transpose_cycles_per_chunk"]
     if name == "__memset_nram" or (name.startswith("__bang_") and name not in ("__bang_conv", "__bang_maxpool", "__bang_avgpool")):
         nbytes = int(params.get("n", 1)) * 4
-        per = hw["transcendental_cycles_per_chunk"] if name in ("__bang_active_sigmoid", "__bang_active_tanh", "__bang_active_exp") else 1
+        per = hw["transcendental_cycles_per_chunk"] if name in ("__bang_active_sigmoid", "__bang_active_tanh", "__bang_active_exp",
+                                                                    "__bang_active_log") else 1
         return hw["vector_startup_cycles"] + -(-nbytes // vb) * per
     return hw["memcpy_startup_cycles"]

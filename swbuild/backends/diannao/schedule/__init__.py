@@ -14,6 +14,7 @@ Kernel classes:
                rows split over tasks (weights shared through SRAM) or output-channel
                blocks split over tasks (each task its own weights)
   pool         MaxPool / AveragePool with a constant window count: HWC tiles with halo
+  lrn          LRN: [C][T] tiles, the channel window as row-shifted adds (lrn.py)
   scalar       anything else: scalar C on GDRAM, counted as not tensorized
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
 from .integer import INTEGER_OPS, integer_as_conv
+from .lrn import sched_lrn
 from .narrow import saturated_store
 
 
@@ -49,6 +51,8 @@ def schedule_kernel(k, program, tc, layouts, store):
         attempts.append(lambda kb: sched_conv(kb))
     if k.op in POOL_OPS:
         attempts.append(lambda kb: sched_conv(kb, pool=True))
+    if k.op == "LRN":
+        attempts.append(sched_lrn)
     if not k.combine:
         attempts.append(sched_elementwise)
     if k.extra.get("fixed_point"):       # the int8 tile pads Ci to 64: when it does not fit, the float one
