@@ -152,6 +152,13 @@ def _fix(name, op):
                 emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.val('n')}, 0);")
 
 
+def _reduce(name, combine):
+    """dst[0] = max / sum of a[0 .. n) (bangemu: dst holds one 128-B vector)."""
+    return Desc(name, "compute", (), Load("dst", (Const(0, "int"),)), a_i, red=((i, n),), combine=combine,
+                space={"dst": "NRAM", "a": "NRAM"}, rules=_vec("dst", "a"),
+                emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.val('n')});")
+
+
 def _pool(name, combine):
     return Desc(name, "compute", ((ho, Ho), (wo, Wo), (c, C)), Load("dst", ((ho * Wo + wo) * C + c,)),
                 Load("src", (((ho * sh + y) * W + wo * sw + x) * C + c,)), red=((y, kh), (x, kw)),
@@ -187,6 +194,8 @@ DESCRIPTIONS = [
     _unary("__bang_active_tanh", Un("tanh", a_i)),
     _unary("__bang_active_exp", Un("exp", a_i)),
     _unary("__bang_active_log", Un("log", a_i)),
+    _reduce("__bang_max", "max"),
+    _reduce("__bang_sum", "sum"),
     _fix("__bang_float2int8_rn", "to_int8"),
     _fix("__bang_float2int16_rn", "to_int16"),
     _fix("__bang_int82float", "from_int8"),      # a byte-stored int8 activation read as float (schedule/narrow.py)
