@@ -1,6 +1,6 @@
 """Row reductions on the vector unit (schedule/rowreduce.py): softmax's max and sum over a
 contiguous axis, a row per __bang_max / __bang_sum with the padding lanes at the combine's
-identity; the rows' results go out with one strided copy a task."""
+identity; each row's result goes out at once."""
 import numpy as np
 from onnx import helper
 
@@ -41,3 +41,16 @@ def test_reduce_max_and_sum_keepdims(tc, tmp_path):
     plan, ks = _run(tc, m, x, tmp_path)
     assert sorted(c for c, _ in ks.values()) == ["rowreduce", "rowreduce"]
     assert all(k["instructions"].get("scalar_ops", 0) == 0 for _, k in ks.values())
+
+
+def test_attention_scores_softmax(tc, tmp_path):
+    """Softmax over the last axis of [1, 4, 16, 16] scores between two MatMuls: 4 rows a task,
+    each reading its row max (a scalar per row) inside its own tile."""
+    from onnx_builders import rand
+    m = make([helper.make_node("MatMul", ["x", "k"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["y"])],
+             [("x", [1, 4, 16, 8])], [("y", [1, 4, 16, 8])], [("k", rand(1, 4, 8, 16, seed=1)), ("v", rand(1, 4, 16, 8, seed=2))])
+    x = rand(1, 4, 16, 8, seed=3, scale=2.0)
+    plan, ks = _run(tc, m, x, tmp_path)
+    red = [k for c, k in ks.values() if c == "rowreduce"]
+    assert sorted(k["instructions"].get("__bang_max", 0) + k["instructions"].get("__bang_sum", 0) for k in red) == [64, 64]

@@ -5,7 +5,7 @@ Per row: the row copied to NRAM (D floats, padded to the vector size), the body 
 over it in three-address form (softmax's sum: x - max as `__bang_sub_scalar`, then
 `__bang_active_exp`), the padding lanes filled with the combine's identity (-inf for max,
 0 for sum), then `__bang_max` / `__bang_sum` into the row's own 128-B slot of a result
-buffer. A task's rows go out with one strided copy (a 4-B segment per row). Rows whose
+buffer, stored at once (a 4-B copy). Rows whose
 padded length does not fit NRAM, other combines, epilogues other than the reduced value
 and reductions over a strided axis stay scalar.
 """
@@ -78,20 +78,19 @@ def sched_rowreduce(kb):
             # a task past the last row skips the whole row: one run-time guard around it (the row
             # max read and its users in one C scope)
             when = guards(ge(Bin("-", iconst(O - 1), r))) if 16 * R0 > O else ()
-            exists = ()
             st, leaf = [], {}
             for i, ld in enumerate(loads):
                 g = kb.gparam(k.buffers[ld.buf].tensor)
                 base = simp(Bin("+", iconst(acc[i].get(None, 0)), Bin("*", r, iconst(stride[i]))))
                 if i in row:
                     st.append(Stmt("copy", Load(f"x{i}", (ln,)), Load(g, (simp(Bin("+", base, ln)),)),
-                                   [SLoop("ln", iconst(0), iconst(D))], guard=exists, sid=kb.sid("copy", "in")))
+                                   [SLoop("ln", iconst(0), iconst(D))], sid=kb.sid("copy", "in")))
                     leaf[ld] = Operand("buf", f"x{i}")
                 else:
-                    st.append(ScalarLoad(f"v{i}", Load(g, (base,)), guard=exists))
+                    st.append(ScalarLoad(f"v{i}", Load(g, (base,))))
                     leaf[ld] = Operand("scalar", Var(f"v{i}"))
             ta = ThreeAddress(kb, "r", lambda: iconst(Dp))
-            v = ta.run(k.body, lambda ld: leaf[ld], exists)
+            v = ta.run(k.body, lambda ld: leaf[ld], ())
             for name in sorted(ta.temps):
                 if name not in kb.bufs:
                     kb.alloc("NRAM", name, Dp)
@@ -100,17 +99,16 @@ def sched_rowreduce(kb):
                 raise Unschedulable("row reduction of a constant")
             if Dp > D:      # the padding lanes hold the combine's identity
                 st.append(Stmt("fill", Load(v.ref, (simp(Bin("+", ln, iconst(D))),)), Const(IDENTITY[k.combine]),
-                               [SLoop("ln", iconst(0), iconst(Dp - D))], guard=exists, sid=kb.sid("fill", "id")))
+                               [SLoop("ln", iconst(0), iconst(Dp - D))], sid=kb.sid("fill", "id")))
             st.append(Stmt("compute", Load(res, (simp(Bin("*", rl, iconst(ve))),)), Load(v.ref, (Var("d"),)), [],
-                           [SLoop("d", iconst(0), iconst(Dp))], combine=k.combine, guard=exists,
-                           sid=kb.sid("compute", "red")))
+                           [SLoop("d", iconst(0), iconst(Dp))], combine=k.combine, sid=kb.sid("compute", "red")))
+            # the row's result out at once: a row is a whole tile (pingpong.py may overlap rows)
+            st.append(Stmt("copy", Load(gout, (simp(Bin("+", Bin("+", iconst(c0), r), Var("ln"))),)),
+                           Load(res, (simp(Bin("+", Bin("*", rl, iconst(ve)), Var("ln"))),)),
+                           [SLoop("ln", iconst(0), iconst(1))], sid=kb.sid("copy", "out")))
             return [When(when, st)] if when else scoped(st)
 
-        rows_left = ge(Bin("-", iconst(O - 1), Bin("+", Bin("*", t, iconst(R0)), Var("rl")))) if 16 * R0 > O else None
-        store = Stmt("copy", Load(gout, (simp(Bin("+", iconst(c0), Bin("+", Bin("*", t, iconst(R0)), Var("rl")))),)),
-                     Load(res, (simp(Bin("*", Var("rl"), iconst(ve))),)), [SLoop("rl", iconst(0), iconst(R0))],
-                     guard=guards(rows_left), sid=kb.sid("copy", "out"))
-        return loop("rr", R0, per_row) + [store]
+        return loop("rr", R0, per_row)
 
     b = tasks(body)
     return kb.finish("rowreduce", b, tile=kb.info_tile)
