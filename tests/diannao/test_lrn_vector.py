@@ -101,3 +101,22 @@ def test_lrn_form_reads_the_parameters_and_refuses_a_base_that_may_not_be_positi
     for bad in (dict(bias=0.0), dict(bias=-1.0), dict(alpha=-1e-4)):
         with pytest.raises(Unschedulable, match="positive"):
             lrn_form(_kernel(**bad))
+
+
+def test_batches_and_window_sizes(tc, tmp_path):
+    """Batch 2 between convolutions (NHWC, a tile loop per image), size 1 (no window rows to
+    pad) and size 3 on a batch-3 NCHW input, each against onnxruntime."""
+    m = make([helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+              helper.make_node("LRN", ["a"], ["l"], size=3, alpha=1e-2, beta=0.6, bias=1.2),
+              helper.make_node("Conv", ["l", "w2"], ["y1"]),
+              helper.make_node("LRN", ["z"], ["y2"], size=1, alpha=1e-1, beta=0.9, bias=0.5),
+              helper.make_node("LRN", ["v"], ["y3"], size=3, alpha=3e-2, beta=0.75, bias=1.0)],
+             [("x", [2, 16, 7, 7]), ("z", [1, 6, 10, 1]), ("v", [3, 4, 5, 2])],
+             [("y1", [2, 64, 7, 7]), ("y2", [1, 6, 10, 1]), ("y3", [3, 4, 5, 2])],
+             [("w1", rand(48, 16, 3, 3, seed=1, scale=0.5)), ("w2", rand(64, 48, 1, 1, seed=2, scale=0.2))])
+    feed = {"x": rand(2, 16, 7, 7, seed=4), "z": rand(1, 6, 10, 1, seed=5, scale=3.0), "v": rand(3, 4, 5, 2, seed=6)}
+    plan, exe = build_model(tc, m, "lrnb", tmp_path)
+    doc, stats = run_check(plan, exe, check.onnxruntime_reference(m, feed), feed)
+    assert doc["status"] == "pass", doc.get("reason")
+    assert stats["violations"] == 0 and not doc["emulator"]["copy_mismatches"] and doc["emulator"]["write_conflicts"] == 0
+    assert [k["class"] for k in kernel_entries(plan["kernels"]) if k["op"] == "LRN"] == ["lrn"] * 3
