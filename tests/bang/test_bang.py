@@ -58,7 +58,7 @@ def out(builds, tmp_path_factory):
 
 
 def test_elementwise_activations_reductions(out):
-    x, y, ew = out("x.f32"), out("y.f32"), out("ew.f32").reshape(12, -1)
+    x, y, ew = out("x.f32"), out("y.f32"), out("ew.f32").reshape(13, -1)
     want = [x + y, x - y, x * y, x + 1.5, x - 0.25, x * -2, np.maximum(x, 0),
             1 / (1 + np.exp(-x)), np.tanh(x), np.exp(x), np.abs(x)]
     for i, w in enumerate(want):
@@ -67,6 +67,8 @@ def test_elementwise_activations_reductions(out):
     red = ew[11].reshape(16, 256)
     np.testing.assert_allclose(red[:, 0], per.sum(axis=1), rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(red[:, 32], per.max(axis=1))
+    # slab 12: __bang_active_log (natural log) of |x| + 0.5
+    np.testing.assert_allclose(ew[12], np.log(np.abs(x) + np.float32(0.5)), rtol=1e-5, atol=1e-6)
 
 
 def test_fills(out):

@@ -166,6 +166,13 @@ def _fix(name, op):
                 emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.val('n')}, 0);")
 
 
+def _reduce(name, combine):
+    """dst[0] = max / sum of a[0 .. n) (bangemu: dst holds one 128-B vector)."""
+    return Desc(name, "compute", (), Load("dst", (Const(0, "int"),)), a_i, red=((i, n),), combine=combine,
+                space={"dst": "NRAM", "a": "NRAM"}, rules=_vec("dst", "a"),
+                emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.val('n')});")
+
+
 def _pool(name, combine):
     return Desc(name, "compute", ((ho, Ho), (wo, Wo), (c, C)), Load("dst", ((ho * Wo + wo) * C + c,)),
                 Load("src", (((ho * sh + y) * W + wo * sw + x) * C + c,)), red=((y, kh), (x, kw)),
@@ -202,6 +209,9 @@ DESCRIPTIONS = [
     _unary("__bang_active_sigmoid", Un("sigmoid", a_i)),
     _unary("__bang_active_tanh", Un("tanh", a_i)),
     _unary("__bang_active_exp", Un("exp", a_i)),
+    _unary("__bang_active_log", Un("log", a_i)),
+    _reduce("__bang_max", "max"),
+    _reduce("__bang_sum", "sum"),
     _fix("__bang_float2int8_rn", "to_int8"),
     _fix("__bang_float2int16_rn", "to_int16"),
     _fix("__bang_int82float", "from_int8"),      # a byte-stored int8 activation read as float (schedule/narrow.py)
@@ -239,6 +249,7 @@ def cycles(name, params, hw):
             hw["transpose_cycles_per_chunk"]
     if name == "__memset_nram" or (name.startswith("__bang_") and name not in ("__bang_conv", "__bang_maxpool", "__bang_avgpool")):
         nbytes = int(params.get("n", 1)) * 4
-        per = hw["transcendental_cycles_per_chunk"] if name in ("__bang_active_sigmoid", "__bang_active_tanh", "__bang_active_exp") else 1
+        per = hw["transcendental_cycles_per_chunk"] if name in ("__bang_active_sigmoid", "__bang_active_tanh", "__bang_active_exp",
+                                                                    "__bang_active_log") else 1
         return hw["vector_startup_cycles"] + -(-nbytes // vb) * per
     return hw["memcpy_startup_cycles"]

@@ -7,7 +7,8 @@ from ..table import flop, kernels_text, mb, ms, op_text, short, table
 from .schedule import CONV_OPS, INTEGER_OPS, POOL_OPS
 
 OPS_NOTE = (f"{', '.join(CONV_OPS + tuple(INTEGER_OPS))} map to __bang_conv, {', '.join(POOL_OPS)} to __bang_*pool, kernels without "
-            "a reduction to vector __bang_* instructions; reductions and index lookups run as scalar device code")
+            "a reduction, LRN and max/sum over a contiguous axis to vector __bang_* instructions; other reductions "
+            "and index lookups run as scalar device code")
 
 
 def kernel_note(k):

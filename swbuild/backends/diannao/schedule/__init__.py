@@ -14,6 +14,9 @@ Kernel classes:
                rows split over tasks (weights shared through SRAM) or output-channel
                blocks split over tasks (each task its own weights)
   pool         MaxPool / AveragePool with a constant window count: HWC tiles with halo
+  lrn          LRN: [C][T] tiles, the channel window as row-shifted adds (lrn.py)
+  rowreduce    max / sum over one contiguous axis (softmax's): a row per __bang_max /
+               __bang_sum (rowreduce.py)
   scalar       anything else: scalar C on GDRAM, counted as not tensorized
 """
 from __future__ import annotations
@@ -26,6 +29,8 @@ from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
 from .integer import INTEGER_OPS, integer_as_conv
+from .lrn import sched_lrn
+from .rowreduce import sched_rowreduce
 from .narrow import saturated_store
 from .quantize import vector_quantize
 
@@ -52,6 +57,10 @@ def schedule_kernel(k, program, tc, layouts, store):
         attempts.append(lambda kb: sched_conv(kb))
     if k.op in POOL_OPS:
         attempts.append(lambda kb: sched_conv(kb, pool=True))
+    if k.op == "LRN":
+        attempts.append(sched_lrn)
+    elif k.combine in ("max", "sum") and len(k.reduce_axes) == 1 and INTEGER_OPS.get(k.op, k.op) not in CONV_OPS:
+        attempts.append(sched_rowreduce)
     if not k.combine:
         attempts.append(sched_elementwise)
     if k.extra.get("fixed_point"):       # the int8 tile pads Ci to 64: when it does not fit, the float one

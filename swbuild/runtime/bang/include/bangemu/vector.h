@@ -159,6 +159,9 @@ BANGEMU_ACTIVE(__bang_active_abs, OP_ABS, 1, a != a ? a : a < (T)0 ? -a : a == (
 BANGEMU_ACTIVE(__bang_active_sigmoid, OP_SIGMOID, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, 1.0f / (1.0f + std::exp(-(float)a)))
 BANGEMU_ACTIVE(__bang_active_tanh, OP_TANH, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::tanh((float)a))
 BANGEMU_ACTIVE(__bang_active_exp, OP_EXP, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::exp((float)a))
+/* natural log, as llvm-mlu's bang_device_functions_decls.h declares it (float from mtp_2xx):
+ * log(0) = -inf, log(x < 0) = NaN, as logf */
+BANGEMU_ACTIVE(__bang_active_log, OP_LOG, BANGEMU_TRANSCENDENTAL_CYCLES_PER_CHUNK, std::log((float)a))
 #undef BANGEMU_ACTIVE
 
 /* Conversions to fixed point, what __bang_conv's int8/int16 inputs come from:
