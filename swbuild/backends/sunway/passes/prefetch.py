@@ -119,7 +119,8 @@ def _gain(program, hw, cores, sim, prev, nxt, first=False):
     rn = sim(nxt)
     chosen = []
     # the longest first fetches first, while their halves fit beside `prev`'s LDM
-    boxes = [b for b in candidates(program, prev, nxt) if not (first and b.shared)]
+    # (2-D sharing's broadcasts are not prefetched: pair_seconds deals them as a row's)
+    boxes = [b for b in candidates(program, prev, nxt) if not ((first or nxt.schedule.cols) and b.shared)]
     for b in sorted(boxes, key=lambda b: -float(np.max(rn["first_fetch_seconds"].get(b.buf, 0.0)))):
         need = halves_bytes(b, nxt.schedule.tiles)
         if need <= room:
