@@ -126,8 +126,9 @@ def _seconds(v, variants):
 
 
 def flat_pixels(program, target, options):
-    """Two spatial axes every access reads as a row-major pair become one where the kernel then
-    models faster (module doc). Both ways of every candidate are handed to the parallel
+    """One pixel axis for a row-major pair of spatial axes (1x1 convolutions) where it models faster.
+
+    Two spatial axes every access reads as a row-major pair become one (module doc). Both ways of every candidate are handed to the parallel
     search's workers, a trial's two searches apart."""
     if program.graph is None or option_on({"mesh_gemm": options.get("mesh_gemm", "off")}, "mesh_gemm"):
         return program      # SW26010's mesh kernels (passes/mesh.py) take 1x1 convolutions as they are

@@ -112,7 +112,8 @@ def choose_buffering(program, target, options):
 
 def choose_row_sharing(program, target, options):
     """SW26010: the axis a mesh row (or the whole array) splits so one broadcast DMA feeds
-    the row (array), or none."""
+    the row (array), or none. SW26010-Pro (RMA) may also share along mesh columns (2-D
+    sharing, grid.column_axes)."""
     for k in _compute(program):
         d = program.target_state.drafts[k.name]
         lane = d.search.evaluate(d.tiles)[4] or (None, ROW)
