@@ -1,6 +1,7 @@
 """passes/flat_pixels.py: a kernel whose every access reads two spatial axes as a row-major
 pair (a 1x1 stride-1 convolution, its bias and residual) gets one pixel axis over views of the
 same tensors, where it then models faster; other kernels are left as they are."""
+import numpy as np
 import onnx
 from onnx import helper
 
@@ -27,6 +28,13 @@ def test_only_row_major_pairs_merge():
     assert candidate(program(conv_model(c=16, hw=14, co=16)).kernels[0]) is None
     assert candidate(program(conv_model(c=16, hw=14, co=16, k=1, stride=2, pads=(0, 0, 0, 0))).kernels[0]) is None
     assert candidate(program(conv_model(c=16, hw=14, co=16, k=1, pads=(1, 1, 1, 1))).kernels[0]) is None
+    # every other pixel of a plane of the output's width: the pair is read with a stride
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    strided = make(nodes, [("x", [1, 4, 16, 8])], [("y", [1, 4, 8, 8])],
+                   [("st", np.array([0], np.int64)), ("en", np.array([16], np.int64)), ("ax", np.array([2], np.int64)),
+                    ("sp", np.array([2], np.int64))])
+    k = program(strided).kernels[0]
+    assert len(k.axes) == 4 and candidate(k) is None
 
 
 def test_merged_kernel_is_exact_on_both_targets(tmp_path):

@@ -35,14 +35,14 @@ def _pair_dims(ld, a, b, ones):
             return False
         vs = {v for v, c in f.items() if v and c}
         if vs & {a, b}:
-            uses.append((d, vs - ones, f.get(None, 0)))
+            uses.append((d, vs - ones, f))
     if not uses:
         return None
     if len(uses) != 2 or ld.pad is not None:
         return False
-    (d0, v0, c0), (d1, v1, c1) = uses
-    if d1 != d0 + 1 or v0 != {a} or v1 != {b} or c0 or c1:
-        return False
+    (d0, v0, f0), (d1, v1, f1) = uses
+    if d1 != d0 + 1 or v0 != {a} or v1 != {b} or f0[a] != 1 or f1[b] != 1 or f0.get(None) or f1.get(None):
+        return False        # each read plainly: no stride, flip or offset
     return d0
 
 
