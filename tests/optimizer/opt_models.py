@@ -70,7 +70,8 @@ def pin_pipeline(monkeypatch, **pins):
 def pinned(runs, tiles=None, double_buffer=False, lane=KEEP, partition=None):
     """The passes with test pins applied right after the pass that decides each: `tiles`
     {op: {axis: size}}, `double_buffer` (when it fits), `lane` (row sharing axis, (axis, width)
-    for array sharing with width 64, or None for none; ignored where it is no lane),
+    for array sharing with width 64, (axis, 8, 8) for 2-D sharing, or None for none; ignored
+    where it is no lane),
     `partition` ("cyclic" | "block")."""
     def fix_tiles(p, tc):
         for k in p.kernels:
@@ -91,7 +92,8 @@ def pinned(runs, tiles=None, double_buffer=False, lane=KEEP, partition=None):
         for d in p.target_state.drafts.values():
             if lane is not KEEP:
                 want = (lane, 8) if isinstance(lane, str) else lane     # an axis: row sharing
-                d.lane, d.share_width = want if want in d.search.lanes(d.tiles) else (None, 8)
+                got = want if want in d.search.lanes(d.tiles) else (None, 8)
+                d.lane, d.share_width, d.cols = got[0], got[1], len(got) == 3    # (axis, 8, 8): 2-D
 
     def fix_partition(p, tc):
         for k in p.kernels:

@@ -218,10 +218,12 @@ def test_seven_wide_layer_vectorised_along_output_channels(tmp_path, monkeypatch
     (passes/vector_weights.py: vector loads) or, that pass left out, gathered lane by lane;
     exact against onnxruntime, DMA as predicted."""
     from opt_models import conv_model
-    from swbuild.backends.sunway.passes import vector_weights
+    from swbuild.backends.sunway.passes import flat_pixels, vector_weights
     from swbuild.driver import check
     if not transposed:
         monkeypatch.setattr(vector_weights, "_candidate", lambda *a: None)
+    # the 1x1 layer's pixels stay two axes (as one axis of 49 it is no 7-wide layer: test_flat_pixels.py)
+    monkeypatch.setattr(flat_pixels, "candidate", lambda k: None)
     model = conv_model(c=c, hw=7, co=co, k=k, pads=pads)
     plan, stats, got, ref = _run_pinned(model, "sunway-pro-emu", {}, tmp_path, monkeypatch,
                                         tiles={"Conv": tiles})

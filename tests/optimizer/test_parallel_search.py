@@ -8,7 +8,7 @@ from onnx import helper
 
 from opt_models import make, rand, sunway
 
-from swbuild.backends.sunway.passes import vector_weights
+from swbuild.backends.sunway.passes import flat_pixels, vector_weights
 from swbuild.backends.sunway.schedule import ldm, parallel, split
 from swbuild.driver.compiler import compile_to
 from swbuild.support.errors import SwbuildError
@@ -36,6 +36,7 @@ def _compile(tmp_path, monkeypatch, jobs, tag):
     monkeypatch.setattr(ldm, "_MEMO", {})
     monkeypatch.setattr(split, "_DECISIONS", {})
     monkeypatch.setattr(vector_weights, "_DECISIONS", {})     # its trials search tiles too
+    monkeypatch.setattr(flat_pixels, "_SECONDS", {})          # and so do these
     main = os.getpid()
     calls = []
     real = ldm.enumerate_tiles
@@ -53,10 +54,11 @@ def test_workers_give_the_same_bytes_and_do_the_searching(tmp_path, monkeypatch)
     monkeypatch.setattr(parallel, "MIN_ITEMS", 2)     # the split pass has two kernels to hand out
     monkeypatch.setattr(parallel, "MIN_WORK", 0.0)    # and its searches are short
     serial, serial_calls = _compile(tmp_path, monkeypatch, 1, "serial")
-    serial_layouts = vector_weights._DECISIONS
+    serial_layouts, serial_flat = vector_weights._DECISIONS, flat_pixels._SECONDS
     par, par_calls = _compile(tmp_path, monkeypatch, 2, "par")
     assert par == serial
     assert len(serial_layouts) >= 3 and vector_weights._DECISIONS == serial_layouts    # from the workers
+    assert len(serial_flat) == 2 and flat_pixels._SECONDS == serial_flat          # the 1x1 layer's two ways
     assert {'m_k7_conv', 'm_k8_conv', 'm_k7_conv_part'} <= set(serial_calls)    # split trials' tables
     assert len(serial_calls) >= 11
     assert par_calls == []              # every search ran in a worker; the passes hit the memo

@@ -158,9 +158,15 @@ def test_row_sharing_lanes_need_a_broadcasting_chip_and_whole_rows():
     no_array = dict(emu.hardware, array_broadcast=False)
     assert ldm.Search(k, no_array, emu.ldm_budget, {}, p.graph).lanes(dict(tiles, co=1)) == [("co", 8), ("o0", 8)]
     assert ldm.Search(k, emu.hardware, emu.ldm_budget, {"row_share": "off"}, p.graph).lanes(tiles) == []
-    # SW26010-Pro has no broadcast DMA: it shares by RMA broadcast (rma_broadcast), rows and array
+    # SW26010-Pro has no broadcast DMA: it shares by RMA broadcast (rma_broadcast), rows and array,
+    # and in two dimensions (rows in lockstep, columns sharing what only depends on the lane: the
+    # weights under lane co, whose 8 groups of tiles move every 8 o0 tiles; the input under o0)
     assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(dict(tiles, co=1)) == [
-        ("co", 8), ("co", 64), ("o0", 8)]
+        ("co", 8), ("co", 64), ("o0", 8), ("co", 8, 8), ("o0", 8, 8)]
+    # 8 co tiles and 8 o0 tiles: 8 groups under either lane, the other axis moving every group
+    assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(tiles) == [
+        ("co", 8), ("o0", 8), ("co", 8, 8), ("o0", 8, 8)]
+    assert ldm.Search(k, pro.hardware, pro.ldm_budget, {}, p.graph).lanes(dict(tiles, o0=4)) == [("co", 8)]
     no_rma = dict(pro.hardware, rma_broadcast=False)
     assert ldm.Search(k, no_rma, pro.ldm_budget, {}, p.graph).lanes(tiles) == []
     # the chosen lane's broadcast boxes are exactly those that do not depend on it

@@ -13,6 +13,7 @@ from ...optimizer.memory import inplace_concat, plan_memory
 from .kinds import schedule_special_kernels
 from .passes.channel_blocks import channel_blocks
 from .passes.vector_weights import vector_weights
+from .passes.flat_pixels import flat_pixels
 from .passes.mesh import choose_mesh_kernels
 from .schedule.passes import (SunwayState, block_constants, choose_buffering, choose_partition, choose_row_sharing,
                               choose_tiles, drop_empty_reductions, lay_out_ldm, order_loops, price_traffic)
@@ -58,6 +59,7 @@ PIPELINE = [
     stitch_producers,           # option stitch: cheap producers recomputed in their consumer's LDM
     plan_memory,                # the static arena
     channel_blocks,             # option channel_blocks: activations in 8-channel blocks
+    flat_pixels,                # a row-major pair of spatial axes as one (1x1 convolutions' pixels)
     vector_weights,             # weights read along the output channels transposed for SIMD
     schedule_special_kernels,   # run-time Gather: fixed LDM buffers
     price_traffic,              # option traffic_target: the price of a byte of traffic

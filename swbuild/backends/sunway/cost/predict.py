@@ -56,6 +56,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     rma_ops = np.zeros(cores, np.int64)        # RMA broadcasts issued (SW26010-Pro sharing)
     rma_bytes = np.zeros(cores, np.int64)
     rma_cyc = np.zeros(cores)                  # a member's cycles waiting for them
+    rma_forms = {}                             # emulator counter name -> (broadcasts, bytes landed)
     first_s = np.zeros(cores)
     first_by = {}           # box buffer -> per-CPE seconds of its first fetch (exposed)
     expand = np.zeros(cores)
@@ -99,18 +100,23 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         sel = change
         if b.shared:
             # one broadcast per row (array): its CPEs see the same changes, and the CPE at
-            # k % width in it issues the box's k-th fetch (slave.py)
+            # k % width in it issues the box's k-th fetch (slave.py); under 2-D sharing a
+            # column's the CPE in row k % 8 of it, the array's CPE k % 64
+            gw, place, form = SHARE_FORMS[b.share_form] if b.share_form else \
+                (width, lambda c: c % width, "row_ibcast" if width == 8 else "ibcast")
             k_th = np.cumsum(change) - 1
             starts = np.ones(nrow, bool)
             starts[1:] = owner[1:] != owner[:-1]
             first_k = np.maximum.accumulate(np.where(starts, k_th - change + 1, 0))
-            lead = ((k_th - first_k) % width) == (owner % width)
+            lead = ((k_th - first_k) % gw) == place(owner)
             syncs += np.bincount(owner[change], minlength=cores) * (1 if b.halves == 2 else 2)
             sel = change & lead
             if rma is not None:     # the issuer broadcasts a fetch that moved bytes (slave.py _rma_share)
                 full = change & (by > 0)
                 rma_ops += np.bincount(owner[sel & full], minlength=cores).astype(np.int64)
                 rma_bytes += np.bincount(owner[sel & full], weights=by[sel & full], minlength=cores).astype(np.int64)
+                ops, landed = rma_forms.get(form, (0, 0))
+                rma_forms[form] = (ops + int((sel & full).sum()), landed + gw * int(by[sel & full].sum()))
                 rma_cyc += np.bincount(owner[full], weights=model.rma_cycles(rma, by[full].astype(float)),
                                        minlength=cores)
         get_ops += np.bincount(owner[sel], weights=calls[sel], minlength=cores).astype(np.int64)
@@ -151,7 +157,7 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
     put_bytes += np.bincount(cpe_of, weights=by, minlength=cores).astype(np.int64)
     out = {"get_ops": get_ops, "get_bytes": get_bytes, "put_ops": put_ops, "put_bytes": put_bytes,
            "tiles": np.bincount(cpe_of, minlength=cores), "nsteps": nsteps,
-           "rma_ops": rma_ops, "rma_bytes": rma_bytes, "share_width": width}
+           "rma_ops": rma_ops, "rma_bytes": rma_bytes, "rma_forms": rma_forms, "share_width": width}
     if hw is None:
         return out
     psecs = model.dma_seconds_per_cpe(hw, by, chunk)
@@ -174,7 +180,8 @@ def simulate(k, cores, para_bytes, hw=None, grid_order=None, mode=None):
         zero = simd.step_cycles(k, s.vector, hw, textent, 0)
         cyc = cyc + full + (nsteps - 1) * zero
     comp_cyc = np.bincount(cpe_of, weights=np.broadcast_to(cyc, (nseq,)), minlength=cores) + expand
-    comp_cyc = comp_cyc + syncs * model.sync_cycles(hw, width) + rma_cyc
+    # 2-D sharing meets as an array (slave.py)
+    comp_cyc = comp_cyc + syncs * model.sync_cycles(hw, cores if s.cols else width) + rma_cyc
     comp_s = comp_cyc / model.clock(hw)
     exposed = first_s + last_put + para
     dma_total = dma_s + para
@@ -220,7 +227,7 @@ def compulsory_bytes(k, itemsize=None, boxes=None):
 def boxes_key(sched):
     """What simulate reads of a schedule's boxes: each one's place in the loops, sharing,
     footprint and transfer shape (names aside, so repeated layers have the same key)."""
-    return tuple((b.context, b.level, b.shared, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
+    return tuple((b.context, b.level, b.shared, b.share_form, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
                   tuple(b.pad_dims), repr(b.stage)) for b in sched.boxes)
 
 
@@ -231,7 +238,7 @@ def _replay_key(k, cores, para):
     s = k.schedule
     return (cores, para, tuple((a.name, a.extent) for a in list(k.axes) + list(k.reduce_axes)), k.combine, k.init,
             str(k.body), str(k.epilogue), tuple(sorted((n, tuple(b.shape)) for n, b in k.buffers.items())),
-            tuple(s.tiles.items()), tuple(s.red_order), tuple(s.grid_order), s.partition, s.lane, s.share_width,
+            tuple(s.tiles.items()), tuple(s.red_order), tuple(s.grid_order), s.partition, s.lane, s.share_width, s.cols,
             bool(s.double_buffer), str(s.vector), getattr(s.vector, "acc_aligned", None), boxes_key(s))
 
 
@@ -289,15 +296,20 @@ def predict_program(program, tc, sims=None):
     return out
 
 
+# a shared box's form -> (CPEs one broadcast feeds, a CPE's place among them, emulator counter)
+SHARE_FORMS = {"row": (8, lambda c: c % 8, "row_ibcast"), "col": (8, lambda c: c // 8 % 8, "col_ibcast"),
+               "array": (64, lambda c: c % 64, "ibcast")}
+
+
 def rma_entry(r):
     """The plan's `rma` counts of a kernel (as runtime/athread/src/rma.c counts them), if any:
-    broadcasts along a row (`row_ibcast`) or to the array (`ibcast`), bytes read from the
-    issuers' LDM, bytes landed in every member's."""
+    broadcasts along a row (`row_ibcast`), a column (`col_ibcast`) or to the array (`ibcast`),
+    bytes read from the issuers' LDM, bytes landed in every member's."""
     ops, by = int(r["rma_ops"].sum()), int(r["rma_bytes"].sum())
     if not ops:
         return {}
-    w = int(r["share_width"])
-    return {"rma": {"row_ibcast" if w == 8 else "ibcast": ops, "bytes": by, "recv_bytes": by * w}}
+    forms = {f: n for f, (n, _) in sorted(r["rma_forms"].items()) if n}
+    return {"rma": {**forms, "bytes": by, "recv_bytes": sum(x for _, x in r["rma_forms"].values())}}
 
 
 def _flops(k):

@@ -46,7 +46,7 @@ from ..schedule.grid import ROW, group_counts
 from ..schedule.kernel_schedule import ldm_align
 from .slave_compute import epilogue, scalar_reduce, vector_compute
 from .slave_stage import stage_c, stage_setup, stage_state
-from .slave_dma import box_dma as _dma, call as _call, horner as _horner, nonempty, rma_share
+from .slave_dma import box_dma as _dma, call as _call, horner as _horner, issuer, nonempty, rma_share
 
 SPECIAL_PRINTERS = {"gather": gather_c, "convert": convert_c, "recurrence": recurrence_c, "mesh": mesh_gemm_c,
                     "mesh_chain": mesh_chain_c}   # kernel kind -> fn(k, cores, itemsize) -> C text
@@ -73,7 +73,7 @@ class _K:
         self.rcounts = [math.ceil(self.ext[n] / self.t[n]) for n in self.s.red_order]
         self.nsteps = math.prod(self.rcounts)
         # the barrier of the CPEs a broadcast feeds: a mesh row, or the whole array
-        self.sync = "SW_ROW_SYNC" if self.s.share_width == ROW else "SW_ARRAY_SYNC"
+        self.sync = "SW_ROW_SYNC" if self.s.share_width == ROW and not self.s.cols else "SW_ARRAY_SYNC"
 
     def box_of(self, ld, ctx):
         b = self.key.get((ld.buf, ctx, ld.pad))
@@ -463,13 +463,13 @@ def _issue(w, K, b, h, itemsize):
         # the issuer only DMAs here; it broadcasts when the row (array) consumes the half
         # (_rma_share), and every member waits for one landing if the footprint is not empty
         w(f"pb_{n}[{h}] = {nonempty(b)};")
-        w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
+        w.open(f"if ({issuer(K, b)})")
         w("sw_blen = 0;")
         _transfer(w, K, b, h, itemsize)
         w(f"bi_{n}[{h}] = 1; bl_{n}[{h}] = sw_blen;")
         w.close()
     elif b.shared:
-        w.open(f"if (nb_{n}++ % {K.s.share_width} == col)")
+        w.open(f"if ({issuer(K, b)})")
         _transfer(w, K, b, h, itemsize)
         w.close()
     else:

@@ -72,13 +72,28 @@ def nonempty(b):
     return " && ".join(f"SW_MIN(fhi{d}, {b.shape[d] - 1}) >= SW_MAX(flo{d}, 0)" for d in range(len(b.shape))) or "1"
 
 
+# 2-D sharing (schedule/grid.py): a box's form -> (who issues its k-th fetch, how it is broadcast)
+_FORMS = {"row": ("nb_{n}++ % 8 == col", "sw_rbcast({x}, {len}, 8)"),
+          "col": ("nb_{n}++ % 8 == row", "sw_cbcast({x}, {len})"),
+          "array": ("nb_{n}++ % 64 == cpe", "sw_rbcast({x}, {len}, 64)")}
+
+
+def issuer(K, b):
+    """C condition: this CPE issues the next fetch of shared box b (the fetches dealt in turn
+    over the row or the array, or under 2-D sharing over the box's row, column or array)."""
+    if b.share_form:
+        return _FORMS[b.share_form][0].format(n=b.name)
+    return f"nb_{b.name}++ % {K.s.share_width} == col"
+
+
 def rma_share(w, K, b, half):
     """Half `half` of shared box b is consumed: its issuer (whose DMA was waited for) broadcasts
     it, and every member waits for its copy to land."""
     n = b.name
+    x, ln = f"X_{n} + {half} * {b.cap(K.t)}", f"bl_{n}[{half}]"
+    cast = _FORMS[b.share_form][1].format(x=x, len=ln) if b.share_form else f"sw_rbcast({x}, {ln}, {K.s.share_width})"
     w.open(f"if (pb_{n}[{half}])")
-    w(f"if (bi_{n}[{half}]) {{ sw_rbcast(X_{n} + {half} * {b.cap(K.t)}, bl_{n}[{half}], {K.s.share_width}); "
-      f"bi_{n}[{half}] = 0; }}")
+    w(f"if (bi_{n}[{half}]) {{ {cast}; bi_{n}[{half}] = 0; }}")
     w("SW_RMA_WAIT();")
     w(f"pb_{n}[{half}] = 0;")
     w.close()

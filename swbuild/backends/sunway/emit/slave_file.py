@@ -82,6 +82,9 @@ def dma_helpers(api):
                 "    if (width == 8) CRTS_rma_row_ibcast(ldm, ldm, len, &sw_rma_l, &sw_rma_r);",
                 "    else CRTS_rma_ibcast(ldm, ldm, &sw_rma_l, len, &sw_rma_r);",
                 "}",
+                "/* 2-D sharing: along this CPE's mesh column */",
+                "static inline void sw_cbcast(void *ldm, int len)",
+                "{", "    CRTS_rma_col_ibcast(ldm, ldm, len, &sw_rma_l, &sw_rma_r);", "}",
                 "#define SW_RMA_WAIT() CRTS_rma_wait_value(&sw_rma_r, ++sw_rma_n)",
                 "/* at a kernel's start, before the barrier that precedes its first broadcast */",
                 "#define SW_RMA_RESET() do { sw_rma_l = 0; sw_rma_r = 0; sw_rma_n = 0; } while (0)"]

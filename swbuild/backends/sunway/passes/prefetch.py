@@ -64,6 +64,16 @@ def _at(v, cores):
     return np.broadcast_to(np.asarray(v, float), (cores,))
 
 
+def _first_issuer(cpe, width, form):
+    """Whether each CPE issues a shared box's first fetch (emit/slave_dma.py issuer): the first
+    of its row (array), or under 2-D sharing of the box's row, column or array."""
+    if form == "col":
+        return cpe // 8 == 0
+    if form == "array":
+        return cpe == 0
+    return cpe % (8 if form == "row" else width) == 0
+
+
 def pair_seconds(hw, cores, prev, nxt, rp, rn, boxes):
     """Per-CPE seconds of (previous kernel, target) when the previous one issues the target's
     first fetch of `boxes` (simulate results rp, rn). Every CPE stops waiting for them; the
@@ -75,7 +85,7 @@ def pair_seconds(hw, cores, prev, nxt, rp, rn, boxes):
     for b in boxes:
         f = _at(rn["first_fetch_seconds"].get(b.buf, 0.0), cores)
         wait = wait + f
-        moved = moved + (np.where(cpe % nxt.schedule.share_width == 0, f, 0.0) if b.shared else f)
+        moved = moved + (np.where(_first_issuer(cpe, nxt.schedule.share_width, b.share_form), f, 0.0) if b.shared else f)
     cn = model.cpe_seconds(hw, rn["dma_seconds"] - moved, rn["compute_seconds"], _at(rn["exposed_seconds"], cores) - wait,
                            nxt.schedule.double_buffer)
     cn = np.where(rn["tiles"] > 0, cn, rn["para_seconds"])

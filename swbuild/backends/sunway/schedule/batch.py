@@ -312,16 +312,22 @@ def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
     lanes = [None]          # as Search.lanes, before the tile count's divisibility (below)
     lanes += [(a.name, w) for a in k.axes
               if any(b.context != "out" and a.name not in s._vset[id(b)] for b in s.boxes) for w in s.widths]
+    if s.cols_ok:
+        lanes += [(a.name, 8, 8) for a in k.axes]
     best, lane_ix, terms = None, np.zeros(n, np.int64), {}
     traffic = not objective_only or bool(s.traffic_weight)
     for li, lane in enumerate(lanes):       # the first of equal objectives wins, as in _evaluate
         if best is None:
             best = _lane(s, n, fix, boxes, lane, fits_db, terms, traffic)
             continue
-        divides = counts[lane[0]] % lane[1] == 0
+        forms = None
+        if len(lane) == 3:
+            divides, forms = mesh_forms(s, counts, lane[0], n)
+        else:
+            divides = counts[lane[0]] % lane[1] == 0
         if not divides.any():               # a lane of no row here
             continue
-        r = _lane(s, n, fix, boxes, lane, fits_db, terms, traffic)
+        r = _lane(s, n, fix, boxes, lane, fits_db, terms, traffic, forms)
         better = divides & (r[4] < best[4])
         if objective_only:
             best = best[:4] + (np.where(better, r[4], best[4]),)
@@ -333,6 +339,30 @@ def evaluate_table(s, T, n, st, fix, fits=None, objective_only=False):
     secs, db, traffic, as_float, obj = best
     return {"secs": secs, "db": db, "traffic": traffic, "as_float": as_float, "lane": lane_ix, "lanes": lanes,
             "fits": fits, "obj": obj}
+
+
+def mesh_forms(s, counts, axis, n):
+    """Search.mesh_forms per row: (rows where the 2-D lane exists, per input box (in order) the
+    CPEs sharing it per row: 8 along a row or a column, 64, or 1)."""
+    names = [a.name for a in s.k.axes]
+    gc = [counts[x] // 8 if x == axis else counts[x] for x in names]
+    ok = (counts[axis] % 8 == 0) & (_prod(gc, n) % 8 == 0)
+    same, stride = {}, np.ones(n, np.int64)
+    for x, c in reversed(list(zip(names, gc))):
+        same[x] = (c == 1) | (stride % 8 == 0)
+        stride = stride * c
+    widths, col_any = [], np.zeros(n, bool)
+    for b in s.boxes:
+        if b.context == "out":
+            continue
+        v = s._vset[id(b)]
+        col = np.ones(n, bool)
+        for x in v:
+            if x in same:
+                col &= same[x]
+        widths.append(np.where(col, 64, 8) if axis not in v else np.where(col, 8, 1))
+        col_any |= col
+    return ok & col_any, widths
 
 
 def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex, traffic=True, rma=None):
@@ -363,14 +393,15 @@ def _terms(memo, i, width, waves, secs, byf, in1, in2, in3, cnt, ex, traffic=Tru
     return t
 
 
-def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
+def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True, forms=None):
     """Search._evaluate_lane per row: (seconds, double-buffered, traffic, traffic is a float,
     objective). Sums in the scalar model's order (box by box). `terms`: a dict kept across the
     lanes of one table, so each box's terms are computed once per way it is fetched. Without
     `traffic` (its price is 0) the traffic is None and the objective the seconds (serial + 0.0
-    x traffic is serial, bit for bit: both are finite and not negative)."""
+    x traffic is serial, bit for bit: both are finite and not negative). `forms`: a 2-D lane's
+    mesh_forms widths (each box's terms chosen per row)."""
     k, hw = s.k, s.hw
-    axis, width = lane or (None, 1)
+    axis, width = (lane or (None, 1))[:2]
     terms = {} if terms is None else terms
     zero = np.zeros(n)
     dma_tile, dma_once, first = zero, zero, zero
@@ -381,6 +412,27 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
     rma_tile, rma_once = zero, zero
     for i, (vs, secs, byf, in1, in2, in3, cnt, ex) in enumerate(boxes):
         first = first + secs
+        if forms is not None:   # 2-D: each row takes the terms of its own width (the others add 0.0)
+            as_float = True
+            for w in _sorted_distinct(forms[i]):
+                t = _terms(terms, i, w, waves, secs, byf, in1, in2, in3, cnt, ex, traffic, s.rma)
+                m = forms[i] == w
+                if w > 1:
+                    dma_shared = dma_shared + np.where(m, t["dma"], 0.0)
+                    syncs_tile = syncs_tile + np.where(m, t["syncs"], 0)
+                    syncs_once = syncs_once + np.where(m, t["syncs_once"], 0)
+                    if s.rma:
+                        rma_tile = rma_tile + np.where(m, t["rma"], 0.0)
+                        rma_once = rma_once + np.where(m, t["rma_once"], 0.0)
+                else:
+                    dma_tile = dma_tile + np.where(m, t["dma"], 0.0)
+                    dma_once = dma_once + np.where(m, t["once"], 0.0)
+                if traffic:
+                    bytes_tile = bytes_tile + np.where(m, t["bytes"], 0.0)
+                    bytes_once = bytes_once + np.where(m, t["bytes_once"], 0.0)
+                if ex is not None:
+                    expand = expand + np.where(m, t["expand"], 0.0)
+            continue
         shared = lane is not None and axis not in vs
         t = _terms(terms, i, width if shared else 1, waves, secs, byf, in1, in2, in3, cnt, ex, traffic, s.rma)
         if shared:      # the busiest CPE issues ceil(fetches / width) of the broadcasts
@@ -408,7 +460,7 @@ def _lane(s, n, fix, boxes, lane, fits_db, terms=None, traffic=True):
     clock = model.clock(hw)
     comp_tile = cyc / clock
     D, C = waves * dma_tile + dma_once + dma_shared, waves * comp_tile
-    sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width) / clock
+    sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width if forms is None else s.cores) / clock
     rma = (waves * rma_tile + rma_once) / clock
     serial = D + (C + 2 * sync + rma)
     if traffic:

@@ -56,6 +56,7 @@ class BoxPlan:
     block_tensor: str = None  # the re-laid-out constant
     halves: int = 1           # 2 when double-buffered
     shared: bool = False      # broadcast to the CPE's mesh row (row sharing, grid.py)
+    share_form: str = None    # 2-D sharing: "row", "col" or "array" (grid.py), else the schedule's width
     level: int = -1           # innermost reduce-tile loop (position in the order) it depends on
     notes: list = field(default_factory=list)
     stage: "StageBox" = None  # buffer stitching: what the box computes in LDM when it lands

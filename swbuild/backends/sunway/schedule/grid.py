@@ -26,6 +26,15 @@ Array sharing is the same with all 64 CPEs as one "row" (`width` 64): the lane a
 count is a multiple of 64, tile l*64 + cpe goes to CPE `cpe`, and every CPE runs every group
 in lockstep, so a box that does not depend on the lane axis is broadcast to all 64 (athread
 BCAST_MODE, mask of all rows) and read from memory once.
+
+2-D sharing (SW26010-Pro RMA, `cols`) is row sharing dealt so that the 8 rows also run in
+lockstep: the groups, flattened in grid order, are dealt cyclic to the rows and their count is
+a multiple of 8, so at every step row r holds group 8j + r. An axis whose group coordinate
+moves only every 8 groups or more (its stride in the flattened groups a multiple of 8, or a
+single group) then has the same tile on the 8 CPEs of a mesh column (`column_axes`): a box
+that depends on no other spatial axis has the same footprint on the whole column, and one
+CPE of the column fetches it and broadcasts it along the column (CRTS_rma_col_ibcast); a box
+on neither the lane nor another axis is the same on all 64 (CRTS_rma_ibcast).
 """
 from __future__ import annotations
 
@@ -69,6 +78,21 @@ def group_counts(counts, lane_pos, width=ROW):
     g = list(counts)
     g[lane_pos] //= width
     return g
+
+
+def column_axes(counts, lane_pos, width=ROW):
+    """2-D sharing: positions (in `counts`' order) of the axes whose tile is the same on the 8
+    CPEs of a mesh column at every step of a cyclic deal (module docstring), or None when the
+    rows do not run in lockstep (the group count is no multiple of 8)."""
+    gc = group_counts(counts, lane_pos, width)
+    if width != ROW or math.prod(gc) % ROW:
+        return None
+    out, stride = set(), 1
+    for p in reversed(range(len(gc))):
+        if gc[p] == 1 or stride % ROW == 0:
+            out.add(p)
+        stride *= gc[p]
+    return out
 
 
 def cpe_sequence(counts, cores, cpe, mode, lane_pos=None, width=ROW):

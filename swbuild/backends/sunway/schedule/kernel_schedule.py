@@ -31,6 +31,7 @@ class Schedule:
     notes: list = field(default_factory=list)
     lane: str = None            # row sharing: the axis a mesh row splits (grid.py), or None
     share_width: int = 8        # CPEs a broadcast feeds: a mesh row, or all 64 (array sharing)
+    cols: bool = False          # 2-D sharing: boxes also go along mesh columns (BoxPlan.share_form)
     prefetched: tuple = ()      # constant boxes whose first fetch the previous kernel of the launch issues (prefetch.py)
     hook: bool = False          # issues the next kernel's prefetch once its own first fetches are under way
 
@@ -54,7 +55,10 @@ class Schedule:
             extra.append(f"recomputes {staged} in LDM")
         if self.prefetched:
             extra.append(f"first fetch of {list(self.prefetched)} issued by the previous kernel")
-        if self.lane:
+        if self.lane and self.cols:
+            extra.append(f"rows split {self.lane}, columns the rest, broadcast "
+                         f"{[(b.buf, b.share_form) for b in self.boxes if b.shared]}")
+        elif self.lane:
             who = "rows" if self.share_width == 8 else f"all {self.share_width} CPEs"
             extra.append(f"{who} split {self.lane}, broadcast {[b.buf for b in self.boxes if b.shared]}")
         return (f"schedule tiles({t}) grid({', '.join(self.grid_order)}, {self.partition}) "

@@ -40,10 +40,11 @@ from ..cost import model
 from . import batch, cache, reorder, simd
 from .dma import blockable, box_plans
 from .enumerate_tiles import enumerate_tiles
-from .grid import ROW, spatial_tiles
+from .grid import ROW, column_axes, spatial_tiles
 from .kernel_schedule import ldm_align
 
 START = 64          # Algorithm 1: buffers start at 64 elements per iterator
+FORM_WIDTH = {None: 1, "row": ROW, "col": ROW, "array": ROW * ROW}   # CPEs a 2-D sharing form feeds
 
 
 def ldm_budget(target, options):
@@ -90,6 +91,9 @@ class Search:
         array = model.hwget(hw, "array_broadcast") or self.rma
         self.widths = ((ROW,) + ((self.cores,) if array and self.cores > ROW else ())
                        if self.share_ok else ())
+        # 2-D sharing (grid.py): rows along one axis, columns along the rest; RMA has the
+        # column broadcast (CRTS_rma_col_ibcast), SW26010's broadcast DMA has none
+        self.cols_ok = bool(self.rma) and self.share_ok and self.cores == ROW * ROW
         self.quick = options.get("search_effort") == "quick"
         self.axes = list(kernel.axes) + list(kernel.reduce_axes)
         self.ext = {a.name: a.extent for a in self.axes}
@@ -186,7 +190,32 @@ class Search:
             n = math.ceil(a.extent / tiles[a.name])
             if any(b.context != "out" and a.name not in self._vset[id(b)] for b in self.boxes):
                 out += [(a.name, w) for w in self.widths if n % w == 0]
+        if self.cols_ok:    # (axis, 8, 8): 2-D sharing, where some box is shared along columns
+            out += [(a.name, ROW, ROW) for a in self.k.axes if self.mesh_forms(tiles, a.name) is not None]
         return out
+
+    def mesh_forms(self, tiles, axis):
+        """2-D sharing with `axis` split along the mesh rows (grid.column_axes): per input box
+        id, how it is shared ("row", "col", "array", or None: fetched by every CPE); None when
+        the lane's tile count is no multiple of 8, the rows are not in lockstep, or no box is
+        shared along columns (plain row sharing)."""
+        names = [a.name for a in self.k.axes]
+        counts = [math.ceil(self.ext[x] / tiles[x]) for x in names]
+        if counts[names.index(axis)] % ROW:
+            return None
+        same = column_axes(counts, names.index(axis))
+        if same is None:
+            return None
+        same = {names[p] for p in same}
+        spatial = set(names)
+        out = {}
+        for b in self.boxes:
+            if b.context == "out":
+                continue
+            v = self._vset[id(b)]
+            col = (v & spatial) <= same
+            out[id(b)] = ("array" if col else "row") if axis not in v else ("col" if col else None)
+        return out if any(f in ("col", "array") for f in out.values()) else None
 
     def _evaluate(self, tiles, key=None):
         """The best of: no sharing, and row or array sharing over each lane axis."""
@@ -225,7 +254,8 @@ class Search:
         """One lane's modelled time; `common`: what all lanes share (_evaluate). `lane`:
         (axis, width) or None."""
         k, hw = self.k, self.hw
-        axis, width = lane or (None, 1)
+        axis, width = (lane or (None, 1))[:2]
+        forms = self.mesh_forms(tiles, axis) if lane is not None and len(lane) == 3 else None
         sp, order, rcounts, nsteps, split, tiled, ntiles, waves, db_fits, boxes = common
         vp, base_cyc, step_full, step_zero, oby, put = sp
         dma_tile = dma_once = dma_shared = first = 0.0
@@ -236,17 +266,21 @@ class Search:
         for b, (cap, calls, by, chunk), lv in boxes:
             secs = self._dma_seconds(by, chunk)
             first += secs
-            shared = lane is not None and axis not in self._vset[id(b)]
+            if forms is not None:       # 2-D: its own width (a row, a column, all 64, none)
+                wb = FORM_WIDTH[forms[id(b)]]
+            else:
+                wb = width if lane is not None and axis not in self._vset[id(b)] else 1
+            shared = wb > 1
             rc = model.rma_cycles(self.rma, by) if shared and self.rma else 0.0
             if shared:
                 # one broadcast feeds the row (array): read once for `width` CPEs; its fetches
                 # are dealt in turn, so the busiest CPE issues ceil(fetches / width) of them
                 # (below), and row (array) barriers go around each fetch
-                by = by / width
+                by = by / wb
             if b.context == "body" and k.combine is not None and (self._vset[id(b)] & tiled):
                 n = math.prod(rcounts[x] for x in order[:lv + 1])
                 if shared:
-                    dma_shared += model.ceil_div(waves * n, width) * secs
+                    dma_shared += model.ceil_div(waves * n, wb) * secs
                 else:
                     dma_tile += n * secs
                 bytes_tile += n * by
@@ -257,7 +291,7 @@ class Search:
                     expand += n * ex
             elif self._vset[id(b)] & split:
                 if shared:
-                    dma_shared += model.ceil_div(waves, width) * secs
+                    dma_shared += model.ceil_div(waves, wb) * secs
                 else:
                     dma_tile += secs
                 bytes_tile += by
@@ -282,7 +316,9 @@ class Search:
             cyc += (nsteps - 1) * step_zero
         comp_tile = cyc / model.clock(hw)
         D, C = waves * dma_tile + dma_once + dma_shared, waves * comp_tile
-        sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width) / model.clock(hw)
+        # 2-D sharing meets as an array (rows and columns both broadcast)
+        sync = (waves * syncs_tile + syncs_once) * model.sync_cycles(hw, width if forms is None else self.cores) \
+            / model.clock(hw)
         rma = (waves * rma_tile + rma_once) / model.clock(hw)
         serial = float(model.cpe_seconds(hw, D, C + 2 * sync + rma, 0.0, False))
         traffic = ntiles * bytes_tile + min(ntiles, self.cores) * bytes_once

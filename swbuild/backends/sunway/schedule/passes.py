@@ -33,6 +33,7 @@ class Draft:
     vector: object = None         # simd.VectorPlan or None (choose_buffering)
     lane: str = None              # row sharing: the axis a mesh row splits (choose_row_sharing)
     share_width: int = ROW        # CPEs one broadcast feeds: a row (8), or all of them
+    cols: bool = False            # 2-D sharing: columns share too (grid.column_axes)
     red_order: list = field(default_factory=list)   # tiled reduce loops, outermost first (order_loops)
 
 
@@ -111,10 +112,12 @@ def choose_buffering(program, target, options):
 
 def choose_row_sharing(program, target, options):
     """SW26010: the axis a mesh row (or the whole array) splits so one broadcast DMA feeds
-    the row (array), or none."""
+    the row (array), or none. SW26010-Pro (RMA) may also share along mesh columns (2-D
+    sharing, grid.column_axes)."""
     for k in _compute(program):
         d = program.target_state.drafts[k.name]
-        d.lane, d.share_width = d.search.evaluate(d.tiles)[4] or (None, ROW)
+        lane = d.search.evaluate(d.tiles)[4] or (None, ROW)
+        d.lane, d.share_width, d.cols = lane[0], lane[1], len(lane) == 3
     return program
 
 
@@ -129,9 +132,13 @@ def fix_boxes(program):
     relaid = set()
     for k in _compute(program):
         d = program.target_state.drafts[k.name]
+        forms = d.search.mesh_forms(d.tiles, d.lane) if d.cols else None
         for b in d.search.boxes:
             b.finish(d.tiles)
             b.shared = d.lane is not None and b.context != "out" and d.lane not in b.vars
+            b.share_form = forms.get(id(b)) if forms is not None else None
+            if forms is not None:       # 2-D: a row's, a column's, the array's or nobody's broadcast
+                b.shared = b.share_form is not None
         if program.graph is not None:
             before = dict(k.buffers)
             apply_blocking(k, program.graph, d.search.boxes, d.tiles)
@@ -188,7 +195,7 @@ def lay_out_ldm(program, target, options):
         k.schedule = Schedule(tiles, d.red_order, [a.name for a in k.axes], "cyclic", boxes, ldm, budget,
                               spatial_tiles(k, tiles), d.double_buffer, d.vector,
                               classify_iterators(k, boxes, tiles), d.seconds, lane=d.lane,
-                              share_width=d.share_width)
+                              share_width=d.share_width, cols=d.cols)
     return program
 
 
@@ -200,8 +207,8 @@ def choose_partition(program, target, options):
     chosen = {}
     for k in _compute(program):
         sched, cores = k.schedule, program.target_state.drafts[k.name].search.cores
-        if not reorder.reusable_across_tiles(k, sched.boxes, sched.tiles):
-            continue
+        if sched.cols or not reorder.reusable_across_tiles(k, sched.boxes, sched.tiles):
+            continue        # 2-D sharing needs the cyclic deal in axis order it was costed with
 
         def count(order, mode, k=k):
             r = simulate(k, cores, 0, None, order, mode)
