@@ -107,6 +107,19 @@ def unfulfilled(dev, narrow):
     return bad
 
 
+def clamp_parts(x):
+    """(v, lo, hi) of ops/quant.py's saturating clamp select(v >= lo, select(v <= hi, v, hi), lo)
+    with constant bounds, else None."""
+    if not (isinstance(x, Select) and isinstance(x.cond, Bin) and x.cond.op == ">=" and isinstance(x.cond.b, Const)
+            and isinstance(x.a, Select) and isinstance(x.a.cond, Bin) and x.a.cond.op == "<="
+            and isinstance(x.a.cond.b, Const) and x.a.b == x.a.cond.b and x.b == x.cond.b):
+        return None
+    v = x.cond.a
+    if x.a.cond.a != v or x.a.a != v:
+        return None
+    return v, float(x.cond.b.value), float(x.a.cond.b.value)
+
+
 def saturated_store(k, program):
     """The kernel whose result is stored as int8 bytes with its QuantizeLinear's final clamp
     (ops/quant.py saturate: select(v >= lo, select(v <= hi, v, hi), lo), lo <= -128, hi >= 127)
@@ -116,14 +129,10 @@ def saturated_store(k, program):
     pool kernels then compute v once instead of three times (three-address form has no common
     subexpressions). The kernel unchanged otherwise."""
     def unclamped(x):
-        if not (isinstance(x, Select) and isinstance(x.cond, Bin) and x.cond.op == ">=" and isinstance(x.cond.b, Const)
-                and isinstance(x.a, Select) and isinstance(x.a.cond, Bin) and x.a.cond.op == "<="
-                and isinstance(x.a.cond.b, Const) and x.a.b == x.a.cond.b and x.b == x.cond.b):
+        parts = clamp_parts(x)
+        if parts is None or parts[1] > -128 or parts[2] < 127:
             return None
-        v = x.cond.a
-        if x.a.cond.a != v or x.a.a != v or float(x.cond.b.value) > -128 or float(x.a.cond.b.value) < 127:
-            return None
-        return v if _interval(v, k, program) is not None else None
+        return parts[0] if _interval(parts[0], k, program) is not None else None
     # only the stored value's outermost clamp: the epilogue, or a point-wise kernel's body
     # when its epilogue stores the body as it is
     if isinstance(k.epilogue, Acc) and not k.combine:

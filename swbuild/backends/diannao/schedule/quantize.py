@@ -30,7 +30,7 @@ import numpy as np
 from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, substitute_acc, transform
 from ....optimizer.exact_ints import RANGES
 from .integer import MAGIC
-from .narrow import _interval
+from .narrow import _interval, clamp_parts
 from .reciprocal import CANDIDATES, exact_reciprocal
 
 MAX_COMBINATIONS = 1 << 17
@@ -38,19 +38,15 @@ MAX_COMBINATIONS = 1 << 17
 
 def _saturation(e):
     """(rint argument, z, lo, hi) of ops/quant.py's saturate(rint(a) [+ z], lo, hi), else None."""
-    if not (isinstance(e, Select) and isinstance(e.cond, Bin) and e.cond.op == ">=" and isinstance(e.cond.b, Const)
-            and isinstance(e.a, Select) and isinstance(e.a.cond, Bin) and e.a.cond.op == "<="
-            and isinstance(e.a.cond.b, Const) and e.a.b == e.a.cond.b and e.b == e.cond.b):
+    parts = clamp_parts(e)
+    if parts is None:
         return None
-    v = e.cond.a
-    if e.a.cond.a != v or e.a.a != v:
-        return None
+    v, lo, hi = parts
     z = 0.0
     if isinstance(v, Bin) and v.op == "+" and isinstance(v.b, Const):
         v, z = v.a, float(v.b.value)
     if not (isinstance(v, Un) and v.op == "round"):
         return None
-    lo, hi = float(e.cond.b.value), float(e.a.cond.b.value)
     if not all(math.isfinite(t) and t.is_integer() for t in (z, lo, hi)) or lo > hi \
             or max(abs(lo - z), abs(hi - z), abs(z)) > 2 ** 22:
         return None
