@@ -138,8 +138,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("channel_blocks", "blocks", "off", "Sunway: model-internal activations stored [N][C/8][H][W][8] (weights "
            "re-laid out to match) where the cost model says the kernels get faster (on), or wherever the kernels "
            "can take it (all); docs/optimizer.md", "options.channel_blocks", families=("sunway",)),
-    Option("grouping", "onoff", "on", "GraphTurbo grouping of kernels across layers; each group runs in one "
-           "launch (docs/grouping.md)", "options.grouping"),
+    Option("grouping", "onoff", "on", "GraphTurbo grouping of kernels across layers; each group runs in one launch (docs/grouping.md)", "options.grouping"),
     Option("stitch", "onoff", "on", "Sunway, with grouping: a pooling or element-wise producer read by one kernel of "
            "its group is recomputed in that kernel's LDM, so its output never reaches main memory (docs/grouping.md)",
            "options.stitch", families=("sunway",)),

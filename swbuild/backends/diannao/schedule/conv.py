@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ....ir.loopnest import Acc, Bin, Load, Un, Var, iconst, transform
+from ....ir.loopnest import Acc, Bin, Load, Un, Var, iconst
 from ..devir import Barrier, For, ScalarLoad, SLoop, Stmt, Sync, simp, subst
 from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .integer import INTEGER_OPS, fewer_passes, saturating_int8
+from . import conv_stationary as stationary
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
 
@@ -132,21 +133,6 @@ def sched_conv(kb, pool=False):
                 return R
         return None
 
-    def st_nram(mode, cand):
-        """Input-stationary: a per-channel operand holds a slot per block of the cluster."""
-        Cob, NCB = cand[0], ceil_div(round_up(G.Cog, int(hw["conv_co_multiple"])), cand[0])
-        blocks = NCB if mode == "rows" else ceil_div(NCB, 4)
-        n_chan = sum(kinds[ld] == "channel" for ld in loads)
-        return lambda R: (blocks - 1) * n_chan * round_up(round_up(R * G.Wo * Cob, ve) * 4, ALIGN)
-
-    # input-stationary candidates: every input channel in the tile, the weight block twice in
-    # WRAM (pingpong.py's halves)
-    st_cands = []
-    if not pool:
-        for Cob in range(Co_p, 0, -co_al):
-            if (1 + piped) * Cob * K1 * Cin_p <= welems:
-                st_cands.append((Cob, Cin_p, 1))
-
     def estimate_piped(mode, cand, R, tr):
         """Prologue + per-step maxima + epilogue of the pipelined row tiles (pingpong.py)."""
         Cob, Cib, NIB = cand
@@ -169,27 +155,12 @@ def sched_conv(kb, pool=False):
             return G.N * G.G * blocks * (steps + staged_weight_cycles(blk, hw, prefetch))
         return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
 
-    def estimate_stationary(mode, cand, R, tr):
-        """Input-stationary order (serial copies): the cluster's weight blocks GDRAM -> SRAM
-        once, then per row tile its input once and per block SRAM -> WRAM, conv, store."""
-        Cob, Cib, _ = cand
-        NCB, NRT = ceil_div(round_up(G.Cog, int(hw["conv_co_multiple"])), Cob), ceil_div(G.Ho, R)
-        blocks, per = (NCB, ceil_div(NRT, 16)) if mode == "rows" else (ceil_div(NCB, 4), ceil_div(NRT, 4))
-        blk = Cob * K1 * Cib * wbytes
-        x_copy, x_comp = input_cycles(R, Cib, tr)
-        comp = R * G.Wo * Cob * K1 * Cib / max(1, int(hw.get(rate_key, 512))) + hw["conv_startup_cycles"]
-        # the block loop is pingpong.py's pipeline: block jb + 1 SRAM -> WRAM (move queue) and
-        # the store of jb - 1 while jb computes
-        load = ms + blk / hw["sram_bytes_per_cycle"] + n_pixel * copy(R, G.Wo, Cob, G.ost, False)
-        steps = pipelined_cycles(blocks, load, comp, copy(R, G.Wo, Cob, G.ost, True, ob)) if piped else \
-            blocks * (load + comp + copy(R, G.Wo, Cob, G.ost, True, ob))
-        pro = ms + blocks * blk * cpg / gb / 4 + hw["sync_cluster_cycles"]
-        return G.N * (pro + per * (x_copy + x_comp + steps))
-
     def estimate(mode, cand, R, tr=False, st=False):
         Cob, Cib, NIB = cand
         if st:
-            return estimate_stationary(mode, cand, R, tr)
+            return stationary.estimate(G, hw, mode, cand, R, K1, wbytes, piped, input_cycles(R, cand[1], tr),
+                                       n_pixel * copy(R, G.Wo, Cob, G.ost, False), copy(R, G.Wo, Cob, G.ost, True, ob),
+                                       max(1, int(hw.get(rate_key, 512))))
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
         if piped and NIB == 1:
             return estimate_piped(mode, cand, R, tr)
@@ -220,17 +191,6 @@ def sched_conv(kb, pool=False):
             t = G.N * G.G * per * (NRT * NIB * (macs_tile / rate + in_tile) + (NIB if NIB == 1 else NRT * NIB) * blk * gran)
         return t
 
-    def stationary_fits(mode, cand):
-        """The input-stationary order needs all input channels in one tile (NIB 1), more than
-        one block for a cluster to loop over, and the cluster's blocks resident in SRAM."""
-        Cob, Cib, NIB = cand
-        NCB = ceil_div(round_up(G.Cog, int(hw["conv_co_multiple"])), Cob)
-        blocks = NCB if mode == "rows" else ceil_div(NCB, 4)
-        return not pool and NIB == 1 and G.G == 1 and blocks > 1 and stationary_opt \
-            and blocks * Cob * K1 * Cib * wbytes + 4 * 64 <= kb.tc.sram_budget \
-            and (1 + piped) * Cob * K1 * Cib * wbytes <= kb.tc.wram_budget
-
-    stationary_opt = getattr(kb.p.target_state, "input_stationary", "off") in ("on", "all")
     options = []
     for cand in cands:
         for mode in ("rows", "clusters", "channels"):
@@ -244,15 +204,9 @@ def sched_conv(kb, pool=False):
                 for r in (range(R, 0, -1) if piped and cand[2] == 1 else (R,)):
                     options.append((estimate(mode, cand, r, tr), ("rows", "clusters", "channels").index(mode), -cand[0],
                                     tr, False, cand, mode, r))
-    for cand in st_cands:
-        for mode in ("rows", "clusters") if split_clusters else ("rows",):
-            if not stationary_fits(mode, cand):
-                continue
-            for tr in ((False, True) if chw else (False,)):
-                R = best_rows(cand, ceil_div(G.Ho, 16 if mode == "rows" else 4), tr, st_nram(mode, cand))
-                for r in range(R or 0, 0, -1):
-                    options.append((estimate(mode, cand, r, tr, True), ("rows", "clusters").index(mode), -cand[0],
-                                    tr, True, cand, mode, r))
+    if not pool and getattr(kb.p.target_state, "input_stationary", "off") in ("on", "all"):
+        options += stationary.options(G, kb, Co_p, co_al, K1, Cin_p, wbytes, piped, split_clusters, chw,
+                                      sum(kinds[ld] == "channel" for ld in loads), ve, best_rows, estimate)
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
     if getattr(kb.p.target_state, "input_stationary", "off") == "all" and any(o[4] for o in options):
@@ -338,9 +292,8 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     reps = {}
     for i, ld in enumerate(loads):
         if kinds[ld] != "scalar":
-            # input-stationary: a per-channel operand holds every block of the cluster
-            reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}",
-                                lanes * (st_blocks if st and kinds[ld] == "channel" else 1))
+            reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}",     # input-stationary:
+                                lanes * (st_blocks if st and kinds[ld] == "channel" else 1))   # a slot per block
     ro, xo, cc = Var("ro"), Var("xo"), Var("cc")
     lane_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", ro, iconst(G.Wo)), xo), iconst(Cob)), cc))
     out_loops = [SLoop("ro", iconst(0), iconst(R)), SLoop("xo", iconst(0), iconst(G.Wo)), SLoop("cc", iconst(0), iconst(Cob))]
@@ -376,23 +329,6 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         return Stmt("copy", Load(wk, (simp(Bin("+", i, iconst(at))),)), Load(sw_, (simp(Bin("+", i, iconst(at))),)),
                     [SLoop("i", iconst(0), iconst(min(QK, BSw - at)))], guard=exists, sid=kb.sid("copy", "w"),
                     asynchronous=True)
-
-    def st_block(jb):
-        """Input-stationary order: block jb of this cluster's (output-channel block, its guard)."""
-        if mode == "rows":
-            return jb, ()
-        cb = simp(Bin("+", Bin("*", Var("tc"), iconst(st_blocks)), jb))
-        return cb, guards(ge(Bin("-", iconst(NCB - 1), cb)))
-
-    def weights_resident(tk):
-        """This core's quarter of the cluster's blocks GDRAM -> SRAM, then the cluster barrier."""
-        start = iconst(0) if mode == "rows" else simp(Bin("*", Var("tc"), iconst(st_blocks * BSw)))
-        q, part = Var("q"), simp(Bin("*", tk, iconst(Q2)))
-        at = simp(Bin("+", Bin("+", start, part), q))
-        return [Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (at,)), [SLoop("q", iconst(0), iconst(Q2))],
-                     guard=guards(ge(Bin("-", Bin("-", iconst(st_blocks * BSw - 1), part), q)),
-                                  ge(Bin("-", iconst(NCB * BSw - 1), at))), sid=kb.sid("copy", "w")),
-                Barrier("cluster")]
 
     def weights(n, g, cb, ib, tk, exists):
         """Load one weight block into WRAM: through SRAM, a quarter by each core of the cluster
@@ -508,7 +444,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
 
         ln = Var("ln")
         lane_loop = [SLoop("ln", iconst(0), iconst(lanes))]
-        if st:
+        if st:      # staged below, once for the blocks
             pass
         elif pool or NIB == 1:       # weights (if any) were loaded once per output-channel block
             stm += stage_input(iconst(0))
@@ -550,8 +486,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             stm += [For("ib", iconst(1), iconst(NIB), more(Var("ib")))]
 
         def block_tail(cb, exists, jb=None):
-            """Epilogue and store of output-channel block cb of this tile (jb: its slot in the
-            per-channel operands of the input-stationary order)."""
+            """Epilogue and store of block cb of this tile (jb: its slot of per-channel operands)."""
             stm = []
             # epilogue: per-pixel operands staged, then three-address statements over lanes
             leaf = {}
@@ -574,12 +509,8 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             for name in sorted(ta.temps):
                 if name not in kb.bufs:
                     kb.alloc("NRAM", name, lanes)
-            chans = {reps[ld] for ld in loads if kinds[ld] == "channel"}
-            if jb is not None and chans:
-                slot = lambda e: Load(e.buf, (simp(Bin("+", e.index[0], Bin("*", jb, iconst(lanes)))),)) \
-                    if isinstance(e, Load) and e.buf in chans else None   # noqa: E731
-                ta.stmts = [replace(x, expr=transform(x.expr, slot)) for x in ta.stmts]
-            stm += ta.stmts
+            stm += ta.stmts if jb is None else \
+                stationary.slot_reads(ta.stmts, {reps[ld] for ld in loads if kinds[ld] == "channel"}, jb, lanes)
             resb = res.ref if res.kind == "buf" else accb
             if o8:      # the requantized lanes (integers of int8's range, narrow.py) to bytes, stored as such
                 stm.append(Stmt("compute", Load(o8b, (ln,)), Un("to_int8", Load(resb, (ln,))), lane_loop,
@@ -596,7 +527,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             stm += stage_input(iconst(0))
 
             def per_b(jb):
-                cb_, bex = st_block(jb)
+                cb_, bex = stationary.block(mode, st_blocks, NCB, jb)
                 ex = exists + bex
                 return [Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (simp(Bin("+", Bin("*", jb, iconst(BSw)), Var("i"))),)),
                              [SLoop("i", iconst(0), iconst(BSw))], guard=ex, sid=kb.sid("copy", "w"))] \
@@ -610,23 +541,12 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     def body(t):
         tk = Var("tk")
 
-        def per_n_st(n):
-            # rows: the 16 tasks share out row tiles; clusters: a cluster's 4 cores do, each
-            # cluster over its own blocks (none: no input either)
-            S = ceil_div(NRT, 16) if mode == "rows" else ceil_div(NRT, 4)
-            owner = () if mode == "rows" else guards(ge(Bin("-", iconst(NCB - 1), Bin("*", Var("tc"), iconst(st_blocks)))))
-
-            def per_s(s):
-                rt = simp(Bin("+", Bin("*", t if mode == "rows" else tk, iconst(S)), s))
-                exists = owner + guards(ge(Bin("-", iconst(NRT - 1), rt)))
-                return tile(n, iconst(0), None, simp(Bin("*", rt, iconst(R))), exists, tk)
-            return loop("s", S, per_s)
-
-        if st:      # weights and per-channel operands of the cluster's blocks, once per task; the
-            # slots unrolled (pingpong.py would take a loop of loads for tiles and halve its buffer)
+        if st:      # weights and per-channel operands of the cluster's blocks once per task (the
+            # slots unrolled: pingpong.py would take a loop of loads for tiles and halve its buffer)
             reps_ = [x for jb in range(st_blocks) for x in channel_reps(
-                iconst(0), iconst(0), st_block(iconst(jb))[0], st_block(iconst(jb))[1], iconst(jb * lanes))]
-            return weights_resident(tk) + reps_ + loop("bn", G.N, per_n_st)
+                iconst(0), iconst(0), *stationary.block(mode, st_blocks, NCB, iconst(jb)), iconst(jb * lanes))]
+            return stationary.weights_resident(kb, mode, st_blocks, NCB, BSw, Q2, sw_, gw, tk) + reps_ + \
+                stationary.row_tiles(mode, G.N, NRT, R, NCB, st_blocks, t, tk, tile)
 
         def per_ng(n, g):
             if mode == "rows":
