@@ -138,8 +138,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("channel_blocks", "blocks", "off", "Sunway: model-internal activations stored [N][C/8][H][W][8] (weights "
            "re-laid out to match) where the cost model says the kernels get faster (on), or wherever the kernels "
            "can take it (all); docs/optimizer.md", "options.channel_blocks", families=("sunway",)),
-    Option("grouping", "onoff", "on", "GraphTurbo grouping of kernels across layers; each group runs in one "
-           "launch (docs/grouping.md)", "options.grouping"),
+    Option("grouping", "onoff", "on", "GraphTurbo grouping of kernels across layers; each group runs in one launch (docs/grouping.md)", "options.grouping"),
     Option("stitch", "onoff", "on", "Sunway, with grouping: a pooling or element-wise producer read by one kernel of "
            "its group is recomputed in that kernel's LDM, so its output never reaches main memory (docs/grouping.md)",
            "options.stitch", families=("sunway",)),
@@ -148,6 +147,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
            "docs/grouping.md", "options.mesh_gemm", families=("sunway",)),
     Option("cluster_split", "onoff", "on", "DianNao: convolutions may split output-channel blocks over clusters, rows over a cluster's cores (docs/diannao.md)", "options.cluster_split", families=("diannao",)),
     Option("weight_prefetch", "onoff", "on", "DianNao: weight blocks through SRAM overlap GDRAM -> SRAM of the next chunk or block (__memcpy_async) with SRAM -> WRAM and the convolution of the current one (docs/diannao.md)", "options.weight_prefetch", families=("diannao",)),
+    Option("input_stationary", "blocks", "on", "DianNao: a convolution keeps its input tile in NRAM and loops over output-channel blocks inside it, the cluster's weight blocks held in SRAM, where the schedule's estimate says it is faster (on), or wherever it fits (all); docs/diannao.md", "options.input_stationary", families=("diannao",)),
     Option("sram_residency", "onoff", "off", "DianNao, with grouping: an intermediate written and read only inside one grouped launch stays in its cluster's SRAM where every cluster reads back what its own cores wrote (docs/diannao.md)", "options.sram_residency", families=("diannao",)),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
            "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
@@ -156,7 +156,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file and SCons signature (swbuild/driver/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "sram_residency")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "input_stationary", "sram_residency")
 
 
 def inapplicable_options(options, family) -> list:

@@ -37,6 +37,9 @@ from .devir import For, ScalarLoad, SLoop, Stmt, Sync, When, const, free_vars, s
 
 ALIGN = 64   # on-chip offsets, as schedule.builder.ALIGN (which imports this module)
 ON_CHIP = ("NRAM", "WRAM")
+# a load is a copy into NRAM/WRAM from GDRAM (IO queue) or from SRAM (move queue: weights a
+# cluster holds, schedule/conv.py's input-stationary order); the step's join waits for both
+LOAD_FROM = ("GDRAM", "SRAM")
 UNROLL_MAX = 8   # a tile loop this short next to peeled tiles joins them as straight-line tiles
 
 
@@ -227,7 +230,8 @@ def _stages(body, dk):
     for j in range(len(body) - 1, -1, -1):
         n = body[j]
         later[j] = set(later[j + 1]) if j + 1 < len(body) else set()
-        if isinstance(n, Stmt) and n.mapped is not None and n.kind == "copy" and space(n.dst.buf) in ON_CHIP and space(_src_buf(n)) == "GDRAM":
+        if isinstance(n, Stmt) and n.mapped is not None and n.kind == "copy" and space(n.dst.buf) in ON_CHIP \
+                and space(_src_buf(n)) in LOAD_FROM:
             later[j].add(n.dst.buf)
     for j, n in enumerate(body):
         if isinstance(n, ScalarLoad):
@@ -239,7 +243,7 @@ def _stages(body, dk):
         d = n.dst.buf
         if n.kind == "copy":
             src = _src_buf(n)
-            if space(d) in ON_CHIP and space(src) == "GDRAM":
+            if space(d) in ON_CHIP and space(src) in LOAD_FROM:
                 if d in touched:
                     return None   # a buffer reloaded after use: not one tile's input
                 stages["L"].append(n)

@@ -47,6 +47,7 @@ class DianNaoState:
     int8_storage: frozenset = frozenset()         # tensors held as int8 bytes in GDRAM (schedule/narrow.py)
     cluster_split: bool = True                    # option cluster_split: schedule/conv.py's clusters mode
     weight_prefetch: bool = True                  # option weight_prefetch: schedule/conv.py's next weight block async
+    input_stationary: str = "on"                  # option input_stationary (off/on/all): schedule/conv.py's input tile kept over blocks
     on_chip: dict = field(default_factory=dict)   # option sram_residency: tensor -> where it stayed (residency.py)
 
 
@@ -66,6 +67,7 @@ def schedule_kernels(program, target, options):
     st.double_buffer = option_on(options, "double_buffer")
     st.cluster_split = option_on(options, "cluster_split")
     st.weight_prefetch = option_on(options, "weight_prefetch")
+    st.input_stationary = str(options.get("input_stationary", "on")).lower()
     # int8 activations as bytes in GDRAM where every kernel touching them can (schedule/narrow.py)
     st.int8_storage = narrow.candidates(program) if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) > 0 \
         else frozenset()

@@ -13,6 +13,7 @@ from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .integer import INTEGER_OPS, fewer_passes, saturating_int8
+from . import conv_stationary as stationary
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
 
@@ -125,10 +126,10 @@ def sched_conv(kb, pool=False):
             Cib = round_up(ceil_div(Cin_p, NIB), ci_al)
             cands.append((Cob, Cib, NIB))
 
-    def best_rows(cand, R_target, tr):
+    def best_rows(cand, R_target, tr, more=lambda R: 0):
         Cob, Cib, NIB = cand
         for R in range(max(1, R_target), 0, -1):
-            if nram(R, Cib, Cob, NIB, tr) <= budget:
+            if nram(R, Cib, Cob, NIB, tr) + more(R) <= budget:
                 return R
         return None
 
@@ -154,8 +155,12 @@ def sched_conv(kb, pool=False):
             return G.N * G.G * blocks * (steps + staged_weight_cycles(blk, hw, prefetch))
         return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
 
-    def estimate(mode, cand, R, tr=False):
+    def estimate(mode, cand, R, tr=False, st=False):
         Cob, Cib, NIB = cand
+        if st:
+            return stationary.estimate(G, hw, mode, cand, R, K1, wbytes, piped, input_cycles(R, cand[1], tr),
+                                       n_pixel * copy(R, G.Wo, Cob, G.ost, False), copy(R, G.Wo, Cob, G.ost, True, ob),
+                                       max(1, int(hw.get(rate_key, 512))))
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
         if piped and NIB == 1:
             return estimate_piped(mode, cand, R, tr)
@@ -198,11 +203,16 @@ def sched_conv(kb, pool=False):
                 # pipelined: fewer rows per tile buy overlap; every R that fits is a candidate
                 for r in (range(R, 0, -1) if piped and cand[2] == 1 else (R,)):
                     options.append((estimate(mode, cand, r, tr), ("rows", "clusters", "channels").index(mode), -cand[0],
-                                    tr, cand, mode, r))
+                                    tr, False, cand, mode, r))
+    if not pool and getattr(kb.p.target_state, "input_stationary", "off") in ("on", "all"):
+        options += stationary.options(G, kb, Co_p, co_al, K1, Cin_p, wbytes, piped, split_clusters, chw,
+                                      sum(kinds[ld] == "channel" for ld in loads), ve, best_rows, estimate)
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
-    _, _, _, tr, (Cob, Cib, NIB), mode, R = min(options)
-    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8, tr)
+    if getattr(kb.p.target_state, "input_stationary", "off") == "all" and any(o[4] for o in options):
+        options = [o for o in options if o[4]]          # wherever it fits (tests, measurements)
+    _, _, _, tr, st, (Cob, Cib, NIB), mode, R = min(options)
+    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8, tr, st)
 
 
 def tile_pixels(hw, rin, W_in, eb, tr):
@@ -227,7 +237,7 @@ def narrow_ends(kb, G, fx, pool):
     return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
 
 
-def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False, tr=False):
+def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False, tr=False, st=False):
     hw = kb.hw
     K1 = G.kh * G.kw
     rin = (R - 1) * G.sh + G.kh
@@ -256,6 +266,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     accb = kb.alloc("NRAM", "acc", lanes)
     cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
     prefetch = False
+    st_blocks = (NCB if mode == "rows" else ceil_div(NCB, 4)) if st else 1
     if not pool:
         bank = ("conv_bank", Cob, K1 * Cib)
         wk = kb.alloc("WRAM", "wk", BSw, layout=() if fx else bank)
@@ -269,7 +280,10 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         # weight prefetch: block ib + 1 goes GDRAM -> the other SRAM half while block ib computes
         prefetch = mode in ("rows", "clusters") and 1 < NIB <= PREFETCH_MAX_NIB and \
             getattr(kb.p.target_state, "weight_prefetch", False)
-        if mode in ("rows", "clusters"):
+        if st:      # the cluster's blocks (rows: all of them), a quarter by each core, held in SRAM
+            Q2 = round_up(ceil_div(st_blocks * BSw, 4), 16)
+            sw_ = kb.alloc("SRAM", "wres", 4 * Q2)
+        elif mode in ("rows", "clusters"):
             chunked = getattr(kb.p.target_state, "weight_prefetch", False)
             Q = round_up(ceil_div(BSw, 4), 16 * (W_CHUNKS if chunked else 1))   # chunks of 64-B multiples
             QK = Q // W_CHUNKS
@@ -278,7 +292,8 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     reps = {}
     for i, ld in enumerate(loads):
         if kinds[ld] != "scalar":
-            reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}", lanes)
+            reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}",     # input-stationary:
+                                lanes * (st_blocks if st and kinds[ld] == "channel" else 1))   # a slot per block
     ro, xo, cc = Var("ro"), Var("xo"), Var("cc")
     lane_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", ro, iconst(G.Wo)), xo), iconst(Cob)), cc))
     out_loops = [SLoop("ro", iconst(0), iconst(R)), SLoop("xo", iconst(0), iconst(G.Wo)), SLoop("cc", iconst(0), iconst(Cob))]
@@ -346,23 +361,26 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     on_chip = R * G.Wo > 1 and Cob * 4 % hw["nram2nram_size_multiple_bytes"] == 0 \
         and Cob * 4 % hw["nram2nram_align_bytes"] == 0
 
-    def channel_reps(n, g, cb, exists):
+    def channel_reps(n, g, cb, exists, base=iconst(0)):
+        """Per-channel operands of block cb replicated over the tile's pixels, at lane `base`
+        (input-stationary order: one slot per block of the cluster, built once per task)."""
         out = []
+        at = lambda e: simp(Bin("+", base, e))   # noqa: E731
         for ld, buf in reps.items():
             if kinds[ld] != "channel":
                 continue
             env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), ro, xo)
             gp = kb.gparam(kb.k.buffers[ld.buf].tensor)
             if not on_chip:
-                out += staged_copy(kb.sid("copy", "rep"), buf, lane_ix, Load(gp, (kb.offset(ld, env),)), out_loops,
+                out += staged_copy(kb.sid("copy", "rep"), buf, at(lane_ix), Load(gp, (kb.offset(ld, env),)), out_loops,
                                    bound=guards(chan_bound(cb)), common=exists)
                 continue
             first = simp(subst(kb.offset(ld, env), {"ro": 0, "xo": 0}))     # a channel operand: the same at every pixel
-            out += staged_copy(kb.sid("copy", "rep"), buf, cc, Load(gp, (first,)), out_loops[2:],
+            out += staged_copy(kb.sid("copy", "rep"), buf, at(cc), Load(gp, (first,)), out_loops[2:],
                                bound=guards(chan_bound(cb)), common=exists)
             px = Var("px")
-            out.append(Stmt("copy", Load(buf, (simp(Bin("+", Bin("*", Bin("+", px, iconst(1)), iconst(Cob)), cc)),)),
-                            Load(buf, (cc,)), [SLoop("px", iconst(0), iconst(R * G.Wo - 1)), out_loops[2]],
+            out.append(Stmt("copy", Load(buf, (at(Bin("+", Bin("*", Bin("+", px, iconst(1)), iconst(Cob)), cc)),)),
+                            Load(buf, (at(cc),)), [SLoop("px", iconst(0), iconst(R * G.Wo - 1)), out_loops[2]],
                             guard=tuple(exists), sid=kb.sid("copy", "repn")))
         return out
 
@@ -414,18 +432,21 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                                                 Bin("+", Bin("*", xo, iconst(G.sw)), kx)), iconst(Cib)), cc if pool else kc))
         red = [SLoop("ky", iconst(0), iconst(G.kh)), SLoop("kx", iconst(0), iconst(G.kw))]
 
-        def compute(dst):
+        def compute(dst, ex=None):
+            exists_ = exists if ex is None else ex
             if pool:
                 return Stmt("compute", Load(dst, (lane_ix,)), Load(xin, (src_ix,)), list(out_loops), red,
-                            G.combine, guard=exists + guards(rowtail), over=True, sid=kb.sid("compute", "pool"))
+                            G.combine, guard=exists_ + guards(rowtail), over=True, sid=kb.sid("compute", "pool"))
             wv = Load(wconv, (cc, simp(Bin("+", Bin("*", Bin("+", Bin("*", ky, iconst(G.kw)), kx), iconst(Cib)), kc))))
             return Stmt("compute", Load(dst, (lane_ix,)), Bin("*", Load(xq, (src_ix,)), wv), list(out_loops),
-                        red + [SLoop("kc", iconst(0), iconst(Cib))], "sum", guard=exists + guards(rowtail),
+                        red + [SLoop("kc", iconst(0), iconst(Cib))], "sum", guard=exists_ + guards(rowtail),
                         over=True, sid=csid)
 
         ln = Var("ln")
         lane_loop = [SLoop("ln", iconst(0), iconst(lanes))]
-        if pool or NIB == 1:       # weights (if any) were loaded once per output-channel block
+        if st:      # staged below, once for the blocks
+            pass
+        elif pool or NIB == 1:       # weights (if any) were loaded once per output-channel block
             stm += stage_input(iconst(0))
             stm.append(compute(accb))
         elif prefetch:
@@ -463,45 +484,69 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                                guard=exists + guards(lanetail), over=True, sid=asid))
                 return s2
             stm += [For("ib", iconst(1), iconst(NIB), more(Var("ib")))]
-        # epilogue: per-pixel operands staged, then three-address statements over lanes
-        leaf = {}
-        for i, ld in enumerate(loads):
-            if kinds[ld] == "pixel":
-                env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), simp(Bin("+", row0, ro)), xo)
-                src = Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),))
-                stm += staged_copy(kb.sid("copy", "p"), reps[ld], lane_ix, src, out_loops,
-                                   bound=guards(rowtail, chan_bound(cb)), common=exists)
-            if kinds[ld] in ("pixel", "channel"):
-                leaf[ld] = Operand("buf", reps[ld])
-            else:
-                env = G.axes_env(n, g, iconst(0), iconst(0), iconst(0))
-                name = f"v{i}"
-                stm.append(ScalarLoad(name, Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),)),
-                                      guard=exists))
-                leaf[ld] = Operand("scalar", Var(name))
-        ta = ThreeAddress(kb, "c", lambda: iconst(lanes), [reps[ld] for ld in loads if kinds[ld] == "channel"])
-        res = ta.run(G.epilogue, lambda e: Operand("buf", accb) if isinstance(e, Acc) else leaf[e], exists + guards(lanetail))
-        for name in sorted(ta.temps):
-            if name not in kb.bufs:
-                kb.alloc("NRAM", name, lanes)
-        stm += ta.stmts
-        resb = res.ref if res.kind == "buf" else accb
-        if o8:      # the requantized lanes (integers of int8's range, narrow.py) to bytes, stored as such
-            stm.append(Stmt("compute", Load(o8b, (ln,)), Un("to_int8", Load(resb, (ln,))), lane_loop,
-                            guard=exists + guards(lanetail), over=True, sid=kb.sid("compute", "narrow")))
-            resb = o8b
-        oc = simp(Bin("+", Bin("*", g, iconst(G.Cog)), Bin("+", Bin("*", cb, iconst(Cob)), cc))) if not pool else \
-            simp(Bin("+", Bin("*", cb, iconst(Cob)), cc))
-        stm.append(Stmt("copy", Load(go, (output_offset(G, n, iconst(0), oc, simp(Bin("+", row0, ro)), xo),)),
-                        Load(resb, (lane_ix,)), list(out_loops),
-                        guard=exists + guards(rowtail, chan_bound(cb)), sid=kb.sid("copy", "out")))
-        return stm
+
+        def block_tail(cb, exists, jb=None):
+            """Epilogue and store of block cb of this tile (jb: its slot of per-channel operands)."""
+            stm = []
+            # epilogue: per-pixel operands staged, then three-address statements over lanes
+            leaf = {}
+            for i, ld in enumerate(loads):
+                if kinds[ld] == "pixel":
+                    env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), simp(Bin("+", row0, ro)), xo)
+                    src = Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),))
+                    stm += staged_copy(kb.sid("copy", "p"), reps[ld], lane_ix, src, out_loops,
+                                       bound=guards(rowtail, chan_bound(cb)), common=exists)
+                if kinds[ld] in ("pixel", "channel"):
+                    leaf[ld] = Operand("buf", reps[ld])
+                else:
+                    env = G.axes_env(n, g, iconst(0), iconst(0), iconst(0))
+                    name = f"v{i}"
+                    stm.append(ScalarLoad(name, Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),)),
+                                          guard=exists))
+                    leaf[ld] = Operand("scalar", Var(name))
+            ta = ThreeAddress(kb, "c", lambda: iconst(lanes), [reps[ld] for ld in loads if kinds[ld] == "channel"])
+            res = ta.run(G.epilogue, lambda e: Operand("buf", accb) if isinstance(e, Acc) else leaf[e], exists + guards(lanetail))
+            for name in sorted(ta.temps):
+                if name not in kb.bufs:
+                    kb.alloc("NRAM", name, lanes)
+            stm += ta.stmts if jb is None else \
+                stationary.slot_reads(ta.stmts, {reps[ld] for ld in loads if kinds[ld] == "channel"}, jb, lanes)
+            resb = res.ref if res.kind == "buf" else accb
+            if o8:      # the requantized lanes (integers of int8's range, narrow.py) to bytes, stored as such
+                stm.append(Stmt("compute", Load(o8b, (ln,)), Un("to_int8", Load(resb, (ln,))), lane_loop,
+                                guard=exists + guards(lanetail), over=True, sid=kb.sid("compute", "narrow")))
+                resb = o8b
+            oc = simp(Bin("+", Bin("*", g, iconst(G.Cog)), Bin("+", Bin("*", cb, iconst(Cob)), cc))) if not pool else \
+                simp(Bin("+", Bin("*", cb, iconst(Cob)), cc))
+            stm.append(Stmt("copy", Load(go, (output_offset(G, n, iconst(0), oc, simp(Bin("+", row0, ro)), xo),)),
+                            Load(resb, (lane_ix,)), list(out_loops),
+                            guard=exists + guards(rowtail, chan_bound(cb)), sid=kb.sid("copy", "out")))
+            return stm
+
+        if st:      # the input tile stays; the cluster's blocks SRAM -> WRAM in turn
+            stm += stage_input(iconst(0))
+
+            def per_b(jb):
+                cb_, bex = stationary.block(mode, st_blocks, NCB, jb)
+                ex = exists + bex
+                return [Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (simp(Bin("+", Bin("*", jb, iconst(BSw)), Var("i"))),)),
+                             [SLoop("i", iconst(0), iconst(BSw))], guard=ex, sid=kb.sid("copy", "w"))] \
+                    + [compute(accb, ex)] + block_tail(cb_, ex, jb)
+            return stm + loop("jb", st_blocks, per_b)
+        return stm + block_tail(cb, exists)
 
     csid = kb.sid("compute", "conv") if not pool else None
     asid = kb.sid("compute", "acc") if NIB > 1 else None
 
     def body(t):
         tk = Var("tk")
+
+        if st:      # weights and per-channel operands of the cluster's blocks once per task (the
+            # slots unrolled: pingpong.py would take a loop of loads for tiles and halve its buffer)
+            reps_ = [x for jb in range(st_blocks) for x in channel_reps(
+                iconst(0), iconst(0), *stationary.block(mode, st_blocks, NCB, iconst(jb)), iconst(jb * lanes))]
+            return stationary.weights_resident(kb, mode, st_blocks, NCB, BSw, Q2, sw_, gw, tk) + reps_ + \
+                stationary.row_tiles(mode, G.N, NRT, R, NCB, st_blocks, t, tk, tile)
 
         def per_ng(n, g):
             if mode == "rows":
@@ -549,4 +594,4 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in, transposed_input=tr,
-                     narrow_in=x8, narrow_out=o8)
+                     narrow_in=x8, narrow_out=o8, input_stationary=st)
