@@ -30,11 +30,16 @@ from ....ir.graph import Tensor
 from ....ir.loopnest import Axis, Load, Var, affine, iconst, iter_loads, transform
 from ..cost import model
 from ..cost.predict import simulate
-from ..schedule.ldm import Search, ldm_budget, search_tiles, signature
+from ..schedule import parallel
+from ..schedule.ldm import Search, ldm_budget, pending_seconds, search_tiles, signature
 from ..schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
                                drop_unused_constants, drop_untaken, fix_boxes, lay_out_ldm, order_loops)
 
 LANES = 8
+MAX_TRIAL_UNITS = 4     # a kernel touching more units has its layouts tried in the process only
+
+_SECONDS = {}       # ("channel_blocks",) + a variant's search signature -> its modelled seconds
+parallel.MEMOS.append(lambda: _SECONDS)        # workers send them back with the tiles
 
 
 def _units(program):
@@ -223,14 +228,13 @@ class Variants:
     """Each kernel's modelled seconds with a given set of its tensors blocked (None where it
     cannot take them): the kernel alone through the scheduling passes, then the predictor,
     as the build would model it. Repeated layers share their tile searches (ldm.py) and their
-    seconds (ldm.signature)."""
+    seconds (_SECONDS, by ldm.signature, which the parallel search's workers fill)."""
 
     def __init__(self, program, target, options):
         self.p, self.target, self.options = program, target, options
         # the tensors (roots) each kernel reads or writes
         self.touched = {k.name: {program.root(b.tensor) for b in k.buffers.values()} for k in program.kernels}
         self.memo = {}
-        self.by_signature = {}      # ldm.signature -> modelled seconds
 
     def get(self, k, blocked):
         """(modelled seconds, rewritten kernel), or None."""
@@ -251,17 +255,22 @@ class Variants:
             self.memo[key] = None if plan is None else _rewrite(self.p, k, *plan, blocked)
         return self.memo[key]
 
+    def search(self, k):
+        """The tile search of k as a trial runs it, and its key in _SECONDS."""
+        s = Search(k, self.target.hardware, ldm_budget(self.target, self.options), self.options, self.p.graph,
+                   self.target.sha256)
+        return s, ("channel_blocks",) + signature(s)
+
     def _seconds(self, k):
         trial = replace(k, buffers=dict(k.buffers), schedule=None)     # the passes re-point its buffers
         mini = replace(self.p, kernels=[trial], notes=[], target_state=SunwayState())
-        s = Search(trial, self.target.hardware, ldm_budget(self.target, self.options), self.options, mini.graph,
-                   self.target.sha256)
         # Repeated layers (the same kernel but for names, ldm.signature) model the same seconds:
-        # the passes below depend on nothing else, since target and options are this instance's.
-        sig = signature(s)
-        if sig not in self.by_signature:
-            self.by_signature[sig] = self._run_passes(trial, mini, s)
-        return self.by_signature[sig]
+        # the passes below depend on nothing else, and the signature holds the hardware, the
+        # LDM budget and the options' flags the passes read.
+        s, key = self.search(trial)
+        if key not in _SECONDS:
+            _SECONDS[key] = self._run_passes(trial, mini, s)
+        return _SECONDS[key]
 
     def _run_passes(self, trial, mini, s):
         mini.target_state.drafts[trial.name] = Draft(s, tiles=search_tiles(s))
@@ -273,6 +282,35 @@ class Variants:
         hw = self.target.hardware
         r = simulate(trial, self.target.cores, 8 * len(trial.buffers), hw)
         return model.kernel_seconds(hw, r["cpe_seconds"])
+
+
+class _Trial:
+    """One layout of one kernel (the blocked tensors it touches) as a parallel search item."""
+
+    def __init__(self, variants, k):
+        self.k, self.variants = k, variants
+        self.s, self.key = variants.search(k)
+
+    def work(self):
+        return pending_seconds((self.s,))
+
+
+def _prefetch(program, variants, units):
+    """Every layout choose_blocked may model, each kernel with each union of the units it
+    touches (at most 2**MAX_TRIAL_UNITS), handed to the parallel search's workers: the misses
+    of _SECONDS by search signature, repeated layers once. The pass then decides in order from
+    the memo, the same bytes with one worker or many."""
+    trials = []
+    for k in program.kernels:
+        mine = [u for u in units if u & variants.touched[k.name]]
+        if not mine or len(mine) > MAX_TRIAL_UNITS:
+            continue
+        for bits in range(1 << len(mine)):
+            blocked = frozenset().union(*(u for j, u in enumerate(mine) if bits >> j & 1))
+            kb = variants.kernel(k, blocked)
+            if kb is not None:
+                trials.append(_Trial(variants, kb))
+    parallel.prefetch_trials(lambda t: t.variants._seconds(t.k), trials, _SECONDS, _Trial.work)
 
 
 def choose_blocked(program, variants, units, by_cost=True):
@@ -313,7 +351,10 @@ def channel_blocks(program, target, options):
     consts = {program.root(b.tensor) for k in program.kernels for b in k.buffers.values()
               if program.graph.tensors[program.root(b.tensor)].data is not None}
     variants = Variants(program, target, options)
-    blocked = choose_blocked(program, variants, _units(program), by_cost=mode == "on")
+    units = _units(program)
+    if mode == "on":
+        _prefetch(program, variants, units)
+    blocked = choose_blocked(program, variants, units, by_cost=mode == "on")
     for i, k in enumerate(program.kernels):
         if variants.touched[k.name] & blocked:
             program.kernels[i] = variants.kernel(k, blocked)
