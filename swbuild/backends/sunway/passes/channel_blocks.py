@@ -102,8 +102,8 @@ def _channel(e, ext):
 def _plan(program, k, cand):
     """The axes to split in k ({name: "spatial" | "reduce"}) and each converted load's channel
     decomposition, or None when k cannot take them."""
-    if k.kind != "compute" or k.loop is not None or any(k.out_offset):
-        return None
+    if k.kind != "compute" or k.loop is not None or any(k.out_offset) or k.stages:
+        return None     # a stitched kernel's stages (computed in LDM) read in NCHW: _rewrite leaves them
     ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
     red = {a.name for a in k.reduce_axes}
     split, chans = {}, {}
