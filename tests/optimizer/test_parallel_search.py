@@ -8,7 +8,7 @@ from onnx import helper
 
 from opt_models import make, rand, sunway
 
-from swbuild.backends.sunway.passes import channel_blocks, flat_pixels, vector_weights
+from swbuild.backends.sunway.passes import flat_pixels, trial_seconds, vector_weights
 from swbuild.backends.sunway.schedule import ldm, parallel, split
 from swbuild.driver.compiler import compile_to
 from swbuild.support.errors import SwbuildError
@@ -37,7 +37,7 @@ def _compile(tmp_path, monkeypatch, jobs, tag, model=None, options=None):
     monkeypatch.setattr(split, "_DECISIONS", {})
     monkeypatch.setattr(vector_weights, "_DECISIONS", {})     # its trials search tiles too
     monkeypatch.setattr(flat_pixels, "_SECONDS", {})          # and so do these
-    monkeypatch.setattr(channel_blocks, "_SECONDS", {})       # and the layouts' trials
+    monkeypatch.setattr(trial_seconds, "_SECONDS", {})        # and the layouts' trials
     main = os.getpid()
     calls = []
     real = ldm.enumerate_tiles
@@ -73,10 +73,10 @@ def test_channel_block_trials_run_in_the_workers(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "MIN_WORK", 0.0)
     opts = {"channel_blocks": "on"}
     serial, serial_calls = _compile(tmp_path, monkeypatch, 1, "serial", pointwise_model(), opts)
-    serial_seconds = channel_blocks._SECONDS
+    serial_seconds = trial_seconds._SECONDS
     par, par_calls = _compile(tmp_path, monkeypatch, 2, "par", pointwise_model(), opts)
     assert par == serial and _compile.program.target_state.channel_blocks == ["h"]
-    assert len(serial_seconds) >= 4 and channel_blocks._SECONDS == serial_seconds      # from the workers
+    assert len(serial_seconds) >= 4 and trial_seconds._SECONDS == serial_seconds      # from the workers
     assert len(serial_calls) >= 4
     assert par_calls == [], par_calls
 

@@ -11,7 +11,10 @@ docs/grouping.md, stop 29).
 
 Which tensors are blocked is the predictor's choice (`on`): in reverse program order, a
 tensor is blocked when every kernel touching it can take it and, each run alone through the
-scheduling passes, they model faster; `all` blocks whatever the kernels can take.
+scheduling passes, they model faster (each kernel as flat_pixels, the next pass, then keeps
+it: with one pixel axis where that models faster); `all` blocks whatever the kernels can take.
+The trials' seconds are memoised by search signature and their misses run in the parallel
+tile search's workers (schedule/parallel.py), as flat_pixels' and vector_weights' do.
 
 A Concat container and the parts written in place inside it are blocked together, when
 every part starts on an 8-channel boundary (batch 1). Graph inputs and outputs, tensors with
@@ -28,18 +31,15 @@ import numpy as np
 
 from ....ir.graph import Tensor
 from ....ir.loopnest import Axis, Load, Var, affine, iconst, iter_loads, transform
-from ..cost import model
-from ..cost.predict import simulate
 from ..schedule import parallel
-from ..schedule.ldm import Search, ldm_budget, pending_seconds, search_tiles, signature
-from ..schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
-                               drop_unused_constants, drop_untaken, fix_boxes, lay_out_ldm, order_loops)
+from ..schedule.ldm import pending_seconds
+from ..schedule.passes import drop_unused_constants, drop_untaken
+from . import flat_pixels
+from . import trial_seconds
+from .trial_seconds import KernelSeconds
 
 LANES = 8
 MAX_TRIAL_UNITS = 4     # a kernel touching more units has its layouts tried in the process only
-
-_SECONDS = {}       # ("channel_blocks",) + a variant's search signature -> its modelled seconds
-parallel.MEMOS.append(lambda: _SECONDS)        # workers send them back with the tiles
 
 
 def _units(program):
@@ -224,14 +224,14 @@ def _rewrite(program, k, split, chans, blocked):
                    out_offset=(0,) * len(axes))
 
 
-class Variants:
+class Variants(KernelSeconds):
     """Each kernel's modelled seconds with a given set of its tensors blocked (None where it
     cannot take them): the kernel alone through the scheduling passes, then the predictor,
     as the build would model it. Repeated layers share their tile searches (ldm.py) and their
-    seconds (_SECONDS, by ldm.signature, which the parallel search's workers fill)."""
+    seconds (trial_seconds.py)."""
 
     def __init__(self, program, target, options):
-        self.p, self.target, self.options = program, target, options
+        super().__init__(program, target, options)
         # the tensors (roots) each kernel reads or writes
         self.touched = {k.name: {program.root(b.tensor) for b in k.buffers.values()} for k in program.kernels}
         self.memo = {}
@@ -241,8 +241,14 @@ class Variants:
         key = (k.name, frozenset(blocked & self.touched[k.name]))
         if key not in self.memo:
             kb = self.kernel(k, key[1])
-            self.memo[key] = None if kb is None else (self._seconds(kb), kb)
+            self.memo[key] = None if kb is None else (min(self._seconds(w) for w in self.ways(kb)), kb)
         return self.memo[key]
+
+    def ways(self, kb):
+        """kb and what flat_pixels, which runs next, may make of it (one pixel axis, where that
+        models faster): a layout is judged by the kernel the build then keeps."""
+        pair = flat_pixels.candidate(kb) if flat_pixels.enabled(self.p, self.options) else None
+        return [kb] if pair is None else [kb, flat_pixels.merged(kb, *pair)]
 
     def kernel(self, k, blocked):
         """k rewritten for the blocked tensors it touches, or None when it cannot take them."""
@@ -254,34 +260,6 @@ class Variants:
             plan = _plan(self.p, k, blocked)
             self.memo[key] = None if plan is None else _rewrite(self.p, k, *plan, blocked)
         return self.memo[key]
-
-    def search(self, k):
-        """The tile search of k as a trial runs it, and its key in _SECONDS."""
-        s = Search(k, self.target.hardware, ldm_budget(self.target, self.options), self.options, self.p.graph,
-                   self.target.sha256)
-        return s, ("channel_blocks",) + signature(s)
-
-    def _seconds(self, k):
-        trial = replace(k, buffers=dict(k.buffers), schedule=None)     # the passes re-point its buffers
-        mini = replace(self.p, kernels=[trial], notes=[], target_state=SunwayState())
-        # Repeated layers (the same kernel but for names, ldm.signature) model the same seconds:
-        # the passes below depend on nothing else, and the signature holds the hardware, the
-        # LDM budget and the options' flags the passes read.
-        s, key = self.search(trial)
-        if key not in _SECONDS:
-            _SECONDS[key] = self._run_passes(trial, mini, s)
-        return _SECONDS[key]
-
-    def _run_passes(self, trial, mini, s):
-        mini.target_state.drafts[trial.name] = Draft(s, tiles=search_tiles(s))
-        for run in (choose_buffering, choose_row_sharing):
-            run(mini, self.target, self.options)
-        fix_boxes(mini)
-        for run in (order_loops, lay_out_ldm, choose_partition):
-            run(mini, self.target, self.options)
-        hw = self.target.hardware
-        r = simulate(trial, self.target.cores, 8 * len(trial.buffers), hw)
-        return model.kernel_seconds(hw, r["cpe_seconds"])
 
 
 class _Trial:
@@ -298,7 +276,7 @@ class _Trial:
 def _prefetch(program, variants, units):
     """Every layout choose_blocked may model, each kernel with each union of the units it
     touches (at most 2**MAX_TRIAL_UNITS), handed to the parallel search's workers: the misses
-    of _SECONDS by search signature, repeated layers once. The pass then decides in order from
+    of trial_seconds._SECONDS by search signature, repeated layers once. The pass then decides in order from
     the memo, the same bytes with one worker or many."""
     trials = []
     for k in program.kernels:
@@ -309,8 +287,8 @@ def _prefetch(program, variants, units):
             blocked = frozenset().union(*(u for j, u in enumerate(mine) if bits >> j & 1))
             kb = variants.kernel(k, blocked)
             if kb is not None:
-                trials.append(_Trial(variants, kb))
-    parallel.prefetch_trials(lambda t: t.variants._seconds(t.k), trials, _SECONDS, _Trial.work)
+                trials += [_Trial(variants, w) for w in variants.ways(kb)]
+    parallel.prefetch_trials(lambda t: t.variants._seconds(t.k), trials, trial_seconds._SECONDS, _Trial.work)
 
 
 def choose_blocked(program, variants, units, by_cost=True):
