@@ -48,6 +48,7 @@ def _units(program):
     of them change layout or none)."""
     cand = _candidates(program)
     g = program.graph
+    touched = {program.root(b.tensor) for k in program.kernels for b in k.buffers.values()}
     group = {}
     for x in program.slices:            # parts, nested ones too, join their outermost container
         top, off = program.root(x), 0
@@ -59,10 +60,22 @@ def _units(program):
     for top, members in sorted(group.items()):
         n, c, h, w = g.tensors[top].shape if len(g.tensors[top].shape) == 4 else (0, 0, 0, 0)
         plane = h * w * np.dtype(g.tensors[top].dtype).itemsize if n == 1 else 0
-        if plane and all(t in cand and g.tensors[t].shape[2:] == (h, w) and off % (plane * LANES) == 0
-                         for t, off in members.items()):
+        if plane and all((t in cand or _bare(program, t, touched)) and g.tensors[t].shape[2:] == (h, w)
+                         and off % (plane * LANES) == 0 for t, off in members.items()):
             units.append(frozenset(members))
     return units
+
+
+def _bare(program, t, touched):
+    """A container no kernel reads or writes as a whole (merge_siblings' tensor holding the
+    merged output and the Concat after it): only its parts' layout decides, if it is 4-D with
+    whole blocks of channels and no graph input, output or view."""
+    g = program.graph
+    fixed = {program.root(x) for x in list(program.inputs) + list(program.outputs)}
+    viewed = {program.root(a) for a in program.aliases}
+    shape = g.tensors[t].shape
+    return (t not in touched and t not in fixed | viewed and g.tensors[t].data is None and len(shape) == 4
+            and shape[1] % LANES == 0)
 
 
 def _candidates(program):
