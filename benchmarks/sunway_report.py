@@ -12,6 +12,7 @@ convolutions' share of their roofline bound).
     python benchmarks/sunway_report.py                       # light models + vgg16 + resnet50
     python benchmarks/sunway_report.py --models vgg16 light_squeezenet --out /tmp/s.json
     python benchmarks/sunway_report.py --models light --target sunway-pro-emu
+    python benchmarks/sunway_report.py --models light_resnet50 --set channel_blocks=on
 
 One model is built and run at a time. Exit status 1 if any model fails a check.
 """
@@ -98,9 +99,9 @@ def report_and_check(args, target, out, timeout, extra=()):
     return rep, chk, secs
 
 
-def bench(name, target, work, timeout):
+def bench(name, target, work, timeout, extra=()):
     args, stem = model_args(name)
-    rep, chk, secs = report_and_check(args, target, Path(work) / stem, timeout)
+    rep, chk, secs = report_and_check(args, target, Path(work) / stem, timeout, extra)
     if rep is None:
         return chk
     ok = (chk.get("status") == "pass" and rep["dma_match"] and rep["write_conflicts"] == 0
@@ -136,7 +137,10 @@ def main(argv=None):
     ap.add_argument("--out", help="write the JSON summary here (default: stdout)")
     ap.add_argument("--work", help="build directory (default: a temporary one)")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a recipe option for every build, as `swbuild report --set` (repeatable)")
     a = ap.parse_args(argv)
+    extra = [x for kv in a.set for x in ("--set", kv)]
     models = expand(a.models)
     res = {}
     with tempfile.TemporaryDirectory(prefix="swbench-") as tmp:
@@ -144,7 +148,7 @@ def main(argv=None):
         for m in models:
             print(f"sunway_report: {m} ...", file=sys.stderr, flush=True)
             try:
-                res[m] = bench(m, a.target, work, a.timeout)
+                res[m] = bench(m, a.target, work, a.timeout, extra)
             except subprocess.TimeoutExpired:
                 res[m] = {"status": "error", "reason": f"timeout after {a.timeout} s"}
             r = res[m]
@@ -155,7 +159,7 @@ def main(argv=None):
     done = [r for r in res.values() if "main_memory_bytes" in r]
     tot_bytes = sum(r["main_memory_bytes"] for r in done)
     tot_ops = sum(r["dma_ops"] for r in done)
-    doc = {"target": a.target, "models": res, "summary": {
+    doc = {"target": a.target, "options": a.set, "models": res, "summary": {
         "models": len(res), "passed": sum(r["status"] == "pass" for r in res.values()),
         "mean_dma_bytes": tot_bytes / tot_ops if tot_ops else 0.0,
         "traffic_ratio": tot_bytes / max(1, sum(r["compulsory_bytes"] for r in done)),

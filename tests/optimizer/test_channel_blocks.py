@@ -142,3 +142,27 @@ def test_the_option_takes_off_on_all():
     with pytest.raises(ValueError):
         o.parse("some")
     assert o.allowed == "off, on, all"
+
+
+def test_a_stitched_kernel_keeps_what_its_stages_read_in_nchw(tmp_path):
+    """DenseNet's BatchNormalization + Relu stitched into the 1x1 convolution: the stage reads
+    the Concat in NCHW, so the Concat (and its parts) stay NCHW, and the build still matches."""
+    from stitch_models import dense_layer
+    f = tmp_path / "dense.onnx"
+    onnx.save(dense_layer(), f)
+    plan = _check(f, tmp_path / "out", "sunway-emu", "all")
+    assert plan["grouping"]["stitched"], "the producer is no longer stitched: this test checks nothing"
+    assert not {"a", "b", "cat"} & set(plan.get("channel_blocks", []))
+
+
+def test_a_concat_headed_by_a_merged_sibling_is_blocked_with_its_container(tmp_path):
+    """merge_siblings puts the merged output and the Concat after it in one tensor that no
+    kernel reads whole: with `all` that container, the merged output, the Concat and its
+    parts are blocked together, and the build still matches with exact DMA."""
+    from test_siblings import module_model
+    f = tmp_path / "mod.onnx"
+    onnx.save(module_model(head=True), f)
+    plan = _check(f, tmp_path / "out", "sunway-emu", "all")
+    blocked = plan["channel_blocks"]
+    assert any(t.startswith("%swsib:") and t.endswith(":outer") for t in blocked), blocked
+    assert {"cat", "rc", "ya", "yb"} <= set(blocked), blocked

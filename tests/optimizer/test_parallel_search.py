@@ -8,7 +8,7 @@ from onnx import helper
 
 from opt_models import make, rand, sunway
 
-from swbuild.backends.sunway.passes import flat_pixels, vector_weights
+from swbuild.backends.sunway.passes import flat_pixels, trial_seconds, vector_weights
 from swbuild.backends.sunway.schedule import ldm, parallel, split
 from swbuild.driver.compiler import compile_to
 from swbuild.support.errors import SwbuildError
@@ -31,12 +31,13 @@ def eight_layer_model():
     return make(nodes, [("x", [1, 4, 32, 32])], [("out", [1, 1000])], inits)
 
 
-def _compile(tmp_path, monkeypatch, jobs, tag):
+def _compile(tmp_path, monkeypatch, jobs, tag, model=None, options=None):
     monkeypatch.setenv(parallel.ENV, str(jobs))
     monkeypatch.setattr(ldm, "_MEMO", {})
     monkeypatch.setattr(split, "_DECISIONS", {})
     monkeypatch.setattr(vector_weights, "_DECISIONS", {})     # its trials search tiles too
     monkeypatch.setattr(flat_pixels, "_SECONDS", {})          # and so do these
+    monkeypatch.setattr(trial_seconds, "_SECONDS", {})        # and the layouts' trials
     main = os.getpid()
     calls = []
     real = ldm.enumerate_tiles
@@ -46,7 +47,8 @@ def _compile(tmp_path, monkeypatch, jobs, tag):
             calls.append(s.k.name)
         return real(s, cands)
     monkeypatch.setattr(ldm, "enumerate_tiles", counted)    # every search (and split trial) builds a table
-    _, files = compile_to(eight_layer_model(), sunway(), tmp_path / tag, "m")
+    program, files = compile_to(model or eight_layer_model(), sunway(), tmp_path / tag, "m", options=options)
+    _compile.program = program
     return files, calls
 
 
@@ -62,6 +64,21 @@ def test_workers_give_the_same_bytes_and_do_the_searching(tmp_path, monkeypatch)
     assert {'m_k7_conv', 'm_k8_conv', 'm_k7_conv_part'} <= set(serial_calls)    # split trials' tables
     assert len(serial_calls) >= 11
     assert par_calls == []              # every search ran in a worker; the passes hit the memo
+
+
+def test_channel_block_trials_run_in_the_workers(tmp_path, monkeypatch):
+    """channel_blocks=on: every layout trial's search runs in a worker, the same bytes."""
+    from test_channel_blocks import pointwise_model
+    monkeypatch.setattr(parallel, "MIN_ITEMS", 2)     # a small model: few trials per pass
+    monkeypatch.setattr(parallel, "MIN_WORK", 0.0)
+    opts = {"channel_blocks": "on"}
+    serial, serial_calls = _compile(tmp_path, monkeypatch, 1, "serial", pointwise_model(), opts)
+    serial_seconds = trial_seconds._SECONDS
+    par, par_calls = _compile(tmp_path, monkeypatch, 2, "par", pointwise_model(), opts)
+    assert par == serial and _compile.program.target_state.channel_blocks == ["h"]
+    assert len(serial_seconds) >= 4 and trial_seconds._SECONDS == serial_seconds      # from the workers
+    assert len(serial_calls) >= 4
+    assert par_calls == [], par_calls
 
 
 def test_jobs_setting_is_checked(monkeypatch):

@@ -11,7 +11,10 @@ docs/grouping.md, stop 29).
 
 Which tensors are blocked is the predictor's choice (`on`): in reverse program order, a
 tensor is blocked when every kernel touching it can take it and, each run alone through the
-scheduling passes, they model faster; `all` blocks whatever the kernels can take.
+scheduling passes, they model faster (each kernel as flat_pixels, the next pass, then keeps
+it: with one pixel axis where that models faster); `all` blocks whatever the kernels can take.
+The trials' seconds are memoised by search signature and their misses run in the parallel
+tile search's workers (schedule/parallel.py), as flat_pixels' and vector_weights' do.
 
 A Concat container and the parts written in place inside it are blocked together, when
 every part starts on an 8-channel boundary (batch 1). Graph inputs and outputs, tensors with
@@ -28,13 +31,15 @@ import numpy as np
 
 from ....ir.graph import Tensor
 from ....ir.loopnest import Axis, Load, Var, affine, iconst, iter_loads, transform
-from ..cost import model
-from ..cost.predict import simulate
-from ..schedule.ldm import Search, ldm_budget, search_tiles, signature
-from ..schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
-                               drop_unused_constants, drop_untaken, fix_boxes, lay_out_ldm, order_loops)
+from ..schedule import parallel
+from ..schedule.ldm import pending_seconds
+from ..schedule.passes import drop_unused_constants, drop_untaken
+from . import flat_pixels
+from . import trial_seconds
+from .trial_seconds import KernelSeconds
 
 LANES = 8
+MAX_TRIAL_UNITS = 4     # a kernel touching more units has its layouts tried in the process only
 
 
 def _units(program):
@@ -43,6 +48,7 @@ def _units(program):
     of them change layout or none)."""
     cand = _candidates(program)
     g = program.graph
+    touched = {program.root(b.tensor) for k in program.kernels for b in k.buffers.values()}
     group = {}
     for x in program.slices:            # parts, nested ones too, join their outermost container
         top, off = program.root(x), 0
@@ -54,10 +60,22 @@ def _units(program):
     for top, members in sorted(group.items()):
         n, c, h, w = g.tensors[top].shape if len(g.tensors[top].shape) == 4 else (0, 0, 0, 0)
         plane = h * w * np.dtype(g.tensors[top].dtype).itemsize if n == 1 else 0
-        if plane and all(t in cand and g.tensors[t].shape[2:] == (h, w) and off % (plane * LANES) == 0
-                         for t, off in members.items()):
+        if plane and all((t in cand or _bare(program, t, touched)) and g.tensors[t].shape[2:] == (h, w)
+                         and off % (plane * LANES) == 0 for t, off in members.items()):
             units.append(frozenset(members))
     return units
+
+
+def _bare(program, t, touched):
+    """A container no kernel reads or writes as a whole (merge_siblings' tensor holding the
+    merged output and the Concat after it): only its parts' layout decides, if it is 4-D with
+    whole blocks of channels and no graph input, output or view."""
+    g = program.graph
+    fixed = {program.root(x) for x in list(program.inputs) + list(program.outputs)}
+    viewed = {program.root(a) for a in program.aliases}
+    shape = g.tensors[t].shape
+    return (t not in touched and t not in fixed | viewed and g.tensors[t].data is None and len(shape) == 4
+            and shape[1] % LANES == 0)
 
 
 def _candidates(program):
@@ -97,8 +115,8 @@ def _channel(e, ext):
 def _plan(program, k, cand):
     """The axes to split in k ({name: "spatial" | "reduce"}) and each converted load's channel
     decomposition, or None when k cannot take them."""
-    if k.kind != "compute" or k.loop is not None or any(k.out_offset):
-        return None
+    if k.kind != "compute" or k.loop is not None or any(k.out_offset) or k.stages:
+        return None     # a stitched kernel's stages (computed in LDM) read in NCHW: _rewrite leaves them
     ext = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
     red = {a.name for a in k.reduce_axes}
     split, chans = {}, {}
@@ -219,26 +237,31 @@ def _rewrite(program, k, split, chans, blocked):
                    out_offset=(0,) * len(axes))
 
 
-class Variants:
+class Variants(KernelSeconds):
     """Each kernel's modelled seconds with a given set of its tensors blocked (None where it
     cannot take them): the kernel alone through the scheduling passes, then the predictor,
     as the build would model it. Repeated layers share their tile searches (ldm.py) and their
-    seconds (ldm.signature)."""
+    seconds (trial_seconds.py)."""
 
     def __init__(self, program, target, options):
-        self.p, self.target, self.options = program, target, options
+        super().__init__(program, target, options)
         # the tensors (roots) each kernel reads or writes
         self.touched = {k.name: {program.root(b.tensor) for b in k.buffers.values()} for k in program.kernels}
         self.memo = {}
-        self.by_signature = {}      # ldm.signature -> modelled seconds
 
     def get(self, k, blocked):
         """(modelled seconds, rewritten kernel), or None."""
         key = (k.name, frozenset(blocked & self.touched[k.name]))
         if key not in self.memo:
             kb = self.kernel(k, key[1])
-            self.memo[key] = None if kb is None else (self._seconds(kb), kb)
+            self.memo[key] = None if kb is None else (min(self._seconds(w) for w in self.ways(kb)), kb)
         return self.memo[key]
+
+    def ways(self, kb):
+        """kb and what flat_pixels, which runs next, may make of it (one pixel axis, where that
+        models faster): a layout is judged by the kernel the build then keeps."""
+        pair = flat_pixels.candidate(kb) if flat_pixels.enabled(self.p, self.options) else None
+        return [kb] if pair is None else [kb, flat_pixels.merged(kb, *pair)]
 
     def kernel(self, k, blocked):
         """k rewritten for the blocked tensors it touches, or None when it cannot take them."""
@@ -251,28 +274,34 @@ class Variants:
             self.memo[key] = None if plan is None else _rewrite(self.p, k, *plan, blocked)
         return self.memo[key]
 
-    def _seconds(self, k):
-        trial = replace(k, buffers=dict(k.buffers), schedule=None)     # the passes re-point its buffers
-        mini = replace(self.p, kernels=[trial], notes=[], target_state=SunwayState())
-        s = Search(trial, self.target.hardware, ldm_budget(self.target, self.options), self.options, mini.graph,
-                   self.target.sha256)
-        # Repeated layers (the same kernel but for names, ldm.signature) model the same seconds:
-        # the passes below depend on nothing else, since target and options are this instance's.
-        sig = signature(s)
-        if sig not in self.by_signature:
-            self.by_signature[sig] = self._run_passes(trial, mini, s)
-        return self.by_signature[sig]
 
-    def _run_passes(self, trial, mini, s):
-        mini.target_state.drafts[trial.name] = Draft(s, tiles=search_tiles(s))
-        for run in (choose_buffering, choose_row_sharing):
-            run(mini, self.target, self.options)
-        fix_boxes(mini)
-        for run in (order_loops, lay_out_ldm, choose_partition):
-            run(mini, self.target, self.options)
-        hw = self.target.hardware
-        r = simulate(trial, self.target.cores, 8 * len(trial.buffers), hw)
-        return model.kernel_seconds(hw, r["cpe_seconds"])
+class _Trial:
+    """One layout of one kernel (the blocked tensors it touches) as a parallel search item."""
+
+    def __init__(self, variants, k):
+        self.k, self.variants = k, variants
+        self.s, self.key = variants.search(k)
+
+    def work(self):
+        return pending_seconds((self.s,))
+
+
+def _prefetch(program, variants, units):
+    """Every layout choose_blocked may model, each kernel with each union of the units it
+    touches (at most 2**MAX_TRIAL_UNITS), handed to the parallel search's workers: the misses
+    of trial_seconds._SECONDS by search signature, repeated layers once. The pass then decides in order from
+    the memo, the same bytes with one worker or many."""
+    trials = []
+    for k in program.kernels:
+        mine = [u for u in units if u & variants.touched[k.name]]
+        if not mine or len(mine) > MAX_TRIAL_UNITS:
+            continue
+        for bits in range(1 << len(mine)):
+            blocked = frozenset().union(*(u for j, u in enumerate(mine) if bits >> j & 1))
+            kb = variants.kernel(k, blocked)
+            if kb is not None:
+                trials += [_Trial(variants, w) for w in variants.ways(kb)]
+    parallel.prefetch_trials(lambda t: t.variants._seconds(t.k), trials, trial_seconds._SECONDS, _Trial.work)
 
 
 def choose_blocked(program, variants, units, by_cost=True):
@@ -313,7 +342,10 @@ def channel_blocks(program, target, options):
     consts = {program.root(b.tensor) for k in program.kernels for b in k.buffers.values()
               if program.graph.tensors[program.root(b.tensor)].data is not None}
     variants = Variants(program, target, options)
-    blocked = choose_blocked(program, variants, _units(program), by_cost=mode == "on")
+    units = _units(program)
+    if mode == "on":
+        _prefetch(program, variants, units)
+    blocked = choose_blocked(program, variants, units, by_cost=mode == "on")
     for i, k in enumerate(program.kernels):
         if variants.touched[k.name] & blocked:
             program.kernels[i] = variants.kernel(k, blocked)

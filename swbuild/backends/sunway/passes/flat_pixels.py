@@ -22,7 +22,7 @@ from ....config.recipe import option_on
 from ....ir.loopnest import Axis, Load, Var, affine, iter_loads, transform
 from ..schedule import parallel
 from ..schedule.ldm import Search, ldm_budget, pending_seconds, signature
-from .channel_blocks import Variants
+from .trial_seconds import KernelSeconds
 
 
 def _pair_dims(ld, a, b, ones):
@@ -125,14 +125,20 @@ def _seconds(v, variants):
     return _SECONDS[v.key]
 
 
+def enabled(program, options):
+    """Whether the pass runs: not with option mesh_gemm, whose mesh kernels (passes/mesh.py)
+    take 1x1 convolutions as they are."""
+    return program.graph is not None and not option_on({"mesh_gemm": options.get("mesh_gemm", "off")}, "mesh_gemm")
+
+
 def flat_pixels(program, target, options):
     """One pixel axis for a row-major pair of spatial axes (1x1 convolutions) where it models faster.
 
     Two spatial axes every access reads as a row-major pair become one (module doc). Both ways of every candidate are handed to the parallel
     search's workers, a trial's two searches apart."""
-    if program.graph is None or option_on({"mesh_gemm": options.get("mesh_gemm", "off")}, "mesh_gemm"):
-        return program      # SW26010's mesh kernels (passes/mesh.py) take 1x1 convolutions as they are
-    variants = Variants(program, target, options)
+    if not enabled(program, options):
+        return program
+    variants = KernelSeconds(program, target, options)
     trials = {}
     for i, k in enumerate(program.kernels):
         pair = candidate(k)

@@ -29,7 +29,7 @@ from ..schedule import parallel, simd
 from ....config.recipe import option_on
 from ..schedule.ldm import Search, ldm_budget, pending_seconds, signature
 from ..schedule.passes import drop_untaken, drop_unused_constants
-from .channel_blocks import Variants
+from .trial_seconds import KernelSeconds
 
 
 def _constant(program, k, buf):
@@ -120,7 +120,7 @@ def vector_weights(program, target, options):
         return program
     before = set(program.graph.tensors)
     consts = set()
-    variants = Variants(program, target, options)
+    variants = KernelSeconds(program, target, options)
     trials = {}
     for i, k in enumerate(program.kernels):
         c = _candidate(program, k, lanes)
