@@ -19,6 +19,14 @@ def _model(nodes, ins, outs, inits=(), name="m"):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
+
+def weight_maker(rng, inits, scale=0.05):
+    """w(name, *shape, s=scale): a seeded normal initializer appended to `inits`; returns its name."""
+    def w(name, *shape, s=scale):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * s).astype(np.float32), name))
+        return name
+    return w
+
 def vi(name, shape):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto as TP
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from dn_build import build_bit_exact
+from dn_models import weight_maker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from quant_models import ort_quantized  # noqa: E402
@@ -21,10 +22,7 @@ def _block(seed=0):
     """x -> Conv-Relu-Conv, + x, Relu: a ResNet basic block, 64 channels."""
     rng = np.random.default_rng(seed)
     inits = []
-
-    def w(name, *shape, s=0.05):
-        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * s).astype(np.float32), name))
-        return name
+    w = weight_maker(rng, inits)
     n = helper.make_node
     nodes = [n("Relu", ["x"], ["r0"], name="relu0"),
              n("Conv", ["r0", w("w1", C, C, 3, 3), w("b1", C, s=0.1)], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
@@ -80,10 +78,7 @@ def _pool_and_downsample(seed=0):
     downsample): the Add is fused into that convolution's epilogue, reading conv2's result."""
     rng = np.random.default_rng(seed)
     inits = []
-
-    def w(name, *shape, s=0.05):
-        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * s).astype(np.float32), name))
-        return name
+    w = weight_maker(rng, inits)
     n = helper.make_node
     nodes = [n("Conv", ["x", w("w0", C, C, 3, 3), w("b0", C, s=0.1)], ["c0"], pads=[1, 1, 1, 1], name="conv0"),
              n("Relu", ["c0"], ["r0"], name="relu0"),

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto as TP
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from dn_build import build_bit_exact, build_model, run_check
+from dn_models import weight_maker
 from swbuild.driver import check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
@@ -25,10 +26,7 @@ def _chain(seed=0, tap=False):
     output is a graph output too (so it must stay float32 in GDRAM)."""
     rng = np.random.default_rng(seed)
     inits = []
-
-    def w(name, *shape, s=0.05):
-        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * s).astype(np.float32), name))
-        return name
+    w = weight_maker(rng, inits)
     n = helper.make_node
     nodes = [n("Conv", ["x", w("w1", C, C, 3, 3), w("b1", C, s=0.1)], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
              n("Relu", ["c1"], ["r1"], name="relu1"),
