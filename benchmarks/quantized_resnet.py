@@ -43,6 +43,20 @@ def quantize(src, dst, activations, weights, per_channel, images):
                     activation_type=getattr(QuantType, activations), weight_type=getattr(QuantType, weights))
 
 
+def export_and_quantize(work, torch_python, timeout, activations="QInt8", weights="QInt8", per_channel=False,
+                        images=4, reuse=False):
+    """(float32 path, int8 path, None): ResNet-18 exported (TorchScript) into `work` and quantized
+    there, or (.., .., the export's error document). `reuse`: files already there are kept."""
+    f32, q8 = work / "resnet18.onnx", work / "resnet18_int8.onnx"
+    if not (reuse and f32.exists()):
+        exp = model_zoo.export(torch_python, "resnet18", "torchscript", f32, timeout)
+        if exp["status"] != "ok":
+            return f32, q8, exp
+    if not (reuse and q8.exists()):
+        quantize(f32, q8, activations, weights, per_channel, images)
+    return f32, q8, None
+
+
 def report(path, target, out, timeout):
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "swbuild.cli", "report", str(path), "--target", target, "-o", str(out),
@@ -84,12 +98,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     work = Path(a.keep or tempfile.mkdtemp(prefix="quantized-resnet-"))
     work.mkdir(parents=True, exist_ok=True)
-    f32, q8 = work / "resnet18.onnx", work / "resnet18_int8.onnx"
-    exp = model_zoo.export(a.torch_python, "resnet18", "torchscript", f32, a.timeout)
-    if exp["status"] != "ok":
-        print(json.dumps({"status": "error", "export": exp}))
+    f32, q8, failed = export_and_quantize(work, a.torch_python, a.timeout, a.activations, a.weights, a.per_channel,
+                                          a.images)
+    if failed:
+        print(json.dumps({"status": "error", "export": failed}))
         return 2
-    quantize(f32, q8, a.activations, a.weights, a.per_channel, a.images)
     doc = {"model": "resnet18", "target": a.target, "quantization": {"format": "QDQ", "activations": a.activations,
                                                                       "weights": a.weights, "per_channel": a.per_channel},
            "float32": report(f32, a.target, work / "build" / "f32", a.timeout),

@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import model_zoo  # noqa: E402
 import quantized_resnet  # noqa: E402
 
 
@@ -152,14 +151,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     work = Path(a.keep or tempfile.mkdtemp(prefix="stem-s2d-"))
     work.mkdir(parents=True, exist_ok=True)
-    f32, q8 = work / "resnet18.onnx", work / "resnet18_int8.onnx"
-    if not f32.exists():
-        exp = model_zoo.export(a.torch_python, "resnet18", "torchscript", f32, a.timeout)
-        if exp["status"] != "ok":
-            print(json.dumps({"status": "error", "export": exp}))
-            return 2
-    if not q8.exists():
-        quantized_resnet.quantize(f32, q8, "QInt8", "QInt8", False, 4)
+    f32, q8, failed = quantized_resnet.export_and_quantize(work, a.torch_python, a.timeout, reuse=True)
+    if failed:
+        print(json.dumps({"status": "error", "export": failed}))
+        return 2
     doc = {"model": "resnet18", "target": a.target, "image_quantize": reciprocal_exceptions(q8)}
     for name, path, exact in (("float32", f32, False), ("int8", q8, True)):
         s2d = work / (path.stem + "_s2d.onnx")
