@@ -23,6 +23,7 @@ from .passes.stitch import group_launches
 from .passes.stitch_producers import stitch_producers
 from .passes.siblings import merge_siblings
 from .passes.subsample import subsample_inputs
+from .passes.wide_weights import wide_weights
 
 STATE = SunwayState
 
@@ -72,6 +73,7 @@ PIPELINE = [
     order_loops,                # reduce-loop order with the fewest DMAs
     lay_out_ldm,                # LDM halves and bytes: the kernel's Schedule
     choose_partition,           # grid order and cyclic/block deal over the CPEs
+    wide_weights,               # weight boxes of several reduce tiles: fewer, longer DMAs
     group_launches,             # option grouping: a group's kernels in one athread_spawn
     prefetch_next_kernel,       # in a launch, a kernel issues the next one's first fetches
 ]

@@ -227,7 +227,7 @@ def compulsory_bytes(k, itemsize=None, boxes=None):
 def boxes_key(sched):
     """What simulate reads of a schedule's boxes: each one's place in the loops, sharing,
     footprint and transfer shape (names aside, so repeated layers have the same key)."""
-    return tuple((b.context, b.level, b.shared, b.share_form, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked,
+    return tuple((b.context, b.level, b.shared, b.share_form, b.halves, repr(b.index), tuple(b.shape), b.merge, b.blocked, b.wide,
                   tuple(b.pad_dims), repr(b.stage)) for b in sched.boxes)
 
 

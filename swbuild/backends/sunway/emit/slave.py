@@ -399,6 +399,8 @@ def _fp(K, b, P):
         for x in hi_t[1:]:
             hi = f"SW_MAX({hi}, {x})"
         if b.blocked is not None:
+            if d in b.wide:             # the block holding the tile (dma.BoxPlan.footprint)
+                lo = f"({lo}) / {b.blocked[d]} * {b.blocked[d]}"
             hi = f"{lo} + {b.blocked[d] - 1}"
         los.append(lo)
         his.append(hi)

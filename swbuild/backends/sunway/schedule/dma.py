@@ -54,6 +54,7 @@ class BoxPlan:
     merge: int = 0            # first dim of the contiguous tail
     blocked: tuple = None     # block extent per dim when the constant is re-laid out
     block_tensor: str = None  # the re-laid-out constant
+    wide: tuple = ()          # dims whose block holds several tiles of a reduce axis (passes/wide_weights.py)
     halves: int = 1           # 2 when double-buffered
     shared: bool = False      # broadcast to the CPE's mesh row (row sharing, grid.py)
     share_form: str = None    # 2-D sharing: "row", "col" or "array" (grid.py), else the schedule's width
@@ -153,6 +154,8 @@ class BoxPlan:
                 lo = a if lo is None else lower(lo, a)
                 hi = b if hi is None else upper(hi, b)
             if self.blocked is not None:
+                if d in self.wide:          # the block holding the tile (passes/wide_weights.py)
+                    lo = lo // self.blocked[d] * self.blocked[d]
                 hi = lo + self.blocked[d] - 1
             los.append(lo)
             his.append(hi)
