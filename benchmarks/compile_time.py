@@ -95,7 +95,7 @@ def summary(runs):
             round(statistics.median(r[2] for r in runs), 3))
 
 
-def bench(name, target, repeat, tvm_python, tmp):
+def bench(name, target, repeat, tvm_python, tmp, sets=()):
     model = onnx_file(name, tmp)
     cache, zcache = tmp / f"cache-{name}", tmp / f"zoo-{name}"
     out = tmp / f"out-{name}"
@@ -103,6 +103,7 @@ def bench(name, target, repeat, tvm_python, tmp):
     recipe = ROOT / "recipes" / f"{name}.yaml"
     source = ["--recipe", str(recipe)] if not name.startswith("light_") and recipe.exists() else [str(model)]
     argv = [sys.executable, "-m", "swbuild.cli", "compile", *source, "--target", target, "-o", str(out)]
+    argv += [x for kv in sets for x in ("--set", kv)]
 
     # cold swbuild and TVM runs alternate: on a shared machine the load drifts within a run,
     # and a drift then weighs on both sides of the ratio alike
@@ -135,16 +136,17 @@ def main():
     ap.add_argument("--tvm-python", default=os.environ.get("SWBUILD_TVM_PYTHON"),
                     help="a Python interpreter with TVM installed")
     ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a compiler option (swbuild --set)")
     a = ap.parse_args()
     tvm_python = a.tvm_python
     if tvm_python and subprocess.run([tvm_python, "-c", "import tvm"], capture_output=True).returncode != 0:
         tvm_python = None
     tmp = Path(tempfile.mkdtemp(prefix="swbuild-compile-time-"))
     try:
-        rows = [bench(m, a.target, max(1, a.repeat), tvm_python, tmp) for m in expand(a.models)]
+        rows = [bench(m, a.target, max(1, a.repeat), tvm_python, tmp, a.set) for m in expand(a.models)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    doc = {"target": a.target, "repeat": a.repeat, "tvm": bool(tvm_python), "models": rows}
+    doc = {"target": a.target, "repeat": a.repeat, "tvm": bool(tvm_python), "models": rows} | ({"set": a.set} if a.set else {})
     text = json.dumps(doc, indent=2)
     print(text)
     if a.out:

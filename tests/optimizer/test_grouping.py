@@ -386,3 +386,19 @@ def test_a_group_with_a_scalar_output_is_one_instance():
         scalar = [g for g in p.grouping.groups if min(rank[n] for n in g.sinks) == 0]
         assert scalar, "no group has a scalar output any more"
         assert all(g.split.factor == 1 and g.split.axis == "-" for g in scalar)
+
+
+def test_sunway_launch_runs_across_group_boundaries():
+    """Consecutive shareable kernels of different groups share one launch (a group boundary
+    needs no spawn on Sunway: stitch._Runs); a kernel that runs alone, or one in no group, cuts
+    the run, and a run cut in one group is named apart."""
+    from types import SimpleNamespace as NS
+    from swbuild.backends.sunway.passes.stitch import plan_launches
+    groups = {"a": 0, "b": 0, "c": 1, "d": 1, "e": 1, "f": 2, "h": 2, "i": 3}
+    kinds = {"e": "gather"}          # a special kernel: runs alone
+    ks = [NS(name=n, kind=kinds.get(n, "compute"), schedule=object()) for n in "abcdefghi"]
+    grouping = NS(group_of=lambda n: NS(gid=groups[n]) if n in groups else None)
+    p = NS(prefix="m", kernels=ks, grouping=grouping)
+    runs = [(ln.name, ln.kernels) for ln in plan_launches(p)]
+    assert runs == [("m_g0", ("a", "b", "c", "d")), ("e", ("e",)), ("f", ("f",)), ("g", ("g",)),
+                    ("m_g2", ("h", "i"))]

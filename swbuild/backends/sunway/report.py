@@ -15,7 +15,7 @@ from ..table import short
 from .cost import model
 
 dma_bandwidth = model.dma_bandwidth     # kept for callers of the first version
-GROUPING_NOTE = ("a group's kernels share one athread_spawn; intermediates go through main memory, except the "
+GROUPING_NOTE = ("consecutive grouped kernels share one athread_spawn, across group boundaries; intermediates go through main memory, except the "
                  "outputs of stitched producers (recomputed in their consumer's LDM, option stitch)")
 
 

@@ -14,7 +14,7 @@ check` compares with the emulator's.
 """
 from __future__ import annotations
 
-from ...launches import plan_launches
+from .stitch import launch_runs
 from ..cost import model
 from dataclasses import replace
 
@@ -32,7 +32,7 @@ def _launch_spawns(program, k):
     both)."""
     if program.grouping is None:
         return 0
-    runs = plan_launches(program.prefix, program.kernels, program.grouping, lambda x: x.kind == "compute")
+    runs = launch_runs(program, lambda x: x.kind == "compute")
     for ln in runs:
         if k.name in ln.kernels and len(ln.kernels) > 1:
             return 1 + (ln.kernels[0] != k.name and ln.kernels[-1] != k.name)

@@ -1,5 +1,5 @@
-"""Grouped launches (option `grouping`, issue 16): the kernels of a GraphTurbo group run in
-ONE athread_spawn instead of one each.
+"""Grouped launches (option `grouping`, issue 16): consecutive kernels of GraphTurbo groups run
+in ONE athread_spawn instead of one each (a run spans group boundaries: _Runs).
 
 A group launch is a CPE function that fetches a table of its kernels' parameter structs and
 calls the kernels' own CPE functions in order, with an array barrier between them (a kernel
@@ -31,14 +31,50 @@ def _shareable(k):
     return k.kind == "compute" and k.schedule is not None
 
 
+class _Runs:
+    """A grouping seen by launches: consecutive grouped kernels that `shareable` admits, across
+    group boundaries, as one group (the run's first group's id). On Sunway a group boundary
+    needs no spawn of its own: intermediates go through main memory between any two kernels
+    of a launch, and its array barrier orders them as a new spawn would; one launch saves the
+    spawns and lets a kernel prefetch the next one's first fetches (prefetch.py) where groups
+    used to end."""
+
+    def __init__(self, kernels, grouping, shareable):
+        self.grouping, self.head = grouping, {}
+        gid = None
+        for k in kernels:
+            grp = grouping.group_of(k.name)
+            if grp is None or not shareable(k):
+                gid = None
+                continue
+            gid = grp.gid if gid is None else gid
+            self.head[k.name] = gid
+
+    def group_of(self, name):
+        if name not in self.head:
+            return None
+        grp = self.grouping.group_of(name)
+        return grp if grp.gid == self.head[name] else _Gid(self.head[name])
+
+
+class _Gid:
+    def __init__(self, gid):
+        self.gid = gid
+
+
+def launch_runs(program, shareable):
+    """Launches covering program.kernels in order: each run of consecutive grouped kernels
+    that `shareable` admits is one launch (backends/launches.py names it after its first group)."""
+    return plan_runs(program.prefix, program.kernels, _Runs(program.kernels, program.grouping, shareable), shareable)
+
+
 def plan_launches(program):
-    """Launches covering program.kernels in order: consecutive shareable kernels of one group
-    form one launch (backends/launches.py)."""
-    return plan_runs(program.prefix, program.kernels, program.grouping, _shareable)
+    """The launches of a grouped program: runs of consecutive shareable kernels (_Runs)."""
+    return launch_runs(program, _shareable)
 
 
 def group_launches(program, target, options):
-    """Option `grouping`: the shareable kernels of each GraphTurbo group run in one athread_spawn."""
+    """Option `grouping`: each run of consecutive shareable grouped kernels runs in one athread_spawn."""
     pipelined = str((options or {}).get("parallel", "data")) == "pipeline"
     program.target_state.launches = None if program.grouping is None or pipelined else plan_launches(program)
     return program
