@@ -17,6 +17,8 @@ kernels (their own printers) run alone.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ....support.names import c_comment
 from ...launches import launch_entries as group_entries, plan_launches as plan_runs
 from ..cost import model
@@ -40,7 +42,7 @@ class _Runs:
     used to end."""
 
     def __init__(self, kernels, grouping, shareable):
-        self.grouping, self.head = grouping, {}
+        self.head = {}
         gid = None
         for k in kernels:
             grp = grouping.group_of(k.name)
@@ -51,15 +53,12 @@ class _Runs:
             self.head[k.name] = gid
 
     def group_of(self, name):
-        if name not in self.head:
-            return None
-        grp = self.grouping.group_of(name)
-        return grp if grp.gid == self.head[name] else _Gid(self.head[name])
+        return _Gid(self.head[name]) if name in self.head else None
 
 
+@dataclass(frozen=True)
 class _Gid:
-    def __init__(self, gid):
-        self.gid = gid
+    gid: int      # what backends/launches.py reads of a group
 
 
 def launch_runs(program, shareable):
