@@ -32,7 +32,8 @@ import math
 
 import numpy as np
 
-from ....ir.loopnest import Bin, Select, Un, children
+from ....ir.loopnest import Bin, Const, Select, Un, children
+from ...cexpr import POW_HELPERS
 
 TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "tan", "asin", "acos", "atan",
                   "sinh", "cosh", "asinh", "acosh", "atanh"}
@@ -122,6 +123,8 @@ def op_cycles(e, hw):
     if isinstance(e, Bin):
         if e.op == "/":
             n += float(hwget(hw, "div_cycles"))
+        elif e.op == "pow" and isinstance(e.b, Const) and e.b.value in POW_HELPERS:
+            n += 2 * float(hwget(hw, "div_cycles")) + 2     # two square roots, a product, a compare
         elif e.op == "pow":
             n += 2 * float(hwget(hw, "transcendental_cycles"))
         else:
