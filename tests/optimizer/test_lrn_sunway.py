@@ -1,6 +1,7 @@
 """LRN on Sunway: the epilogue's x[c] is read from the box of the channel window (one fetch of
 x per tile, its window axis never tiled), pow(., 0.75) is two square roots; small LRNs with odd
-sizes and channel counts no multiple of 8 match onnxruntime with exact DMA counts."""
+sizes and channel counts no multiple of 8 match onnxruntime with exact DMA counts. Inception's
+stem (stride-2 MaxPool then LRN): the pool's rows missing a column are fetched whole."""
 import json
 import subprocess
 import sys
@@ -19,6 +20,13 @@ from swbuild.backends.sunway.schedule.ldm import Search
 def lrn_model(c, h, w, size, beta=0.75, alpha=0.3, bias=1.5):
     nodes = [helper.make_node("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta, bias=bias)]
     return make(nodes, [("x", [1, c, h, w])], [("y", [1, c, h, w])])
+
+
+def pool_lrn_model(c, h, w, k=3, stride=2):
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[k, k], strides=[stride, stride]),
+             helper.make_node("LRN", ["p"], ["y"], size=5, alpha=0.3, beta=0.75, bias=1.5)]
+    oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
+    return make(nodes, [("x", [1, c, h, w])], [("y", [1, c, oh, ow])])
 
 
 def _lrn_kernel(model):
@@ -75,6 +83,33 @@ def test_lrn_matches_onnxruntime_with_exact_dma(tmp_path, target, c, h, w, size,
     text = (tmp_path / "lrn_slave.c").read_text()
     # the helper's definition is in every file: its calls are the second occurrence on
     assert (text.count("sw_pow34f(") > 1) == (beta == 0.75) and ("powf(" in text) == (beta != 0.75)
+
+
+@pytest.mark.parametrize("w,k,stride,span", [(16, 3, 2, 16), (17, 3, 2, 17), (16, 1, 4, 13)])
+def test_pool_rows_fetched_whole(w, k, stride, span):
+    """Columns 0..14 of 16 (a 3x3 stride-2 window over 7 outputs): the box spans the row, one
+    contiguous run per fetch; 0..12 of 16 (every 4th column) misses more than 1/8 of it and
+    stays a strided DMA of rows."""
+    kern = next(x for x in program(pool_lrn_model(5, 9, w, k, stride)).kernels if x.op == "MaxPool")
+    b = box_plans(kern)[0]
+    tiles = {a.name: a.extent for a in list(kern.axes) + list(kern.reduce_axes)}
+    assert b.span(tiles)[3] == span
+    b.finish(tiles)
+    calls, by, chunk = b.transfer([0] * 4, [x - 1 for x in b.span(tiles)])
+    assert (chunk == by) == (span == w) and by == 4 * 5 * 9 * span
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+def test_stem_pool_then_lrn_matches_onnxruntime(tmp_path, target):
+    p = tmp_path / "stem.onnx"
+    onnx.save(pool_lrn_model(11, 17, 32), p)
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(p), "--target", target,
+                        "-o", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["status"] == "pass" and doc["max_abs_err"] < 1e-5 and doc["compared"] > 0
+    em = doc["emulator"]
+    assert em["dma_mismatches"] == [] and em["write_conflicts"] == 0 and em["ldm_over_budget"] == []
 
 
 def test_pow34_helper_matches_powf(tmp_path):
