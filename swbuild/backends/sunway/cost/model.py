@@ -10,7 +10,8 @@
   `loop_overhead_cycles` of integer work. With `dual_issue` the floating-point pipeline and
   the memory/integer pipeline issue in the same cycle (SW26010 CPEs have two pipelines), so
   an iteration takes the larger of the two; without it, their sum. Divisions and
-  transcendental functions cost `div_cycles` / `transcendental_cycles`.
+  transcendental functions cost `div_cycles` / `transcendental_cycles`; pow is exp and log,
+  except pow(a, 0.75), printed as two square roots and a product (cexpr.POW_HELPERS).
 * A kernel: `spawn_seconds` plus the busiest CPE; a CPE whose boxes are double-buffered
   overlaps DMA with compute: max of the two plus the part `1 - dma_overlap` of the shorter
   one that double buffering does not hide, plus the first fetch and the last write that
