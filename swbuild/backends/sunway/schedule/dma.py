@@ -312,8 +312,16 @@ def _widen_rows(index, shape, extents):
     d = len(shape) - 1
     lo, hi = _full_range(index[d], extents)
     miss = shape[d] - (hi - lo + 1)
-    if lo >= 0 and hi <= shape[d] - 1 and 0 < miss <= shape[d] // ROW_WASTE:
+    if lo >= 0 and hi <= shape[d] - 1 and 0 < miss <= shape[d] // ROW_WASTE \
+            and all(_dense(a, extents) for a in index[d]):
         index[d] += [{None: 0}, {None: shape[d] - 1}]
+
+
+def _dense(aff, extents):
+    """A form whose strides its window fills (2*o + k over k < 3): it reads every element of
+    its range. A gappy read (a stride-2 1x1 convolution's 2*o) is left to passes/subsample.py."""
+    return all(any(u != v and c == 1 and extents[u] >= abs(s) for u, c in aff.items() if u is not None)
+               for v, s in aff.items() if v is not None and abs(s) > 1)
 
 
 def host_epilogue_loads(kernel, by_key, stages, extents):
