@@ -61,7 +61,12 @@ def c_macros(prefix, names, upper=False):
 FLOAT_HELPERS = """static inline float sw_fmaxf(float a, float b) { return a != a ? a : b != b ? b : a > b ? a : b; }
 static inline float sw_fminf(float a, float b) { return a != a ? a : b != b ? b : a < b ? a : b; }
 static inline float sw_signf(float a) { return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a == a ? 0.0f : a; }
+static inline float sw_pow34f(float a) { float r = sqrtf(a); return a == (-INFINITY) ? INFINITY : r * sqrtf(r); }
 """
+# pow(a, 0.75) (LRN's beta) as two square roots and a product: sqrt is an instruction where
+# powf is a library call (exp and log); equal to powf within an ulp or two, the same at
+# +-0, +-inf and NaN (pow(-inf, 0.75) = +inf, where sqrtf(-inf) is NaN)
+POW_HELPERS = {0.75: "sw_pow34f({a})"}
 # IEEE binary16 <-> binary32 in integer C (float16 buffers are `unsigned short`; no compiler of
 # either chip is assumed to have _Float16): exact widening, and narrowing that rounds to
 # nearest even, overflows to infinity and keeps NaN quiet, as numpy's astype(float16) does.
@@ -275,6 +280,9 @@ def render(e, var, load, acc="acc", double=False, mode=None, int_consts=False) -
                 raise ValueError(f"no C rule for {x.op}")
             if table is fbin and x.op == "max" and isinstance(x.b, Const) and x.b.value == 0:
                 return unary["relu"].format(a=r(x.a))    # Relu keeps x on a tie: Relu(-0) = -0
+            if mode != "int" and x.op == "pow" and isinstance(x.b, Const) and x.b.value in POW_HELPERS:
+                rule = POW_HELPERS[x.b.value]
+                return (_to_double(rule) if double else rule).format(a=r(x.a))
             return table[x.op].format(a=r(x.a), b=r(x.b))
         if isinstance(x, Un):
             return unary[x.op].format(a=r(x.a))

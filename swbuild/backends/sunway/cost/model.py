@@ -10,7 +10,8 @@
   `loop_overhead_cycles` of integer work. With `dual_issue` the floating-point pipeline and
   the memory/integer pipeline issue in the same cycle (SW26010 CPEs have two pipelines), so
   an iteration takes the larger of the two; without it, their sum. Divisions and
-  transcendental functions cost `div_cycles` / `transcendental_cycles`.
+  transcendental functions cost `div_cycles` / `transcendental_cycles`; pow is exp and log,
+  except pow(a, 0.75), printed as two square roots and a product (cexpr.POW_HELPERS).
 * A kernel: `spawn_seconds` plus the busiest CPE; a CPE whose boxes are double-buffered
   overlaps DMA with compute: max of the two plus the part `1 - dma_overlap` of the shorter
   one that double buffering does not hide, plus the first fetch and the last write that
@@ -32,7 +33,8 @@ import math
 
 import numpy as np
 
-from ....ir.loopnest import Bin, Select, Un, children
+from ....ir.loopnest import Bin, Const, Select, Un, children
+from ...cexpr import POW_HELPERS
 
 TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "tan", "asin", "acos", "atan",
                   "sinh", "cosh", "asinh", "acosh", "atanh"}
@@ -122,6 +124,8 @@ def op_cycles(e, hw):
     if isinstance(e, Bin):
         if e.op == "/":
             n += float(hwget(hw, "div_cycles"))
+        elif e.op == "pow" and isinstance(e.b, Const) and e.b.value in POW_HELPERS:
+            n += 2 * float(hwget(hw, "div_cycles")) + 2     # two square roots, a product, a compare
         elif e.op == "pow":
             n += 2 * float(hwget(hw, "transcendental_cycles"))
         else:

@@ -80,7 +80,13 @@ class _K:
         if b is None:
             b = self.key.get((ld.buf, ctx, None))
         if b is None:   # a pad load that never falls outside shares the plain box
-            b = next(x for x in self.key.values() if x.buf == ld.buf and x.context == ctx)
+            b = next((x for x in self.key.values() if x.buf == ld.buf and x.context == ctx), None)
+        if b is None and ctx == "epi":      # read from the body box holding its whole window
+            b = next(x for x in self.key.values() if x.buf == ld.buf and x.epi_host)
+            cut = sorted(n for n in b.keep_whole if self.t[n] < self.ext[n])
+            if cut:
+                raise ValueError(f"kernel {self.k.name}: the epilogue reads {ld.buf} from box {b.name}, "
+                                 f"but its reduce axes {cut} are tiled")
         return b
 
 

@@ -62,6 +62,10 @@ class BoxPlan:
     notes: list = field(default_factory=list)
     stage: "StageBox" = None  # buffer stitching: what the box computes in LDM when it lands
     feeds: str = None         # buffer stitching: the box whose stage reads this one (not the compute)
+    # a body box that also serves the epilogue's loads of its tensor (host_epilogue_loads): the
+    # reduce axes it depends on, which the tile search then keeps whole
+    keep_whole: frozenset = frozenset()
+    epi_host: bool = False
 
     # the index never changes after construction: its variables are computed once (the tile
     # search asks for them hundreds of thousands of times)
@@ -276,22 +280,86 @@ def box_plans(kernel):
         for ld in iter_loads(expr):
             by_key.setdefault((ld.buf, ctx, ld.pad), []).append(ld)
     stages = {st.buf: st for st in kernel.stages}
+    hosted = host_epilogue_loads(kernel, by_key, stages, extents)
     for i, ((buf, ctx, pad), loads) in enumerate(by_key.items()):
         if buf in stages:
             plans += _staged_plans(kernel, stages[buf], ctx, pad, loads, extents, f"x{i}")
             continue
         shape = kernel.buffers[buf].shape
         index = [_affs(kernel, loads, d) for d in range(len(shape))]
+        _widen_rows(index, shape, extents)
         pad_dims = ()
         if pad is not None:
             pad_dims = tuple(d for d in range(len(shape))
                              if any(_oob(ld.index[d], full, shape[d]) for ld in loads))
         plans.append(BoxPlan(buf, ctx, None if not pad_dims else pad, index, shape, extents,
-                             name=f"x{i}", pad_dims=pad_dims))
+                             name=f"x{i}", pad_dims=pad_dims, keep_whole=hosted.get((buf, ctx, pad), frozenset()),
+                             epi_host=(buf, ctx, pad) in hosted))
     out = kernel.buffers[kernel.out]
     index = [[{a.name: 1, None: o}] for a, o in zip(kernel.axes, kernel.out_offset)]
     plans.append(BoxPlan(kernel.out, "out", None, index, out.shape, extents, name="out"))
     return plans
+
+
+ROW_WASTE = 8       # a row whose footprint misses at most 1/ROW_WASTE of it is fetched whole
+
+
+def _widen_rows(index, shape, extents):
+    """A box whose innermost dim misses a few elements of the tensor's rows (a stride-2 3x3
+    pooling reads columns 0..110 of 112) reads the whole rows: its footprint is then one
+    contiguous run instead of a strided DMA of rows (a 444-byte chunk runs at 40% of a
+    25 KB one's bandwidth on SW26010), for at most 1/ROW_WASTE more bytes. The two constant
+    forms make every footprint, span and the printed fetch cover the row."""
+    if not shape:
+        return
+    d = len(shape) - 1
+    lo, hi = _full_range(index[d], extents)
+    miss = shape[d] - (hi - lo + 1)
+    if lo >= 0 and hi <= shape[d] - 1 and 0 < miss <= shape[d] // ROW_WASTE \
+            and all(_dense(a, extents) for a in index[d]):
+        index[d] += [{None: 0}, {None: shape[d] - 1}]
+
+
+def _dense(aff, extents):
+    """A form whose strides its window fills (2*o + k over k < 3): it reads every element of
+    its range. A gappy read (a stride-2 1x1 convolution's 2*o) is left to passes/subsample.py."""
+    return all(any(u != v and c == 1 and extents[u] >= abs(s) for u, c in aff.items() if u is not None)
+               for v, s in aff.items() if v is not None and abs(s) > 1)
+
+
+def host_epilogue_loads(kernel, by_key, stages, extents):
+    """Epilogue loads that read inside the body box of the same tensor (LRN's x[c] at the
+    centre of its channel window x[c + j - lo]) leave `by_key` and read that box: one fetch of
+    the tensor per tile instead of two. Valid when the body box holds its whole window at the
+    epilogue, so the reduce axes it depends on stay untiled: {body key: those axes}."""
+    if kernel.combine is None:
+        return {}
+    red = {a.name for a in kernel.reduce_axes}
+    out = {}
+    for key in [k for k in by_key if k[1] == "epi" and k[0] not in stages]:
+        body = [k for k in by_key if k[0] == key[0] and k[1] == "body"]
+        if len(body) != 1:
+            continue
+        forms = [_affs(kernel, by_key[body[0]], d) for d in range(len(kernel.buffers[key[0]].shape))]
+        if all(_inside(affine(x), forms[d], red, extents) for ld in by_key[key] for d, x in enumerate(ld.index)):
+            by_key[body[0]] += by_key.pop(key)
+            out[body[0]] = frozenset(v for dim in forms for aff in dim for v in aff if v in red and aff[v])
+    return out
+
+
+def _inside(e, forms, red, extents):
+    """The epilogue index `e` (no reduce axis) lies in the range of one body form over its
+    whole reduce axes, for every tile: equal coefficients, the constant within the window."""
+    if e is None or any(v in red and c for v, c in e.items()):
+        return False
+    for b in forms:
+        if any(b.get(v, 0) != e.get(v, 0) for v in set(b) | set(e) if v is not None and v not in red):
+            continue
+        lo, hi = aff_lohi({v: c for v, c in b.items() if v is None or v in red},
+                          {v: (0, extents[v]) for v in b if v in red})
+        if lo <= e.get(None, 0) <= hi:
+            return True
+    return False
 
 
 def _affs(kernel, loads, d):

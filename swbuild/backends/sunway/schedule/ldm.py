@@ -102,8 +102,10 @@ class Search:
         for b in self.boxes:
             users[b.buf] = users.get(b.buf, 0) + 1
         for b in self.boxes:
-            if users[b.buf] != 1:
+            if users[b.buf] != 1 or b.epi_host:
                 self.can_block[id(b)] = False
+        # reduce axes a box serving the epilogue needs whole (dma.host_epilogue_loads)
+        self.keep_whole = frozenset().union(*(b.keep_whole for b in self.boxes))
         self.cache = {}
         self.red_points = math.prod(a.extent for a in kernel.reduce_axes)
         self._bs, self._vp, self._ldm, self._secs = {}, {}, {}, {}
@@ -217,11 +219,15 @@ class Search:
             out[id(b)] = ("array" if col else "row") if axis not in v else ("col" if col else None)
         return out if any(f in ("col", "array") for f in out.values()) else None
 
+    def candidates(self):
+        """Tile sizes tried per axis: `candidates`, the axes in keep_whole at their extent only."""
+        return {a.name: [a.extent] if a.name in self.keep_whole else candidates(a.extent) for a in self.axes}
+
     def _evaluate(self, tiles, key=None):
         """The best of: no sharing, and row or array sharing over each lane axis."""
         if key is None:
             key = tuple(tiles[a.name] for a in self.axes)
-        if self.ldm(tiles, False, key) > self.budget:
+        if self.ldm(tiles, False, key) > self.budget or any(tiles[n] < self.ext[n] for n in self.keep_whole):
             return None
         k = self.k
         sp = self._vp.get(key)
@@ -524,12 +530,12 @@ def floor_seconds(s):
 def _table(s):
     """The search's table, built once (floor_seconds may ask before the search does)."""
     if not hasattr(s, "_tile_table"):
-        s._tile_table = enumerate_tiles(s, {a.name: candidates(a.extent) for a in s.axes})
+        s._tile_table = enumerate_tiles(s, s.candidates())
     return s._tile_table
 
 
 def _search_tiles(s):
-    cands = {a.name: candidates(a.extent) for a in s.axes}
+    cands = s.candidates()
     ones = {a.name: 1 for a in s.axes}
     if s.ldm(ones, False) > s.budget:
         raise LdmError(s.k.name, s.ldm(ones, False), s.budget)
