@@ -20,6 +20,9 @@ def _eval(e, acc):
         return acc
     if isinstance(e, Const):
         return np.float32(e.value)
+    if isinstance(e, Select):        # __bang_mineq/maxeq_scalar: x <= s ? x : s (x >= s ? x : s)
+        c, a, b = _eval(e.cond.a, acc), _eval(e.a, acc), _eval(e.b, acc)
+        return np.where(c <= _eval(e.cond.b, acc) if e.cond.op == "<=" else c >= _eval(e.cond.b, acc), a, b)
     a, b = _eval(e.a, acc), _eval(e.b, acc)
     return {"+": np.add, "-": np.subtract, "*": np.multiply, "min": np.minimum, "max": np.maximum}[e.op](a, b)
 
@@ -66,9 +69,27 @@ def test_requantization_kept_as_float_takes_fewer_passes_bit_for_bit():
             np.testing.assert_array_equal(_eval(fewer, acc), _eval(e, acc))
 
 
+def test_clamp_instructions_take_one_pass_each_bit_for_bit():
+    # with __bang_mineq/maxeq_scalar (mtp_322+) the clamp is two passes and + z joins the rounding
+    acc = _accs()
+    for scale, z, lo, hi, s2 in [(0.25, -128.0, -128.0, 127.0, 0.0214), (0.0043728449, 4.0, -128.0, 127.0, 0.02140989),
+                                 (0.25, 3.0, -128.0, 127.0, 0.5), (0.37, 0.0, 0.0, 127.0, 1.0),
+                                 (0.3, 10.0, 10.0, 100.0, 0.1), (-0.25, -11.0, -128.0, 127.0, 0.03)]:
+        epi = vector_requant(_requant(scale, z, lo, hi), set())
+        for e in (epi, Bin("*", Bin("-", epi, Const(z)), Const(s2))):
+            fewer = fewer_passes(e, clamps=True)
+            assert _passes(fewer) < _passes(fewer_passes(e)) < _passes(e), (fewer, e)
+            np.testing.assert_array_equal(_eval(fewer, acc), _eval(e, acc))
+    ties = (np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)) / np.float32(0.25)
+    got = _eval(fewer_passes(vector_requant(_requant(0.25, 3.0, -128.0, 127.0), set()), clamps=True), ties)
+    np.testing.assert_array_equal(got, np.clip(np.rint(ties.astype(np.float64) * 0.25) + 3, -128, 127))
+
+
 def _passes(e):
     """Vector passes three_address.py emits: min five, s - x two, a max with 0 one (relu), the rest one."""
     if isinstance(e, (Acc, Const)):
         return 0
+    if isinstance(e, Select):       # one __bang_mineq/maxeq_scalar
+        return 1 + _passes(e.a)
     own = {"min": 5, "max": 1 if e.b == Const(0.0) else 3}.get(e.op, 2 if isinstance(e.a, Const) else 1)
     return own + _passes(e.a) + _passes(e.b)

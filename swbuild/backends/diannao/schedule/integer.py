@@ -108,11 +108,20 @@ def _clamp(x):
     return y.a.a, hi, lo
 
 
-def fewer_passes(e):
+def clamp_instructions(hw):
+    """The chip has __bang_maxeq_scalar / __bang_mineq_scalar (mtp_322 and later, isa.py)."""
+    return int(str(hw["arch"]).rsplit("_", 1)[1]) >= 322
+
+
+def fewer_passes(e, clamps=False):
     """vector_requant's result kept as float32 lanes (a dequantized or float-read output), in
     fewer vector passes, bit for bit:
     - (c + z) - z, a DequantizeLinear of the requantized integer c, is c (|c|, |z| < 2^22);
-    - min(r, H) = H - relu(H - r), and H - r = (-(v * s) + M) - (M - H) when v = x * s: the
+    - clamps (the chip has __bang_mineq/maxeq_scalar): min and max take one pass each, and a
+      following + z joins the rounding's subtraction, clamped to the bounds plus z:
+      (v + M) - (M - z) is rint(v) + z (both operands integers in [2^23, 2^24), exact; beyond,
+      as far out, saturated the same way), 5 passes instead of 10;
+    - else min(r, H) = H - relu(H - r), and H - r = (-(v * s) + M) - (M - H) when v = x * s: the
       negated scale rounds to -rint(v) (ties to even is symmetric) and the subtraction of two
       integers in [2^23, 2^24) is exact, so rounding and clamp take 6 passes instead of 8
       (three_address.py writes min as five passes, H - y as two)."""
@@ -121,6 +130,18 @@ def fewer_passes(e):
                 and x.a.op == "+" and x.a.b == x.b and _clamp(x.a.a) and abs(float(x.b.value)) <= 2 ** 22 \
                 and float(x.b.value).is_integer():
             return transform(x.a.a, fn)
+        if clamps:
+            z, inner = 0.0, x
+            if isinstance(x, Bin) and x.op == "+" and isinstance(x.b, Const) and _clamp(x.a) \
+                    and float(x.b.value).is_integer() and abs(float(x.b.value)) <= 2 ** 22:
+                z, inner = float(x.b.value), x.a
+            c = _clamp(inner)
+            if c is None:
+                return None
+            v, hi, lo = c
+            y = Bin("-", Bin("+", transform(v, fn), Const(MAGIC)), Const(MAGIC - z))
+            y = Select(Bin("<=", y, Const(hi + z)), y, Const(hi + z))
+            return Select(Bin(">=", y, Const(lo + z)), y, Const(lo + z))
         c = _clamp(x)
         if c is None:
             return None
