@@ -4,7 +4,7 @@ it and the zero point joins the rounding's subtraction. Bit for bit the vector s
 replaces, evaluated in float32 as the vector unit does, on ties, limits and far-out values."""
 import numpy as np
 
-from swbuild.backends.diannao.schedule.integer import MAGIC, fewer_passes, saturating_int8, vector_requant
+from swbuild.backends.diannao.schedule.integer import MAGIC, conversion_rounds, fewer_passes, saturating_int8, vector_requant
 from swbuild.ir.loopnest import Acc, Bin, Const, Select, Un
 
 
@@ -48,6 +48,38 @@ def test_folded_requantization_matches_the_clamped_one_bit_for_bit():
         folded = saturating_int8(epi)
         assert folded != epi and isinstance(folded, Bin) and folded.b == Const(MAGIC - z), (scale, z, folded)
         np.testing.assert_array_equal(_to_int8(_eval(folded, acc)), _to_int8(_eval(epi, acc)))
+
+
+def _on_every_integer(scale, z):
+    """Every integer accumulator whose product lands within 140 + |z| of zero, the ties
+    n * s = k + 0.5 and their float neighbours among them when s is a power of two."""
+    n = np.ceil((140 + abs(z)) / abs(scale))
+    return np.arange(-n, n + 1).astype(np.float32)
+
+
+def test_the_conversion_rounds_where_proven_bit_for_bit():
+    # __bang_float2int8_rn rounds ties to even: fl(acc * s) + z replaces (acc * s + M) - (M - z)
+    # only where every integer accumulator gives the same int8 (an even z keeps a tie's parity)
+    kept = 0
+    for scale, z in [(0.25, -128.0), (0.25, 0.0), (0.25, 3.0), (0.5, 1.0), (0.0043728449, -128.0),
+                     (0.0013079912, 5.0), (0.0012010809, -7.0), (0.00056024367, 0.0), (-0.37, 17.0), (-0.125, 2.0)]:
+        scale = float(np.float32(scale))
+        folded = saturating_int8(vector_requant(_requant(scale, z, -128.0, 127.0), set()))
+        rounded = conversion_rounds(folded, lambda x: isinstance(x, Acc))
+        acc = _on_every_integer(scale, z)
+        np.testing.assert_array_equal(_to_int8(_eval(rounded, acc)), _to_int8(_eval(folded, acc)), err_msg=str((scale, z)))
+        if rounded == folded:
+            kept += 1
+        else:
+            assert _passes(rounded) == _passes(folded) - (2 if z == 0 else 1)
+        if scale == 0.25 and z in (-128.0, 0.0):
+            assert rounded != folded
+        if scale == 0.25 and z == 3.0:      # a tie, 0.5 + 3 = 3.5, rounds to 4 where rint(0.5) + 3 is 3
+            assert rounded == folded
+    assert kept >= 2
+    # a multiplicand not proven an exact integer keeps the rounding
+    folded = saturating_int8(vector_requant(_requant(0.25, -128.0, -128.0, 127.0), set()))
+    assert conversion_rounds(folded, lambda x: False) == folded
 
 
 def test_a_clamp_inside_int8s_range_is_kept():

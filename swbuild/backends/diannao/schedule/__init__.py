@@ -45,7 +45,7 @@ def schedule_kernel(k, program, tc, layouts, store):
     if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
     o8 = program.root(k.buffers[k.out].tensor) in (getattr(program.target_state, "int8_storage", None) or ())
-    k = _vector_quantize(k, program, o8 and k.op not in INTEGER_OPS)
+    k = _vector_quantize(k, program, o8)
     if k.op not in INTEGER_OPS and o8:
         k = saturated_store(k, program)     # stored as bytes: the conversion saturates (narrow.py)
     if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv

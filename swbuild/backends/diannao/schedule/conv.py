@@ -12,7 +12,7 @@ from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
-from .integer import INTEGER_OPS, clamp_instructions, fewer_passes, saturating_int8
+from .integer import INTEGER_OPS, clamp_instructions, conversion_rounds, fewer_passes, integral_in, saturating_int8
 from . import conv_stationary as stationary
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
@@ -42,7 +42,7 @@ def sched_conv(kb, pool=False):
     # (no float staging, a byte per element), an int8 result is converted in NRAM and stored
     x8, o8 = narrow_ends(kb, G, fx, pool)
     if fx or INTEGER_OPS.get(kb.k.op):     # the requantization in fewer vector passes (integer.py)
-        epi = saturating_int8(G.epilogue) if o8 else G.epilogue
+        epi = conversion_rounds(saturating_int8(G.epilogue), integral_in(kb.k, kb.g)) if o8 else G.epilogue
         G = replace(G, epilogue=fewer_passes(epi, clamp_instructions(hw)) if epi is G.epilogue else epi)
     ve = vector_elems(hw)
     K1 = G.kh * G.kw
