@@ -94,7 +94,7 @@ def remember_whole_fills(program, target, options):
 
     preprocess.choose_fills decides after partitioning."""
     for dk in program.target_state.dev:
-        dk.info["fills"] = {s.sid: {"whole": replace(s, guard=(), guard_any=())}
+        dk.info["fills"] = {s.sid: {"whole": replace(s, guard=s.whole_guard, guard_any=())}
                             for s in stmts(dk.body) if s.kind == "fill" and s.note == "halo"}
     return program
 

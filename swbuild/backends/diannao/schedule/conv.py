@@ -404,7 +404,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             if tr:      # rows of each channel (long segments), then the on-chip transpose
                 staged = staged_copy(kb.sid("copy", "x"), xt, simp(Bin("+", Bin("*", c, iconst(P)), Bin("+", Bin(
                     "*", r, iconst(W_in)), x))), src, [in_loops[2], in_loops[0], in_loops[1]], halo=halo, bound=bound,
-                    common=exists + guards(needed), fill=fill, need_fill_bound=True)
+                    common=exists + guards(needed), fill=fill, need_fill_bound=not fx)
                 p, c2 = Var("p"), Var("c2")
                 staged.append(Stmt("compute", Load(xin, (simp(Bin("+", Bin("*", p, iconst(Cib)), c2)),)),
                                    Load(xt, (simp(Bin("+", Bin("*", c2, iconst(P)), p)),)),
@@ -419,7 +419,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                                    sid=kb.sid("compute", "widen")))
             else:
                 staged = staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
-                                     common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
+                                     common=exists + guards(needed), fill=fill, need_fill_bound=not (pool or fx))
             if fx and not x8:      # the whole tile to int8/int16: exact, the values are integers of that range
                 i = Var("i")
                 staged.append(Stmt("compute", Load(xq, (i,)), Un(("to_int8", "to_int16")[fx - 1], Load(xin, (i,))),
