@@ -3,11 +3,13 @@
 onnxruntime divides, fl(x / s); the vector unit has add, sub and mul only. Where no r makes
 fl(x * r) quantize like fl(x / s) (reciprocal.py), the quotient is carried in two floats:
 
-    hi = fl(x * r)                     r = fl(1 / s) = r_hi + r_lo, 12 significant bits each
-    e  = x * r - hi, exactly           Dekker's product: x = x_hi + x_lo by Veltkamp's split
-                                       (t = x * 4097, x_hi = t - (t - x)), four exact products
-    lo = e + x * c                     c = fl(1 / s - r), the reciprocal's own error
-    y  = hi + lo                       within ~2^-46 of x / s: fl(x / s) except next to a midpoint
+    hi = fl(x * r)                     r = fl(1 / s) = r_hi + r_lo, r_hi of 12 significant bits
+    a  = (x_hi * r_hi - hi) + x_lo * r_hi   = x * r_hi - hi exactly (Dekker): x = x_hi + x_lo by
+                                       Veltkamp's split (t = x * 4097, x_hi = t - (t - x)), 12-bit
+                                       halves, so both products and both steps are exact
+    lo = a + x * r2                    r2 = fl(r_lo + c), c = fl(1 / s - r): the small terms
+                                       x * r_lo + x * c, rounded once (~2^-36 of an ulp of hi)
+    y  = hi + lo                       within ~2^-40 of x / s: fl(x / s) except next to a midpoint
 
 y is then rounded and clamped as quantize.py does with x * r. A split that overflows (|x| >
 2^115: t is infinite, x_hi NaN) gives a NaN lo, which the NaN-aware clamp lo >= -1 turns into
@@ -18,7 +20,8 @@ where y or fl(x / s) is next to a half-integer h, that is for x within a few ulp
 `proven` evaluates both, in float32 one rounding per operation as the vector unit computes,
 on every float of a window of WINDOW floats on each side of h * s for every h between the
 bounds, and on the special values; elsewhere both are the same integer (y is within an ulp
-of x / s). ~36 vector passes replace a division per element in scalar code.
+of x / s). 19 vector passes (three_address.py computes a repeated subtree again) replace a
+division per element in scalar code.
 """
 from __future__ import annotations
 
@@ -41,23 +44,22 @@ def _split(v):
 
 
 def constants(s):
+    """(r, r_hi, r2) of the module docstring."""
     s32 = np.float32(s)
     r = np.float32(1.0) / s32
     r_hi, r_lo = _split(r)
     c = np.float32(1.0 / np.float64(s32) - np.float64(r))
-    return r, r_hi, r_lo, c
+    return r, r_hi, np.float32(r_lo + c)
 
 
 def quotient(x, s):
     """The expression y of the module docstring (x a leaf: the tree reads it many times)."""
-    r, r_hi, r_lo, c = (float(v) for v in constants(s))
+    r, r_hi, r2 = (float(v) for v in constants(s))
     t = Bin("*", x, Const(SPLIT))
     xh = Bin("-", t, Bin("-", t, x))
-    xl = Bin("-", x, xh)
     hi = Bin("*", x, Const(r))
-    e = Bin("+", Bin("+", Bin("+", Bin("-", Bin("*", xh, Const(r_hi)), hi), Bin("*", xh, Const(r_lo))),
-                      Bin("*", xl, Const(r_hi))), Bin("*", xl, Const(r_lo)))
-    lo = Bin("+", e, Bin("*", x, Const(c)))
+    a = Bin("+", Bin("-", Bin("*", xh, Const(r_hi)), hi), Bin("*", Bin("-", x, xh), Const(r_hi)))
+    lo = Bin("+", a, Bin("*", x, Const(r2)))
     lo = Select(Bin(">=", lo, Const(-1.0)), lo, Const(-1.0))
     return Bin("+", hi, lo)
 
@@ -86,16 +88,15 @@ def cheaper(k, hw):
 
 def evaluate(x, s):
     """quotient(x, s) in float32, operation by operation (the vector unit's order)."""
-    r, r_hi, r_lo, c = constants(s)
+    r, r_hi, r2 = constants(s)
     f = np.float32
     with np.errstate(all="ignore"):
         x = np.asarray(x, np.float32)
         t = x * f(SPLIT)
         xh = t - (t - x)
-        xl = x - xh
         hi = x * r
-        e = (((xh * r_hi - hi) + xh * r_lo) + xl * r_hi) + xl * r_lo
-        lo = e + x * c
+        a = (xh * r_hi - hi) + (x - xh) * r_hi
+        lo = a + x * r2
         lo = np.where(lo >= f(-1.0), lo, f(-1.0))       # NaN -> -1, as __bang_maxeq_scalar
         return (hi + lo).astype(np.float32)
 
