@@ -25,6 +25,7 @@ addition as the rounding it is and keeps the division exact), the rest still vec
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -92,6 +93,24 @@ def vector_quantize(e, k, program, bytes_out=False, hw=None):
     out = fn(e, top=True)
     out = transform(e, fn) if out is None else out
     return out, notes
+
+
+def identity_on_domain(k, program):
+    """k with its epilogue dropped where, stored as int8 bytes (__bang_float2int8_rn: rint,
+    saturate), it gives back the max reduction's own value on every value that can take (each
+    int8 value of a max pool's input, or its start -inf): a QDQ MaxPool requantized with its
+    input's scale and zero point, the dequantize-quantize round trip proven exact per value."""
+    if k.combine != "max" or isinstance(k.epilogue, Acc):
+        return k
+    vals = _values(Acc(), k, program)
+    got = None if vals is None else _eval(k.epilogue, {Acc(): vals})
+    if got is None:
+        return k
+
+    def as_int8(v):
+        v = np.nan_to_num(np.asarray(v, np.float64), nan=0.0, posinf=1e9, neginf=-1e9)
+        return np.clip(np.rint(v), -128, 127)
+    return replace(k, epilogue=Acc()) if np.array_equal(as_int8(got), as_int8(vals)) else k
 
 
 def _reciprocal_on_domain(x, s, L, H, k, program):
