@@ -74,3 +74,8 @@ def test_int8_stem_transposed_on_chip(tc, tmp_path):
     plan, exe = build_bit_exact(tc, m, "qstem", x, tmp_path)
     _, stats = run_check(plan, exe, check.onnxruntime_reference(m, {"x": x}), {"x": x}, 0, 0)
     _check_copies(plan, stats, tmp_path / "b")
+    # the int8 tile's 61 padded channels meet zero weights: any byte there adds nothing, so the
+    # halo fills (the zero point) cover the 3 image channels only (preprocess.staged_copy)
+    device = next(Path(tmp_path / "b").glob("*_device.mlu")).read_text()
+    fills = re.findall(r"for \(int c = 0; c < (\d+); \+\+c\) \{\s*(?:for \([^\n]*\n\s*)?__memset_nram", device)
+    assert fills and set(fills) == {"3"}, fills

@@ -22,12 +22,12 @@ from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
 from ...config.recipe import option_on
 from .defer_dequantize import defer_dequantize
-from .devir import stmts
+from .devir import Stmt, stmts
 from .layout import choose_layouts, eliminate_identity_copies
 from .mapper import map_kernel, map_stmt
 from .partition import partition_kernel
 from .pingpong import pipeline_kernel
-from .preprocess import align_extents, choose_fills, resolve_guards
+from .preprocess import align_extents, choose_fills, resolve_guards, resolve_stmt
 from .recurrence import sched_recurrence
 from .schedule import narrow, schedule_kernel
 from .schedule.builder import Store
@@ -94,7 +94,7 @@ def remember_whole_fills(program, target, options):
 
     preprocess.choose_fills decides after partitioning."""
     for dk in program.target_state.dev:
-        dk.info["fills"] = {s.sid: {"whole": replace(s, guard=(), guard_any=())}
+        dk.info["fills"] = {s.sid: {"whole": _whole_fill(s)}
                             for s in stmts(dk.body) if s.kind == "fill" and s.note == "halo"}
     return program
 
@@ -115,6 +115,16 @@ def preprocess_guards(program, target, options):
         dk.body = resolve_guards(dk.body)
         align_extents(dk.body, dk, target.hardware)
     return program
+
+
+def _whole_fill(s):
+    """The fill of the whole tile, within its don't-care bounds (folded into its loops) where
+    that leaves no guard; else of the whole tile."""
+    w = replace(s, guard=s.whole_guard, guard_any=())
+    if w.guard:
+        r = resolve_stmt(w, {})
+        w = r[0] if len(r) == 1 and isinstance(r[0], Stmt) and not r[0].guard else replace(s, guard=(), guard_any=())
+    return w
 
 
 def map_instructions(program, target, options):

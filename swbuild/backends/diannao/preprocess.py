@@ -44,10 +44,13 @@ def staged_copy(sid, dst_buf, dst_index, src, loops, halo=(), bound=(), common=(
     statements (the tile exists, the rows are needed)."""
     out = []
     holes = list(halo) + (list(bound) if need_fill_bound else [])
+    # outside a don't-care bound nothing needs the fill either (a fixed-point tile's padded
+    # channels: any integer times their zero weights adds nothing), nor its whole-tile form
+    keep = () if need_fill_bound else tuple(bound)
     if fill is not None and holes:
         out.append(Stmt("fill", Load(dst_buf, (dst_index,)), Const(float(fill)), list(loops),
-                        guard=tuple(common), guard_any=tuple(neg(c) for c in holes), sid=sid + ".fill",
-                        note="halo"))
+                        guard=tuple(common) + keep, guard_any=tuple(neg(c) for c in holes), sid=sid + ".fill",
+                        note="halo", whole_guard=keep))
     out.append(Stmt("copy", Load(dst_buf, (dst_index,)), src, list(loops),
                     guard=tuple(common) + tuple(halo) + tuple(bound), sid=sid))
     return out

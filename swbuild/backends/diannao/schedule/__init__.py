@@ -32,7 +32,7 @@ from .integer import INTEGER_OPS, integer_as_conv
 from .lrn import sched_lrn
 from .rowreduce import sched_rowreduce
 from .narrow import saturated_store
-from .quantize import vector_quantize
+from .quantize import identity_on_domain, vector_quantize
 
 
 CONV_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")   # __bang_conv (a reduction by sum)
@@ -45,9 +45,10 @@ def schedule_kernel(k, program, tc, layouts, store):
     if any(b.dtype != "float32" for b in k.buffers.values()):    # index tensors (Gather): scalar C
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
     o8 = program.root(k.buffers[k.out].tensor) in (getattr(program.target_state, "int8_storage", None) or ())
-    k = _vector_quantize(k, program, o8 and k.op not in INTEGER_OPS)
+    k = _vector_quantize(k, program, o8, tc.hardware)
     if k.op not in INTEGER_OPS and o8:
         k = saturated_store(k, program)     # stored as bytes: the conversion saturates (narrow.py)
+        k = identity_on_domain(k, program)  # a max pool's requantization that gives its input back
     if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
         try:
             k = integer_as_conv(k, program, tc.hardware)
@@ -79,14 +80,15 @@ def schedule_kernel(k, program, tc, layouts, store):
     return sched_scalar(KB(k, program, tc, layouts, store), why)
 
 
-def _vector_quantize(k, program, o8):
+def _vector_quantize(k, program, o8, hw=None):
     """Every QuantizeLinear of the kernel on the vector unit (quantize.py); o8: the stored value
     is converted to int8 bytes, which saturates (the element-wise and pool kernels' store)."""
     stored_in_body = isinstance(k.epilogue, Acc) and not k.combine
-    body, nb = vector_quantize(k.body, k, program, o8 and stored_in_body)
-    epi, ne = vector_quantize(k.epilogue, k, program, o8 and not stored_in_body)
+    body, nb = vector_quantize(k.body, k, program, o8 and stored_in_body, hw)
+    epi, ne = vector_quantize(k.epilogue, k, program, o8 and not stored_in_body, hw)
     for s, r in nb + ne:
         note = f"{k.name}: QuantizeLinear by {s!r} on the vector unit, " + (
+            "as x * fl(1 / s) plus its exact error (exact_quotient.py, proven bit for bit)" if r == "two floats" else
             f"as a product by {r!r} (proven bit for bit)" if r is not None else
             "its division kept (no reciprocal proven bit for bit)")
         if note not in program.notes:       # schedule_kernels may schedule a kernel twice

@@ -12,7 +12,7 @@ from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
-from .integer import INTEGER_OPS, fewer_passes, saturating_int8
+from .integer import INTEGER_OPS, clamp_instructions, conversion_rounds, fewer_passes, integral_in, saturating_int8
 from . import conv_stationary as stationary
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .three_address import Operand, ThreeAddress, peak_temps
@@ -42,8 +42,8 @@ def sched_conv(kb, pool=False):
     # (no float staging, a byte per element), an int8 result is converted in NRAM and stored
     x8, o8 = narrow_ends(kb, G, fx, pool)
     if fx or INTEGER_OPS.get(kb.k.op):     # the requantization in fewer vector passes (integer.py)
-        epi = saturating_int8(G.epilogue) if o8 else G.epilogue
-        G = replace(G, epilogue=fewer_passes(epi) if epi is G.epilogue else epi)
+        epi = conversion_rounds(saturating_int8(G.epilogue), integral_in(kb.k, kb.g)) if o8 else G.epilogue
+        G = replace(G, epilogue=fewer_passes(epi, clamp_instructions(hw)) if epi is G.epilogue else epi)
     ve = vector_elems(hw)
     K1 = G.kh * G.kw
     W_in = (G.Wo - 1) * G.sw + G.kw
@@ -404,7 +404,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             if tr:      # rows of each channel (long segments), then the on-chip transpose
                 staged = staged_copy(kb.sid("copy", "x"), xt, simp(Bin("+", Bin("*", c, iconst(P)), Bin("+", Bin(
                     "*", r, iconst(W_in)), x))), src, [in_loops[2], in_loops[0], in_loops[1]], halo=halo, bound=bound,
-                    common=exists + guards(needed), fill=fill, need_fill_bound=True)
+                    common=exists + guards(needed), fill=fill, need_fill_bound=not fx)
                 p, c2 = Var("p"), Var("c2")
                 staged.append(Stmt("compute", Load(xin, (simp(Bin("+", Bin("*", p, iconst(Cib)), c2)),)),
                                    Load(xt, (simp(Bin("+", Bin("*", c2, iconst(P)), p)),)),
@@ -419,7 +419,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                                    sid=kb.sid("compute", "widen")))
             else:
                 staged = staged_copy(kb.sid("copy", "x"), xin, in_ix, src, in_loops, halo=halo, bound=bound,
-                                     common=exists + guards(needed), fill=fill, need_fill_bound=not pool)
+                                     common=exists + guards(needed), fill=fill, need_fill_bound=not (pool or fx))
             if fx and not x8:      # the whole tile to int8/int16: exact, the values are integers of that range
                 i = Var("i")
                 staged.append(Stmt("compute", Load(xq, (i,)), Un(("to_int8", "to_int16")[fx - 1], Load(xin, (i,))),

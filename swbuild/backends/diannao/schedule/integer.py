@@ -19,6 +19,7 @@ minus the constant is what ops/quant.py proved exact.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
@@ -96,6 +97,58 @@ def saturating_int8(e):
     return Bin("-", y.a, Const(MAGIC - z))
 
 
+def conversion_rounds(e, integral):
+    """saturating_int8's (v + M) - (M - z), v = X * s with X an exact integer (integral(X): the
+    accumulator, plus or minus a constant integer tensor), as v + z (v when z = 0): the
+    conversion rounds ties to even itself, and v + z rounds to the same int8 as rint(v) + z
+    wherever _z_joins proves it for this s and z. One vector pass fewer (two when z = 0)."""
+    if not (isinstance(e, Bin) and e.op == "-" and isinstance(e.b, Const) and isinstance(e.a, Bin)
+            and e.a.op == "+" and e.a.b == Const(MAGIC)):
+        return e
+    v, z = e.a.a, MAGIC - float(e.b.value)
+    if not (isinstance(v, Bin) and v.op == "*" and isinstance(v.b, Const) and integral(v.a)) \
+            or not _z_joins(float(v.b.value), z):
+        return e
+    return Bin("+", v, Const(z)) if z else v
+
+
+def integral_in(k, g):
+    """integral(X) for conversion_rounds: X is an integer kernel's accumulator (exact,
+    integer_as_conv) plus or minus a constant tensor of integers (the bias, the zero point's sums)."""
+    def integral(x):
+        if isinstance(x, Acc):
+            return True
+        if not (isinstance(x, Bin) and x.op in ("+", "-") and isinstance(x.a, Acc) and isinstance(x.b, Load)
+                and x.b.buf in k.buffers and x.b.pad is None):
+            return False
+        data = g.tensors[k.buffers[x.b.buf].tensor].data
+        if data is None:
+            return False
+        d = np.asarray(data, np.float64)
+        return bool(np.all(np.isfinite(d)) and np.array_equal(d, np.rint(d)) and np.abs(d).max(initial=0) < EXACT)
+    return integral
+
+
+@functools.lru_cache(maxsize=None)
+def _z_joins(s, z):
+    """saturate(rint(fl(n * s) + z)) == saturate(rint(fl(n * s)) + z) for every integer n, in
+    float32 as the vector unit computes (saturate: int8's range, as __bang_float2int8_rn does).
+    Checked on every n with |fl(n * s)| <= 130 + |z|; beyond, both sides saturate alike (both
+    are non-decreasing in fl(n * s), and beyond that bound both lie past the same end of
+    [-128, 127]). False when that is more than 2^24 integers or s, z are unusual."""
+    if not (math.isfinite(s) and s != 0 and z.is_integer() and abs(z) <= 128 and np.float32(s) == s):
+        return False
+    bound = 130.0 + abs(z)
+    n_max = math.ceil(bound / abs(s)) + 1
+    if n_max >= 1 << 23:
+        return False
+    n = np.arange(-n_max, n_max + 1, dtype=np.float32)      # exact integers (below 2^24)
+    v = n * np.float32(s)
+    want = np.clip(np.rint(v.astype(np.float64)) + z, -128, 127)
+    got = np.clip(np.rint((v + np.float32(z)).astype(np.float64)), -128, 127)
+    return bool(np.array_equal(want, got)) and bool(np.all(np.abs(v[[0, -1]]) >= bound))
+
+
 def _clamp(x):
     """(v, H, L) of vector_requant's max(min((v + M) - M, H), L), bounds within 2^22; else None."""
     if not (isinstance(x, Bin) and x.op == "max" and isinstance(x.b, Const) and isinstance(x.a, Bin)
@@ -108,11 +161,20 @@ def _clamp(x):
     return y.a.a, hi, lo
 
 
-def fewer_passes(e):
+def clamp_instructions(hw):
+    """The chip has __bang_maxeq_scalar / __bang_mineq_scalar (mtp_322 and later, isa.py)."""
+    return int(str(hw["arch"]).rsplit("_", 1)[1]) >= 322
+
+
+def fewer_passes(e, clamps=False):
     """vector_requant's result kept as float32 lanes (a dequantized or float-read output), in
     fewer vector passes, bit for bit:
     - (c + z) - z, a DequantizeLinear of the requantized integer c, is c (|c|, |z| < 2^22);
-    - min(r, H) = H - relu(H - r), and H - r = (-(v * s) + M) - (M - H) when v = x * s: the
+    - clamps (the chip has __bang_mineq/maxeq_scalar): min and max take one pass each, and a
+      following + z joins the rounding's subtraction, clamped to the bounds plus z:
+      (v + M) - (M - z) is rint(v) + z (both operands integers in [2^23, 2^24), exact; beyond,
+      as far out, saturated the same way), 5 passes instead of 10;
+    - else min(r, H) = H - relu(H - r), and H - r = (-(v * s) + M) - (M - H) when v = x * s: the
       negated scale rounds to -rint(v) (ties to even is symmetric) and the subtraction of two
       integers in [2^23, 2^24) is exact, so rounding and clamp take 6 passes instead of 8
       (three_address.py writes min as five passes, H - y as two)."""
@@ -121,6 +183,18 @@ def fewer_passes(e):
                 and x.a.op == "+" and x.a.b == x.b and _clamp(x.a.a) and abs(float(x.b.value)) <= 2 ** 22 \
                 and float(x.b.value).is_integer():
             return transform(x.a.a, fn)
+        if clamps:
+            z, inner = 0.0, x
+            if isinstance(x, Bin) and x.op == "+" and isinstance(x.b, Const) and _clamp(x.a) \
+                    and float(x.b.value).is_integer() and abs(float(x.b.value)) <= 2 ** 22:
+                z, inner = float(x.b.value), x.a
+            c = _clamp(inner)
+            if c is None:
+                return None
+            v, hi, lo = c
+            y = Bin("-", Bin("+", transform(v, fn), Const(MAGIC)), Const(MAGIC - z))
+            y = Select(Bin("<=", y, Const(hi + z)), y, Const(hi + z))
+            return Select(Bin(">=", y, Const(lo + z)), y, Const(lo + z))
         c = _clamp(x)
         if c is None:
             return None

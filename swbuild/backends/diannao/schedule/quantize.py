@@ -18,17 +18,20 @@ additions are exact (integers below 2^24). x * r replaces x / s only where recip
 the quantized value equal for every float32 x, or, when x is computed from at most two
 int8/uint8 tensors and constants, where it is equal on every one of their (at most 65,536)
 combinations, each evaluated in float32 step by step as the vector unit computes x. Otherwise
-the division stays (a scalar statement; three_address.py treats the magic addition as the
-rounding it is and keeps the division exact) and the rest is still vector code.
+x / s is carried in two floats (exact_quotient.py) where that is proven to quantize the same;
+only else does the division stay (a scalar statement; three_address.py treats the magic
+addition as the rounding it is and keeps the division exact), the rest still vector code.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, substitute_acc, transform
 from ....optimizer.exact_ints import RANGES
+from . import exact_quotient
 from .integer import MAGIC
 from .narrow import _interval, clamp_parts
 from .reciprocal import CANDIDATES, exact_reciprocal
@@ -53,11 +56,12 @@ def _saturation(e):
     return v.a, z, lo, hi
 
 
-def vector_quantize(e, k, program, bytes_out=False):
+def vector_quantize(e, k, program, bytes_out=False, hw=None):
     """e with every saturate(rint(x / s) + z, lo, hi) of a constant s > 0 in the vector form of
     the module docstring, and per rewrite (s, r) with r None where the division stays.
     bytes_out: e is the value stored as int8 bytes (narrow.py), whose conversion saturates at
-    127; only e itself may then drop its upper clamp."""
+    127; only e itself may then drop its upper clamp. hw: the toolchain's hardware table, which
+    says whether the two-float quotient beats the scalar division (exact_quotient.cheaper)."""
     notes = []
 
     def fn(x, top=False):
@@ -75,7 +79,10 @@ def vector_quantize(e, k, program, bytes_out=False):
         r = exact_reciprocal(s, L, H)
         if r is None:
             r = _reciprocal_on_domain(a.a, s, L, H, k, program)
-        v = Bin("*", num, Const(r)) if r is not None else Bin("/", num, Const(s))
+        if r is None and isinstance(num, (Load, Acc)) and exact_quotient.cheaper(k, hw) and exact_quotient.proven(s, L, H):
+            v, r = exact_quotient.quotient(num, s), "two floats"       # exact_quotient.py
+        else:
+            v = Bin("*", num, Const(r)) if r is not None else Bin("/", num, Const(s))
         notes.append((s, r))
         saturating = top and bytes_out         # the conversion saturates to [-128, 127], NaN to 0
         if not (saturating and lo <= -128 and _interval(a.a, k, program) is not None):     # may be NaN
@@ -86,6 +93,24 @@ def vector_quantize(e, k, program, bytes_out=False):
     out = fn(e, top=True)
     out = transform(e, fn) if out is None else out
     return out, notes
+
+
+def identity_on_domain(k, program):
+    """k with its epilogue dropped where, stored as int8 bytes (__bang_float2int8_rn: rint,
+    saturate), it gives back the max reduction's own value on every value that can take (each
+    int8 value of a max pool's input, or its start -inf): a QDQ MaxPool requantized with its
+    input's scale and zero point, the dequantize-quantize round trip proven exact per value."""
+    if k.combine != "max" or isinstance(k.epilogue, Acc):
+        return k
+    vals = _values(Acc(), k, program)
+    got = None if vals is None else _eval(k.epilogue, {Acc(): vals})
+    if got is None:
+        return k
+
+    def as_int8(v):
+        v = np.nan_to_num(np.asarray(v, np.float64), nan=0.0, posinf=1e9, neginf=-1e9)
+        return np.clip(np.rint(v), -128, 127)
+    return replace(k, epilogue=Acc()) if np.array_equal(as_int8(got), as_int8(vals)) else k
 
 
 def _reciprocal_on_domain(x, s, L, H, k, program):
