@@ -13,8 +13,8 @@ is dropped; every reader of x reads it the same way. The copies stay exact: traf
 the emulator count the segments the printed C moves.
 
 x stays a tensor of its own when: it or c is a graph input / output, a constant, aliased, a
-static loop's slice or already inside another Concat; the Concat is not along channels of
-NHWC tensors; the copy is not of the whole of x.
+static loop's slice, an int8 value (narrow.py may store it as bytes) or already inside another
+Concat; the Concat is not along channels of NHWC tensors; the copy is not of the whole of x.
 """
 from __future__ import annotations
 
@@ -51,7 +51,10 @@ def concat_in_place(program, layouts):
               and tuple(tx.shape) == xshape and tuple(tc.shape) == cshape and len(xshape) == 4
               and all(xshape[d] == cshape[d] for d in (0, 2, 3)) and all(o == 0 for d, o in enumerate(k.out_offset)
                                                                         if d != 1)
-              and _outermost(program, c, slices) != x)
+              and _outermost(program, c, slices) != x
+              # int8 activations may be stored as bytes (schedule/narrow.py, after this pass), a
+              # Concat output only when no input lives in it: keep both the same element size
+              and "int8" not in (g.exact_ints.get(x), g.exact_ints.get(c)))
         if not ok:
             keep.append(k)
             continue
