@@ -16,7 +16,8 @@ inside a static loop run alone.
 """
 from __future__ import annotations
 
-from ..launches import alone, launch_entries as group_entries, plan_launches as plan_runs
+from ...config.recipe import option_on
+from ..launches import Launch, alone, launch_entries as group_entries, plan_launches as plan_runs
 
 
 def _shareable(dk):
@@ -29,9 +30,46 @@ def plan_launches(program):
     return plan_runs(program.prefix, program.target_state.dev, program.grouping, _shareable)
 
 
+def merged_launches(program, max_params):
+    """Option `merge_launches`: every run of consecutive shareable kernels (whatever their
+    groups) in one launch, cut where its pointer arguments would pass `max_params`. The
+    kernels keep their own work split over all 16 tasks, so a launch boundary orders nothing a
+    `__sync_all()` does not; it only costs the launch."""
+    out, run, refs = [], [], set()
+    grouping = program.grouping
+
+    def flush():
+        if len(run) > 1:
+            grp = grouping.group_of(run[0].name) if grouping is not None else None
+            out.append(Launch(f"{program.prefix}_l{len(out)}", tuple(dk.name for dk in run),
+                              grp.gid if grp is not None else -1))
+        else:
+            out.extend(alone(run))
+        run.clear()
+        refs.clear()
+
+    for dk in program.target_state.dev:
+        if not _shareable(dk):
+            flush()
+            out.extend(alone([dk]))
+            continue
+        mine = {ref for _, ref in dk.params}
+        if run and len(refs | mine) > max_params:
+            flush()
+        run.append(dk)
+        refs.update(mine)
+    flush()
+    return out
+
+
 def group_launches(program, target, options):
-    """Option `grouping`: the shareable kernels of each GraphTurbo group run in one launch."""
-    program.target_state.launches = None if program.grouping is None else plan_launches(program)
+    """Option `grouping`: the shareable kernels of each GraphTurbo group run in one launch;
+    option `merge_launches`: consecutive shareable kernels run in one launch."""
+    st = program.target_state
+    if option_on(options, "merge_launches"):
+        st.launches = merged_launches(program, int(target.hardware["launch_max_pointer_args"]))
+    else:
+        st.launches = None if program.grouping is None else plan_launches(program)
     return program
 
 
