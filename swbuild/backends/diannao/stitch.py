@@ -32,7 +32,7 @@ def plan_launches(program):
 
 def merged_launches(program, max_params):
     """Option `merge_launches`: every run of consecutive shareable kernels (whatever their
-    groups) in one launch, cut where its pointer arguments would pass `max_params`. The
+    groups) in one launch (with grouping on), cut where its pointer arguments would pass `max_params`. The
     kernels keep their own work split over all 16 tasks, so a launch boundary orders nothing a
     `__sync_all()` does not; it only costs the launch."""
     out, run, refs = [], [], set()
@@ -64,12 +64,14 @@ def merged_launches(program, max_params):
 
 def group_launches(program, target, options):
     """Option `grouping`: the shareable kernels of each GraphTurbo group run in one launch;
-    option `merge_launches`: consecutive shareable kernels run in one launch."""
+    with option `merge_launches` too, consecutive shareable kernels run in one launch."""
     st = program.target_state
-    if option_on(options, "merge_launches"):
+    if program.grouping is None:
+        st.launches = None              # a launch per kernel
+    elif option_on(options, "merge_launches"):
         st.launches = merged_launches(program, int(target.hardware["launch_max_pointer_args"]))
     else:
-        st.launches = None if program.grouping is None else plan_launches(program)
+        st.launches = plan_launches(program)
     return program
 
 
