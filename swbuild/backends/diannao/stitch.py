@@ -31,18 +31,20 @@ def plan_launches(program):
 
 
 def merged_launches(program, max_params):
-    """Option `merge_launches`: every run of consecutive shareable kernels (whatever their
-    groups) in one launch (with grouping on), cut where its pointer arguments would pass `max_params`. The
-    kernels keep their own work split over all 16 tasks, so a launch boundary orders nothing a
-    `__sync_all()` does not; it only costs the launch."""
-    out, run, refs = [], [], set()
+    """Option `merge_launches` (with grouping on): every run of consecutive shareable kernels,
+    whatever their groups, in one launch, cut where its pointer arguments would pass
+    `max_params`. The kernels keep their own work split over all 16 tasks, so a launch
+    boundary orders nothing a `__sync_all()` does not; it only costs the launch."""
+    out, run, refs, parts = [], [], set(), {}
     grouping = program.grouping
 
     def flush():
-        if len(run) > 1:
+        if len(run) > 1:       # named after its first kernel's group, as a group's launch is
             grp = grouping.group_of(run[0].name) if grouping is not None else None
-            out.append(Launch(f"{program.prefix}_l{len(out)}", tuple(dk.name for dk in run),
-                              grp.gid if grp is not None else -1))
+            gid = grp.gid if grp is not None else -1
+            n = parts[gid] = parts.get(gid, 0) + 1
+            name = f"{program.prefix}_g{gid}" if gid >= 0 else f"{program.prefix}_l{len(out)}"
+            out.append(Launch(name + (f"_{n}" if n > 1 else ""), tuple(dk.name for dk in run), gid))
         else:
             out.extend(alone(run))
         run.clear()
