@@ -17,10 +17,10 @@ over the previous one by its option:
                    tensors written by their producers into their channels of its output, the
                    Concat's copy kernels dropped)
     merge_launches + merge_launches (stitch.py: consecutive kernels in one launch whatever
-                   their groups, a __sync_all() between two); the default options
+                   their groups, a __sync_all() between two)
     sram_residency + sram_residency (residency.py: an intermediate written and read only
                    inside one grouped launch stays in its cluster's SRAM where every cluster
-                   reads back what its own cores wrote)
+                   reads back what its own cores wrote); the default options
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.

@@ -66,7 +66,8 @@ def test_bn_copies_whole_pixels_and_its_operands_once(program):
     assert all(int(m.params.get("n", 1)) % C == 0 for m in _copies(dk))
     copies, _ = predicted_copy_bytes(dk)
     act = 4 * C * HW * HW
-    assert copies["NRAM2GDRAM"] == act
+    # stored once, to GDRAM or (sram_residency: its reader is in the same launch) to SRAM
+    assert copies.get("NRAM2GDRAM", 0) + copies.get("NRAM2SRAM", 0) == act
     # the activation once, each per-channel operand (scale, shift: up to four before folding)
     # one tile per task (all 16 busy), though each task computes more than one tile: loaded
     # per tile, q operands would move q activations' bytes

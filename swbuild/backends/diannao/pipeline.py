@@ -170,7 +170,7 @@ def refuse_doubles(program, target, options):
 
 def keep_on_chip(program, target, options):
     """Option `sram_residency`: a grouped launch's intermediates in its clusters' SRAM."""
-    on = str(options.get("sram_residency", "off")).lower() in ("on", "true", "1", "yes")    # default off
+    on = option_on(options, "sram_residency")     # default on: it pays once launches are merged (docs/diannao.md)
     if on and program.target_state.launches is not None:
         hw = target.hardware
         program.target_state.on_chip = keep_intermediates_on_chip(
