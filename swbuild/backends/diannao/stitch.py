@@ -10,9 +10,10 @@ from overlapping the next's), so a launch costs its kernels' cycles plus one bar
 (`sync_all_cycles`) between two of them instead of one `launch_cycles` each. The arena reuses
 bytes across the kernels of a launch as across launches (the barrier orders their writes).
 
-What this does not do yet: keep intermediates in NRAM/SRAM across the kernels (buffer
-stitching); they still go through GDRAM. Recurrence kernels (their own printer) and kernels
-inside a static loop run alone.
+With option `merge_launches` a launch is not bound to one group: consecutive kernels share
+it whatever their groups (`merged_launches`). Intermediates go through GDRAM unless
+residency.py (option `sram_residency`) keeps them in SRAM. Recurrence kernels (their own
+printer) and kernels inside a static loop run alone.
 """
 from __future__ import annotations
 
