@@ -12,10 +12,15 @@ over the previous one by its option:
     weight_prefetch + weight_prefetch (schedule/conv.py: a weight block through SRAM moves in
                    chunks, chunk j + 1 GDRAM -> SRAM async while chunk j goes SRAM -> WRAM;
                    where the weights change per input-channel block, block i + 1 GDRAM ->
-                   SRAM async while block i computes); the default options
+                   SRAM async while block i computes)
+    concat_in_place + concat_in_place (concat_slices.py: the inputs of a channel Concat of NHWC
+                   tensors written by their producers into their channels of its output, the
+                   Concat's copy kernels dropped)
+    merge_launches + merge_launches (stitch.py: consecutive kernels in one launch whatever
+                   their groups, a __sync_all() between two)
     sram_residency + sram_residency (residency.py: an intermediate written and read only
                    inside one grouped launch stays in its cluster's SRAM where every cluster
-                   reads back what its own cores wrote)
+                   reads back what its own cores wrote); the default options
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.
@@ -39,9 +44,11 @@ import tempfile
 import time
 from pathlib import Path
 
-STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "sram_residency"]   # switched on in this order
+STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "concat_in_place", "merge_launches",
+         "sram_residency"]   # switched on in this order
 CONFIGS = {name: {k: ("on" if i < n else "off") for i, k in enumerate(STEPS)}
-           for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "sram_residency"])}
+           for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "concat_in_place",
+                                         "merge_launches", "sram_residency"])}
 NOT_BUILT = ["intermediates in NRAM", "instance ordering",
              "weight prefetch across the kernels of a launch"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]

@@ -117,15 +117,13 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     # float16 has 11 significant bits (a unit roundoff of 2**-11 ~ 4.9e-4): ten of its ulps
     # relative, and as much absolute where a value cancels to near zero; a ResNet-18 / BERT
     # converted to fp16 differs from its float32 twin by ~1e-3 of its peak in onnxruntime itself
-    Option("fp16_rtol", "float", 1e-2, "relative tolerance of `check` for float16 outputs (the larger of this "
-           "and rtol)", "check.fp16_rtol", 0),
+    Option("fp16_rtol", "float", 1e-2, "relative tolerance of `check` for float16 outputs (the larger of this and rtol)", "check.fp16_rtol", 0),
     Option("fp16_atol", "float", 1e-2, "absolute tolerance of `check` for float16 outputs (the larger of this "
            "and atol)", "check.fp16_atol", 0),
     Option("timeout", "int", 3600, "seconds `check` lets the runner run before it stops it and names the kernel "
            "that was running", "check.timeout", 1),
     Option("partition", "onoff", "on", "loop partitioning: split loop ranges so tiling guards vanish", "options.partition"),
-    Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory "
-           "(DianNao: the load / compute / store pipeline over ping-pong NRAM)", "options.double_buffer"),
+    Option("double_buffer", "onoff", "on", "overlap DMA with compute by double-buffering local memory (DianNao: the load / compute / store pipeline over ping-pong NRAM)", "options.double_buffer"),
     Option("simd", "onoff", "on", "use the target's SIMD types in generated slave/device code", "options.simd", families=("sunway",)),
     Option("row_share", "onoff", "on", "Sunway: the 8 CPEs of a mesh row share input tiles through one broadcast DMA "
            "(where the cost model says it wins)", "options.row_share", families=("sunway",)),
@@ -148,7 +146,9 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("cluster_split", "onoff", "on", "DianNao: convolutions may split output-channel blocks over clusters, rows over a cluster's cores (docs/diannao.md)", "options.cluster_split", families=("diannao",)),
     Option("weight_prefetch", "onoff", "on", "DianNao: weight blocks through SRAM overlap GDRAM -> SRAM of the next chunk or block (__memcpy_async) with SRAM -> WRAM and the convolution of the current one (docs/diannao.md)", "options.weight_prefetch", families=("diannao",)),
     Option("input_stationary", "blocks", "on", "DianNao: a convolution keeps its input tile in NRAM and loops over output-channel blocks inside it, the cluster's weight blocks held in SRAM, where the schedule's estimate says it is faster (on), or wherever it fits (all); docs/diannao.md", "options.input_stationary", families=("diannao",)),
-    Option("sram_residency", "onoff", "off", "DianNao, with grouping: an intermediate written and read only inside one grouped launch stays in its cluster's SRAM where every cluster reads back what its own cores wrote (docs/diannao.md)", "options.sram_residency", families=("diannao",)),
+    Option("sram_residency", "onoff", "on", "DianNao, with grouping: an intermediate written and read only inside one grouped launch stays in its cluster's SRAM where every cluster reads back what its own cores wrote (docs/diannao.md)", "options.sram_residency", families=("diannao",)),
+    Option("merge_launches", "onoff", "on", "DianNao, with grouping: consecutive kernels run in one launch with a __sync_all() between two of them, whatever their groups (docs/diannao.md)", "options.merge_launches", families=("diannao",)),
+    Option("concat_in_place", "onoff", "on", "DianNao: an input of a channel Concat of NHWC tensors is written by its producer straight into its channels of the Concat output (segmented copies), and the Concat's copy kernels are dropped (docs/diannao.md)", "options.concat_in_place", families=("diannao",)),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
            "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
     Option("ldm_reserve", "int_or_auto", "auto", "bytes of local memory kept back from kernel buffers (auto: the target's own number)", "options.ldm_reserve", 0, families=("sunway",)),
@@ -156,7 +156,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file and SCons signature (swbuild/driver/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "input_stationary", "sram_residency")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "input_stationary", "sram_residency", "concat_in_place", "merge_launches")
 
 
 def inapplicable_options(options, family) -> list:

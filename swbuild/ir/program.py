@@ -34,6 +34,7 @@ class Program:
     memory: object = None     # optimizer.memory.MemoryPlan
     notes: list = field(default_factory=list)
     slices: dict = field(default_factory=dict)   # tensor -> (container, byte offset): Concat inputs in place
+    strided_slices: frozenset = frozenset()      # slices that are not one byte range (DianNao's NHWC channel slices)
     target_state: object = None   # the family's pass state (SunwayState, DianNaoState), set by its pipeline
     grouping: object = None       # optimizer.grouping.Grouping when option `grouping` is on
     loops: dict = field(default_factory=dict)        # loop id -> StaticLoop: kernels with k.loop == id run trips times

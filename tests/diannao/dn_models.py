@@ -140,3 +140,22 @@ def pointwise_chain(ci, co, h, seed, name="pointwise"):
 def save(model, path):
     onnx.save(model, str(path))
     return path
+
+
+def concat_branches(seed=0, c=32, h=14, name="concat_branches"):
+    """An Inception module feeding a DenseNet step: x -> {Conv 1x1 + Relu = a, Conv 3x3 = b,
+    MaxPool 3x3 s1 = p} -> Concat = cat -> Conv 1x1 + Relu = e -> Concat(cat, e) = d -> Conv 1x1 = y;
+    z = Relu(a + e) reads a slice and the inner Concat's producer directly."""
+    rng = np.random.default_rng(seed)
+    inits = []
+    w = weight_maker(rng, inits, 0.1)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", w("wa", 2 * c, c, 1, 1), w("ba", 2 * c)], ["a0"]), n("Relu", ["a0"], ["a"]),
+             n("Conv", ["x", w("wb", c, c, 3, 3), w("bb", c)], ["b"], pads=[1, 1, 1, 1]),
+             n("MaxPool", ["x"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("Concat", ["a", "b", "p"], ["cat"], axis=1),
+             n("Conv", ["cat", w("we", 2 * c, 4 * c, 1, 1), w("be", 2 * c)], ["e0"]), n("Relu", ["e0"], ["e"]),
+             n("Concat", ["cat", "e"], ["d"], axis=1),
+             n("Conv", ["d", w("wy", 2 * c, 6 * c, 1, 1), w("by", 2 * c)], ["y"]),
+             n("Add", ["a", "e"], ["z0"]), n("Relu", ["z0"], ["z"])]
+    return _model(nodes, [vi("x", (1, c, h, h))], [vi("y", (1, 2 * c, h, h)), vi("z", (1, 2 * c, h, h))], inits, name)

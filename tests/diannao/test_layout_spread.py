@@ -43,10 +43,14 @@ def program(tc):
 
 def test_concat_and_bn_are_nhwc(program):
     layouts = program.target_state.layouts
-    cat = next(k for k in program.kernels if k.op == "Concat")
     bn = next(k for k in program.kernels if k.op == "BatchNormalization")
-    assert program.root(cat.buffers[cat.out].tensor) in layouts      # no convolution touches it
+    cat = next(program.root(b.tensor) for n, b in bn.buffers.items()
+               if n != bn.out and program.graph.tensors[b.tensor].data is None)
+    assert cat in layouts                                            # no convolution touches it
     assert program.root(bn.buffers[bn.out].tensor) in layouts
+    # both convolutions write their channels of it in place (concat_slices.py): no Concat kernel
+    assert not any(k.op == "Concat" for k in program.kernels)
+    assert sorted(c for c, _ in program.slices.values()) == [cat, cat]
 
 
 def _copies(dk):
@@ -62,7 +66,8 @@ def test_bn_copies_whole_pixels_and_its_operands_once(program):
     assert all(int(m.params.get("n", 1)) % C == 0 for m in _copies(dk))
     copies, _ = predicted_copy_bytes(dk)
     act = 4 * C * HW * HW
-    assert copies["NRAM2GDRAM"] == act
+    # stored once, to GDRAM or (sram_residency: its reader is in the same launch) to SRAM
+    assert copies.get("NRAM2GDRAM", 0) + copies.get("NRAM2SRAM", 0) == act
     # the activation once, each per-channel operand (scale, shift: up to four before folding)
     # one tile per task (all 16 busy), though each task computes more than one tile: loaded
     # per tile, q operands would move q activations' bytes

@@ -44,8 +44,10 @@ def _split_groups(view_shape, tensor_shape):
     return groups if j == len(view_shape) else None
 
 
-def view_strides(view_shape, tensor_shape, perm=None):
-    """Element strides of each dim of a view of a tensor stored as transpose(perm)."""
+def view_strides(view_shape, tensor_shape, perm=None, storage_shape=None):
+    """Element strides of each dim of a view of a tensor stored as transpose(perm); with
+    `storage_shape`, the tensor lives inside a larger one of that shape (an NHWC channel slice
+    of a Concat output, concat_slices.py) whose pitches it uses."""
     view_shape, tensor_shape = list(view_shape), list(tensor_shape)
     row_major = [math.prod(view_shape[d + 1:]) for d in range(len(view_shape))]
     if perm is None or list(perm) == list(range(len(tensor_shape))):
@@ -53,7 +55,7 @@ def view_strides(view_shape, tensor_shape, perm=None):
     groups = _split_groups(view_shape, tensor_shape)
     if groups is None:
         return None
-    stored = [tensor_shape[p] for p in perm]
+    stored = [(storage_shape or tensor_shape)[p] for p in perm]
     pitch = {p: math.prod(stored[i + 1:]) for i, p in enumerate(perm)}
     out = [0] * len(view_shape)
     for d, run in enumerate(groups):

@@ -1,7 +1,8 @@
 """The DianNao pipeline: the passes, in the order they run (`swbuild pipeline --target T`).
 
     fuse epilogues → an integer convolution's DequantizeLinear into its element-wise readers
-    → storage layouts (NHWC around convolutions, identity copies removed)
+    → storage layouts (NHWC around convolutions, identity copies removed) → channel Concats
+    written in place
     → static arena → work split and staging (schedule; the arena again when int8 activations
     are stored as bytes) → loop partitioning (Algorithm 2,
     option `partition`) → pre-processing of what is left (Algorithm 1: extra computation,
@@ -21,6 +22,7 @@ from ...ir.loopnest import data_loads
 from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
 from ...config.recipe import option_on
+from .concat_slices import concat_in_place
 from .defer_dequantize import defer_dequantize
 from .devir import Stmt, stmts
 from .layout import choose_layouts, eliminate_identity_copies
@@ -49,6 +51,7 @@ class DianNaoState:
     weight_prefetch: bool = True                  # option weight_prefetch: schedule/conv.py's next weight block async
     input_stationary: str = "on"                  # option input_stationary (off/on/all): schedule/conv.py's input tile kept over blocks
     on_chip: dict = field(default_factory=dict)   # option sram_residency: tensor -> where it stayed (residency.py)
+    storage_shapes: dict = field(default_factory=dict)  # option concat_in_place: tensor -> its Concat's NHWC shape
 
 
 STATE = DianNaoState
@@ -59,6 +62,13 @@ def choose_storage_layouts(program, target, options):
     """NHWC storage around convolutions; copies that became identities are removed."""
     program.target_state.layouts = choose_layouts(program, target.hardware)
     return eliminate_identity_copies(program, program.target_state.layouts)
+
+
+def write_concats_in_place(program, target, options):
+    """Option `concat_in_place`: NHWC channel Concats' inputs written into their slices, copies dropped."""
+    if option_on(options, "concat_in_place"):
+        program.target_state.storage_shapes = concat_in_place(program, program.target_state.layouts)
+    return program
 
 
 def schedule_kernels(program, target, options):
@@ -170,7 +180,7 @@ def refuse_doubles(program, target, options):
 
 def keep_on_chip(program, target, options):
     """Option `sram_residency`: a grouped launch's intermediates in its clusters' SRAM."""
-    on = str(options.get("sram_residency", "off")).lower() in ("on", "true", "1", "yes")    # default off
+    on = option_on(options, "sram_residency")     # default on: it pays once launches are merged (docs/diannao.md)
     if on and program.target_state.launches is not None:
         hw = target.hardware
         program.target_state.on_chip = keep_intermediates_on_chip(
@@ -183,6 +193,7 @@ PIPELINE = [
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     defer_dequantize,           # an integer convolution's DequantizeLinear into its element-wise readers
     choose_storage_layouts,     # NHWC around convolutions
+    write_concats_in_place,     # option concat_in_place: channel Concats of NHWC tensors without copies
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope
     plan_memory,                # the static arena
     schedule_kernels,           # work split and staging

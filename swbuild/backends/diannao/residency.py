@@ -135,6 +135,9 @@ def _candidates(program, ln, by):
     in the launch and every reader a later kernel of it."""
     outside = {r for dk in program.target_state.dev if dk.name not in ln.kernels for _, r in dk.params}
     io = {("tensor", program.root(t)) for t in list(program.inputs) + list(program.outputs)}
+    # a Concat's slices and the Concat output share bytes: each is read or written through the other
+    io |= {("tensor", program.root(t)) for t in program.slices} | {("tensor", program.root(c)) for c, _ in
+                                                                   program.slices.values()}
     pos = {k: i for i, k in enumerate(ln.kernels)}
     seen, out = set(), []
     for name in ln.kernels:

@@ -10,13 +10,15 @@ from overlapping the next's), so a launch costs its kernels' cycles plus one bar
 (`sync_all_cycles`) between two of them instead of one `launch_cycles` each. The arena reuses
 bytes across the kernels of a launch as across launches (the barrier orders their writes).
 
-What this does not do yet: keep intermediates in NRAM/SRAM across the kernels (buffer
-stitching); they still go through GDRAM. Recurrence kernels (their own printer) and kernels
-inside a static loop run alone.
+With option `merge_launches` a launch is not bound to one group: consecutive kernels share
+it whatever their groups (`merged_launches`). Intermediates go through GDRAM unless
+residency.py (option `sram_residency`) keeps them in SRAM. Recurrence kernels (their own
+printer) and kernels inside a static loop run alone.
 """
 from __future__ import annotations
 
-from ..launches import alone, launch_entries as group_entries, plan_launches as plan_runs
+from ...config.recipe import option_on
+from ..launches import Launch, alone, launch_entries as group_entries, plan_launches as plan_runs
 
 
 def _shareable(dk):
@@ -29,9 +31,50 @@ def plan_launches(program):
     return plan_runs(program.prefix, program.target_state.dev, program.grouping, _shareable)
 
 
+def merged_launches(program, max_params):
+    """Option `merge_launches` (with grouping on): every run of consecutive shareable kernels,
+    whatever their groups, in one launch, cut where its pointer arguments would pass
+    `max_params`. The kernels keep their own work split over all 16 tasks, so a launch
+    boundary orders nothing a `__sync_all()` does not; it only costs the launch."""
+    out, run, refs, parts = [], [], set(), {}
+    grouping = program.grouping
+
+    def flush():
+        if len(run) > 1:       # named after its first kernel's group, as a group's launch is
+            grp = grouping.group_of(run[0].name) if grouping is not None else None
+            gid = grp.gid if grp is not None else -1
+            n = parts[gid] = parts.get(gid, 0) + 1
+            name = f"{program.prefix}_g{gid}" if gid >= 0 else f"{program.prefix}_l{len(out)}"
+            out.append(Launch(name + (f"_{n}" if n > 1 else ""), tuple(dk.name for dk in run), gid))
+        else:
+            out.extend(alone(run))
+        run.clear()
+        refs.clear()
+
+    for dk in program.target_state.dev:
+        if not _shareable(dk):
+            flush()
+            out.extend(alone([dk]))
+            continue
+        mine = {ref for _, ref in dk.params}
+        if run and len(refs | mine) > max_params:
+            flush()
+        run.append(dk)
+        refs.update(mine)
+    flush()
+    return out
+
+
 def group_launches(program, target, options):
-    """Option `grouping`: the shareable kernels of each GraphTurbo group run in one launch."""
-    program.target_state.launches = None if program.grouping is None else plan_launches(program)
+    """Option `grouping`: the shareable kernels of each GraphTurbo group run in one launch;
+    with option `merge_launches` too, consecutive shareable kernels run in one launch."""
+    st = program.target_state
+    if program.grouping is None:
+        st.launches = None              # a launch per kernel
+    elif option_on(options, "merge_launches"):
+        st.launches = merged_launches(program, int(target.hardware["launch_max_pointer_args"]))
+    else:
+        st.launches = plan_launches(program)
     return program
 
 

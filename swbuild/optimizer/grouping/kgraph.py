@@ -71,9 +71,15 @@ def _overlapping(program, root):
     hi = lo + program.graph.tensors[root].nbytes
     inside = set(containing(program, root))
     out = []
+    strided = program.strided_slices
     for x in sorted({program.root(t) for t in program.slices} | {program.root(c) for c, _ in program.slices.values()}):
         t, a = _placed(program, x)
-        if t == top and x not in inside and a < hi and lo < a + program.graph.tensors[x].nbytes:
+        if t != top or x in inside:
+            continue
+        if root in strided or x in strided:     # channel slices: bytes shared only with what they live in
+            if root in containing(program, x):
+                out.append(x)
+        elif a < hi and lo < a + program.graph.tensors[x].nbytes:
             out.append(x)
     return out
 

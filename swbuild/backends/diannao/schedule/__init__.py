@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ....ir.loopnest import Acc
-from ..layout import view_strides
 from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
@@ -108,7 +107,7 @@ def sched_scalar(kb, why=()):
     k = kb.k
     views = {}
     for name, b in k.buffers.items():
-        st = view_strides(b.shape, kb.g.tensors[b.tensor].shape, kb.layouts.get(b.tensor))
+        st = kb.gstrides(b)
         if st is None:
             raise Unschedulable(f"kernel {k.name}: view {b.shape} of {b.tensor} is incompatible with its layout")
         views[name] = (kb.gparam(b.tensor), st, tuple(b.shape), b.dtype)

@@ -8,6 +8,7 @@ from ....ir.loopnest import Bin, Load, Var, affine, iconst
 from ..devir import DBuf, DevKernel, For, const, simp, subst
 from ....ir.sizes import round_up
 from ...blob import Contents
+from ..concat_slices import storage_shape
 from ..layout import view_strides
 from ..preprocess import vector_elems
 
@@ -104,6 +105,11 @@ class KB:
                                ctype=ctype, elem_bytes=elem_bytes)
         return name
 
+    def gstrides(self, b):
+        """Element strides of kernel buffer b's view of its tensor's GDRAM storage (None: incompatible)."""
+        return view_strides(b.shape, self.g.tensors[b.tensor].shape, self.layouts.get(b.tensor),
+                            storage_shape(getattr(self.p.target_state, "storage_shapes", None), self.p, b.tensor))
+
     def sid(self, kind, label):
         s = f"{label}{len(self.sids)}"
         self.sids[s] = kind
@@ -112,7 +118,7 @@ class KB:
     def offset(self, load, env=None):
         """GDRAM element offset of a kernel Load (its buffer's view of the tensor's storage)."""
         b = self.k.buffers[load.buf]
-        st = view_strides(b.shape, self.g.tensors[b.tensor].shape, self.layouts.get(b.tensor))
+        st = self.gstrides(b)
         if st is None:
             raise Unschedulable(f"view {b.shape} of {b.tensor} is incompatible with its layout")
         e = iconst(0)
@@ -129,7 +135,7 @@ class KB:
 
     def strides(self, bufname):
         b = self.k.buffers[bufname]
-        st = view_strides(b.shape, self.g.tensors[b.tensor].shape, self.layouts.get(b.tensor))
+        st = self.gstrides(b)
         if st is None:
             raise Unschedulable("incompatible view")
         return st
