@@ -156,17 +156,22 @@ def _restore(graph, tensors):
     graph.tensors.update(tensors)
 
 
-def retile(program, k, target, options, budget, memo):
+def retile(program, k, target, options, budget, memo, tried):
     """k searched again with part of its LDM left for wide blocks, then widened with the
     whole budget: (variant, its constants by name) of the fastest such variant when it models
-    faster than k as it is (widened), else None. The graph is left as it was."""
+    faster than k as it is (widened), else None. The graph is left as it was. `tried` holds,
+    per kernel (the replay key: repeated layers), the reserve that won or None: a repeated
+    layer searches that reserve alone, or nothing."""
     hw, cores, g = target.hardware, target.cores, program.graph
+    key = _replay_key(k, cores, 8 * len(k.buffers))
+    if key in tried and tried[key] is None:
+        return None
     before = dict(g.tensors)
-    best, best_s = None, seconds(k, hw, cores, memo)
+    best, best_s, won = None, seconds(k, hw, cores, memo), None
     try:
         bufs = _original(g, k)
         base = dict(g.tensors)
-        for frac in RESERVES:
+        for frac in ((tried[key],) if key in tried else RESERVES):
             trial = _searched(program, k, bufs, target, options, budget - budget // frac)
             trial.schedule.ldm_budget = budget
             done = widen(trial, hw, cores, budget, memo)
@@ -175,10 +180,11 @@ def retile(program, k, target, options, budget, memo):
                 _apply(g, done)
                 tensors = {b.tensor: g.tensors[b.tensor] for b in trial.buffers.values()
                            if b.tensor not in before or before[b.tensor] is not g.tensors[b.tensor]}
-                best, best_s = (trial, tensors), sec
+                best, best_s, won = (trial, tensors), sec, frac
             _restore(g, base)
     finally:
         _restore(g, before)
+    tried[key] = won
     return best
 
 
@@ -211,14 +217,14 @@ def wide_weights(program, target, options):
     if program.graph is None:
         return program
     budget = ldm_budget(target, options)
-    memo = {}
+    memo, tried = {}, {}
     for k in program.kernels:
         if k.kind != "compute" or k.schedule is None or k.combine is None:
             continue
         limited = []
         _apply(program.graph, widen(k, target.hardware, target.cores, budget, memo, limited))
         if limited and not any(b.stage is not None for b in k.schedule.boxes):
-            better = retile(program, k, target, options, budget, memo)
+            better = retile(program, k, target, options, budget, memo, tried)
             if better is not None:
                 _adopt(program, k, *better)
     return program
