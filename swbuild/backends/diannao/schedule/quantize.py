@@ -85,7 +85,8 @@ def vector_quantize(e, k, program, bytes_out=False, hw=None):
             v = Bin("*", num, Const(r)) if r is not None else Bin("/", num, Const(s))
         notes.append((s, r))
         saturating = top and bytes_out         # the conversion saturates to [-128, 127], NaN to 0
-        if not (saturating and lo <= -128 and _interval(a.a, k, program) is not None):     # may be NaN
+        nan_free = r == "two floats" or _interval(a.a, k, program) is not None    # the quotient clamps x itself
+        if not (saturating and lo <= -128 and nan_free):     # may be NaN
             v = Select(Bin(">=", v, Const(L)), v, Const(L))
         if not (saturating and hi >= 127):
             v = Select(Bin("<=", v, Const(H)), v, Const(H))
