@@ -9,7 +9,7 @@ from swbuild.backends.diannao.schedule import _vector_quantize
 from swbuild.backends.diannao.schedule.exact_quotient import passes
 from swbuild.backends.diannao.schedule.narrow import saturated_store
 from swbuild.backends.diannao.schedule.quantize import pair_requantize
-from swbuild.ir.loopnest import Acc, Bin, Const, Load
+from swbuild.ir.loopnest import Acc, Bin, Const, Load, Select, Un
 from test_vector_quantize import I, _eval, _kernel, _program, _saturate, _to_int8
 
 
@@ -60,3 +60,30 @@ def test_three_leaves_or_a_float_leaf_are_left_as_they_are():
     p = _program({"a": "int8", "b": None})                 # b a float tensor: no finite domain
     k = _kernel(_saturate(Bin("+", a, b), 0.5, 0.0), ["a", "b"])
     assert pair_requantize(k, p) is k
+
+
+def test_a_convolutions_fused_residual_add_takes_the_pair_form_bit_for_bit():
+    """A downsample convolution's epilogue: its requantized accumulator c (a saturation, 256
+    values) and the shortcut r (int8) are the two leaves; the epilogue becomes the pair form,
+    the accumulator's own requantization kept inside it, equal on every accumulator and shortcut."""
+    from dataclasses import replace
+    m, z1, zr, sr, s1, so = 0.00188034982, -1.0, -11.0, 0.0379159338, 0.0396452695, 0.0261591263
+    v = Bin("+", Un("round", Bin("*", Acc(), Const(m))), Const(z1))      # ops/quant.py's requantization
+    c = Select(Bin(">=", v, Const(-128.0)), Select(Bin("<=", v, Const(127.0)), v, Const(127.0)), Const(-128.0))
+    r = Load("r", (I,))
+    deq = lambda x, s, z: Bin("*", Bin("-", x, Const(z)), Const(s))   # noqa: E731
+    value = _saturate(Bin("+", deq(r, sr, zr), deq(c, s1, z1)), so, -128.0)
+    p = _program({"r": "int8"})
+    p.notes = []
+    k = replace(_kernel(value, ["r"]), combine="sum", body=Const(0.0))
+    k = _vector_quantize(k, p, True)
+    got = pair_requantize(k, p)
+    assert got is not k and got.body == k.body and any(x == c for x in (got.epilogue.a.a.a, got.epilogue.a.a.b.a))
+    acc = np.arange(-80000, 80000, 7, dtype=np.float32)
+    rv = np.arange(-128, 128, dtype=np.float32)
+    A, R = (g.ravel() for g in np.meshgrid(acc, rv, indexing="ij"))
+
+    def run(e):
+        from swbuild.ir.loopnest import substitute_acc
+        return _to_int8(_eval(substitute_acc(e, Load("acc", (I,))), {"acc": A, "r": R}))
+    np.testing.assert_array_equal(run(got.epilogue), run(value))

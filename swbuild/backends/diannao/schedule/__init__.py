@@ -49,6 +49,8 @@ def schedule_kernel(k, program, tc, layouts, store):
         k = saturated_store(k, program)     # stored as bytes: the conversion saturates (narrow.py)
         k = identity_on_domain(k, program)  # a max pool's requantization that gives its input back
         k = pair_requantize(k, program)     # a function of two int8 leaves: four passes, proven per pair
+    if k.op in INTEGER_OPS and k.combine == "sum" and o8:
+        k = pair_requantize(k, program)     # a residual Add fused here: four passes, proven per pair
     if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
         try:
             k = integer_as_conv(k, program, tc.hardware)

@@ -196,18 +196,24 @@ PAIR_ULPS = 3       # each constant of the pair form tried this many floats eith
 
 
 def pair_requantize(k, program):
-    """An element-wise kernel whose value, stored as int8 bytes, depends on two int8/uint8
-    leaves only (a QDQ residual Add: dequantize both, add, requantize; 11 vector passes with
-    the widenings and the conversion): its stored value becomes ((a + b * R) + K) * A, four
-    passes, __bang_float2int8_rn rounding and saturating it, with constants found near
+    """An element-wise kernel or an integer convolution's epilogue whose value, stored as int8
+    bytes, depends on two int8-ranged leaves only (a QDQ residual Add: dequantize both, add,
+    requantize; 11 vector passes with the widenings and the conversion; in a downsample
+    convolution's epilogue its requantized accumulator, a saturation, and the shortcut): its
+    stored value becomes ((a + b * R) + K) * A, four passes, __bang_float2int8_rn rounding and saturating it, with constants found near
     (sb / sa, K, A) = the exact real form and proven to give the same byte on every one of the
     (at most 65,536) combinations of the two, evaluated in float32 step by step as the vector
     unit computes both. k unchanged where no such constants are found."""
-    if k.combine:
-        return k
-    value = substitute_acc(k.epilogue, k.body)
+    value = k.epilogue if k.combine else substitute_acc(k.epilogue, k.body)
     leaves = []
-    transform(value, lambda e: leaves.append(e) if isinstance(e, Load) and e not in leaves else None)
+
+    def collect(e):
+        if isinstance(e, (Load, Acc)) or _saturation(e) is not None:
+            if e not in leaves:
+                leaves.append(e)
+            return e
+        return None
+    transform(value, collect)
     if len(leaves) != 2:
         return k
     ranges = [_values(e, k, program) for e in leaves]
@@ -226,7 +232,7 @@ def pair_requantize(k, program):
         if found is not None:
             R, K, A = found
             v = Bin("*", Bin("+", Bin("+", la, Bin("*", lb, Const(R))), Const(K)), Const(A))
-            return replace(k, body=v, epilogue=Acc())
+            return replace(k, epilogue=v) if k.combine else replace(k, body=v, epilogue=Acc())
     return k
 
 
@@ -299,6 +305,9 @@ def _eval_stored(e, env):
             return None
         keep = c >= bound if e.cond.op == ">=" else c <= bound
         return np.where(keep, x, y).astype(np.float32)
+    if isinstance(e, Un) and e.op == "round":
+        a = _eval_stored(e.a, env)
+        return None if a is None else np.rint(a).astype(np.float32)
     if isinstance(e, Bin) and e.op in ("+", "-", "*", "/", "max", "min"):
         a, b = _eval_stored(e.a, env), _eval_stored(e.b, env)
         if a is None or b is None:
