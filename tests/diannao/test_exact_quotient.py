@@ -5,6 +5,7 @@ their float neighbours, NaN, infinities, overflowing splits and random floats of
 magnitude; end to end bit for bit against onnxruntime with no scalar code left."""
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ import swbuild.backends.diannao.schedule.exact_quotient as eq
 from dn_build import build_bit_exact
 from swbuild.backends.diannao.schedule.quantize import vector_quantize
 from swbuild.backends.diannao.schedule.reciprocal import exact_reciprocal
-from swbuild.ir.loopnest import Axis, Load
+from swbuild.backends.diannao.schedule.three_address import Operand, ThreeAddress
+from swbuild.ir.loopnest import Axis, Const, Load, Select
 from test_vector_quantize import I, _eval, _floats, _kernel, _ops, _program, _qdq, _saturate, _to_int8
 
 IMAGE_SCALE = 0.03657234460115433      # ResNet-18's input: fl(1/s) misquantizes 12 floats
@@ -82,3 +84,41 @@ def test_image_quantize_runs_on_the_vector_unit_bit_exact(tc, tmp_path):
     build_bit_exact(tc, _qdq(s, z), "qimg", x.reshape(1, 16, 32, 32), tmp_path)
     device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
     assert "4097.0f" in device and not re.search(r"SWB_SCALAR\(\d", device)
+
+
+def _run_statements(stmts, env):
+    """The three-address statements in float32, in order (tiles as arrays, written in place)."""
+    env = dict(env)
+
+    def ev(e):
+        if isinstance(e, Load):
+            return env[e.buf]
+        if isinstance(e, Const):
+            return np.float32(e.value)
+        if isinstance(e, Select):
+            c = e.cond
+            a, b = ev(c.a), ev(c.b)
+            keep = a >= b if c.op == ">=" else a <= b
+            return np.where(keep, ev(e.a), ev(e.b)).astype(np.float32)
+        f = {"+": np.add, "-": np.subtract, "*": np.multiply}[e.op]
+        return np.asarray(f(ev(e.a), ev(e.b)), np.float32)
+    with np.errstate(all="ignore"):
+        for st in stmts:
+            env[st.dst.buf] = ev(st.expr)
+    return env
+
+
+def test_three_address_computes_the_quotients_repeated_subtrees_once():
+    """x' (read four times), t and x_hi (twice each) are computed once and kept until their last
+    read, also where a clamp ran in place on the input tile: 11 statements, equal bit for bit to
+    the expression and to the proof's evaluation."""
+    s = float(np.float32(IMAGE_SCALE))
+    tree = eq.quotient(Load("x", (I,)), s)
+    ta = ThreeAddress(SimpleNamespace(sid=lambda kind, label: label), "e", lambda: Const(4, "int"))
+    res = ta.run(tree, lambda ld: Operand("buf", "x0"), ())
+    assert len(ta.stmts) == eq.passes(tree) == 11
+    x = _floats(s, -128, 127, -2, n=20000)
+    x[:5] = [np.nan, np.inf, -np.inf, 1e36, -3e38]
+    got = _run_statements(ta.stmts, {"x0": x})[res.ref]
+    np.testing.assert_array_equal(got.view(np.int32), eq.evaluate(x, s).view(np.int32))
+    np.testing.assert_array_equal(got.view(np.int32), _eval(tree, {"x": x}).view(np.int32))

@@ -31,7 +31,7 @@ from .integer import INTEGER_OPS, integer_as_conv
 from .lrn import sched_lrn
 from .rowreduce import sched_rowreduce
 from .narrow import saturated_store
-from .quantize import identity_on_domain, vector_quantize
+from .quantize import identity_on_domain, pair_requantize, vector_quantize
 
 
 CONV_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")   # __bang_conv (a reduction by sum)
@@ -48,6 +48,9 @@ def schedule_kernel(k, program, tc, layouts, store):
     if k.op not in INTEGER_OPS and o8:
         k = saturated_store(k, program)     # stored as bytes: the conversion saturates (narrow.py)
         k = identity_on_domain(k, program)  # a max pool's requantization that gives its input back
+        k = pair_requantize(k, program)     # a function of two int8 leaves: four passes, proven per pair
+    if k.op in INTEGER_OPS and k.combine == "sum" and o8:
+        k = pair_requantize(k, program)     # a residual Add fused here: four passes, proven per pair
     if k.op in INTEGER_OPS and k.combine == "sum":    # the zero point into the epilogue, then a conv
         try:
             k = integer_as_conv(k, program, tc.hardware)

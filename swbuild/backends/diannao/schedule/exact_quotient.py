@@ -1,27 +1,28 @@
 """x / s for a QuantizeLinear on the vector unit where no reciprocal is exact (issue 36).
 
 onnxruntime divides, fl(x / s); the vector unit has add, sub and mul only. Where no r makes
-fl(x * r) quantize like fl(x / s) (reciprocal.py), the quotient is carried in two floats:
+fl(x * r) quantize like fl(x / s) (reciprocal.py), the quotient is summed from exact products:
 
-    hi = fl(x * r)                     r = fl(1 / s) = r_hi + r_lo, r_hi of 12 significant bits
-    a  = (x_hi * r_hi - hi) + x_lo * r_hi   = x * r_hi - hi exactly (Dekker): x = x_hi + x_lo by
-                                       Veltkamp's split (t = x * 4097, x_hi = t - (t - x)), 12-bit
-                                       halves, so both products and both steps are exact
-    lo = a + x * r2                    r2 = fl(r_lo + c), c = fl(1 / s - r): the small terms
-                                       x * r_lo + x * c, rounded once (~2^-36 of an ulp of hi)
-    y  = hi + lo                       within ~2^-40 of x / s: fl(x / s) except next to a midpoint
+    x' = min(max(x, -B), B)            B = s * 2^20: beyond it both sides saturate; NaN gives -B
+                                       (__bang_maxeq_scalar), the low end, as the saturation does
+    x' = x_hi + x_lo                   Veltkamp's split (t = x' * 4097, x_hi = t - (t - x')): 12-bit
+                                       halves
+    r_hi + r_lo                        r_hi: fl(1 / s) cut to 12 significant bits, r_lo = fl(1/s - r_hi)
+    y  = x_hi * r_hi + (x_lo * r_hi + x' * r_lo)
+                                       both products by r_hi exact (12 x 12 bits), the small sum
+                                       rounded once (~2^-36 of y): y is within about half an ulp of
+                                       x / s, fl(x / s) except next to a midpoint
 
-y is then rounded and clamped as quantize.py does with x * r. A split that overflows (|x| >
-2^115: t is infinite, x_hi NaN) gives a NaN lo, which the NaN-aware clamp lo >= -1 turns into
--1, leaving y = hi, far out and saturated as x / s is; a NaN x stays NaN (the clamp to L).
+The clamp keeps the split finite (x * 4097 overflows beyond 2^115) and y within the magic
+rounding's 2^22, and as y is never NaN the rounding's low clamp can be left to the int8
+conversion. 11 vector passes (three_address.py computes x', t and x_hi once each).
 
 What must agree is clamp(rint(y), L, H) with clamp(rint(fl(x / s)), L, H): they can differ only
 where y or fl(x / s) is next to a half-integer h, that is for x within a few ulps of h * s.
 `proven` evaluates both, in float32 one rounding per operation as the vector unit computes,
 on every float of a window of WINDOW floats on each side of h * s for every h between the
 bounds, and on the special values; elsewhere both are the same integer (y is within an ulp
-of x / s). 19 vector passes (three_address.py computes a repeated subtree again) replace a
-division per element in scalar code.
+of x / s).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from ....ir.loopnest import Bin, Const, Select
 SCALAR_OPS = 3      # the scalar statement x / s per element: load, divide, store (the printer's count)
 SPLIT = 4097.0      # 2^12 + 1: Veltkamp's split of a float32 into two 12-bit halves
 WINDOW = 64
+RANGE = 2.0 ** 20   # |x| clamped to s * RANGE: far beyond any saturation, inside the magic rounding
 
 
 def _split(v):
@@ -44,34 +46,37 @@ def _split(v):
 
 
 def constants(s):
-    """(r, r_hi, r2) of the module docstring."""
+    """(B, r_hi, r_lo) of the module docstring."""
     s32 = np.float32(s)
-    r = np.float32(1.0) / s32
-    r_hi, r_lo = _split(r)
-    c = np.float32(1.0 / np.float64(s32) - np.float64(r))
-    return r, r_hi, np.float32(r_lo + c)
+    r_hi, _ = _split(np.float32(1.0) / s32)
+    return np.float32(s32 * np.float32(RANGE)), r_hi, np.float32(1.0 / np.float64(s32) - np.float64(r_hi))
 
 
 def quotient(x, s):
-    """The expression y of the module docstring (x a leaf: the tree reads it many times)."""
-    r, r_hi, r2 = (float(v) for v in constants(s))
+    """The expression y of the module docstring (x' read several times: three_address.py
+    computes it once)."""
+    B, r_hi, r_lo = (float(v) for v in constants(s))
+    x = Select(Bin(">=", x, Const(-B)), x, Const(-B))
+    x = Select(Bin("<=", x, Const(B)), x, Const(B))
     t = Bin("*", x, Const(SPLIT))
     xh = Bin("-", t, Bin("-", t, x))
-    hi = Bin("*", x, Const(r))
-    a = Bin("+", Bin("-", Bin("*", xh, Const(r_hi)), hi), Bin("*", Bin("-", x, xh), Const(r_hi)))
-    lo = Bin("+", a, Bin("*", x, Const(r2)))
-    lo = Select(Bin(">=", lo, Const(-1.0)), lo, Const(-1.0))
-    return Bin("+", hi, lo)
+    small = Bin("+", Bin("*", Bin("-", x, xh), Const(r_hi)), Bin("*", x, Const(r_lo)))
+    return Bin("+", Bin("*", xh, Const(r_hi)), small)
 
 
 def passes(e):
-    """Vector passes three_address.py emits for e (no common subexpressions: a repeated
-    subtree is computed again; a clamp's operand once)."""
-    if isinstance(e, Select):
-        return 1 + passes(e.a)
-    if isinstance(e, Bin):
-        return 1 + passes(e.a) + passes(e.b)
-    return 0
+    """Vector passes three_address.py emits for e: one per distinct compound subtree (a clamp's
+    operand and a repeated subtree once)."""
+    seen = set()
+
+    def walk(x):
+        if not isinstance(x, (Select, Bin)) or x in seen:
+            return
+        seen.add(x)
+        for c in ((x.a,) if isinstance(x, Select) else (x.a, x.b)):
+            walk(c)
+    walk(e)
+    return len(seen)
 
 
 def cheaper(k, hw):
@@ -88,17 +93,15 @@ def cheaper(k, hw):
 
 def evaluate(x, s):
     """quotient(x, s) in float32, operation by operation (the vector unit's order)."""
-    r, r_hi, r2 = constants(s)
+    B, r_hi, r_lo = constants(s)
     f = np.float32
     with np.errstate(all="ignore"):
         x = np.asarray(x, np.float32)
+        x = np.where(x >= -B, x, -B).astype(np.float32)      # NaN -> -B, as __bang_maxeq_scalar
+        x = np.where(x <= B, x, B).astype(np.float32)
         t = x * f(SPLIT)
         xh = t - (t - x)
-        hi = x * r
-        a = (xh * r_hi - hi) + (x - xh) * r_hi
-        lo = a + x * r2
-        lo = np.where(lo >= f(-1.0), lo, f(-1.0))       # NaN -> -1, as __bang_maxeq_scalar
-        return (hi + lo).astype(np.float32)
+        return (xh * r_hi + ((x - xh) * r_hi + x * r_lo)).astype(np.float32)
 
 
 def proven(s, L, H):

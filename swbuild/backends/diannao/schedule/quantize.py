@@ -21,6 +21,9 @@ combinations, each evaluated in float32 step by step as the vector unit computes
 x / s is carried in two floats (exact_quotient.py) where that is proven to quantize the same;
 only else does the division stay (a scalar statement; three_address.py treats the magic
 addition as the rounding it is and keeps the division exact), the rest still vector code.
+
+A value stored as int8 bytes that depends on two int8 leaves only (a residual Add) then takes
+a cheaper form found and proven on all their pairs (pair_requantize).
 """
 from __future__ import annotations
 
@@ -85,7 +88,8 @@ def vector_quantize(e, k, program, bytes_out=False, hw=None):
             v = Bin("*", num, Const(r)) if r is not None else Bin("/", num, Const(s))
         notes.append((s, r))
         saturating = top and bytes_out         # the conversion saturates to [-128, 127], NaN to 0
-        if not (saturating and lo <= -128 and _interval(a.a, k, program) is not None):     # may be NaN
+        nan_free = r == "two floats" or _interval(a.a, k, program) is not None    # the quotient clamps x itself
+        if not (saturating and lo <= -128 and nan_free):     # may be NaN
             v = Select(Bin(">=", v, Const(L)), v, Const(L))
         if not (saturating and hi >= 127):
             v = Select(Bin("<=", v, Const(H)), v, Const(H))
@@ -184,5 +188,132 @@ def _eval(e, env):
             return None
         with np.errstate(all="ignore"):
             f = {"+": np.add, "-": np.subtract, "*": np.multiply, "max": np.maximum, "min": np.minimum}[e.op]
+            return np.asarray(f(a, b), np.float32)
+    return None
+
+
+PAIR_ULPS = 3       # each constant of the pair form tried this many floats either side
+
+
+def pair_requantize(k, program):
+    """An element-wise kernel or an integer convolution's epilogue whose value, stored as int8
+    bytes, depends on two int8-ranged leaves only (a QDQ residual Add: dequantize both, add,
+    requantize; 11 vector passes with the widenings and the conversion; in a downsample
+    convolution's epilogue its requantized accumulator, a saturation, and the shortcut): its
+    stored value becomes ((a + b * R) + K) * A, four passes, __bang_float2int8_rn rounding and saturating it, with constants found near
+    (sb / sa, K, A) = the exact real form and proven to give the same byte on every one of the
+    (at most 65,536) combinations of the two, evaluated in float32 step by step as the vector
+    unit computes both. k unchanged where no such constants are found."""
+    value = k.epilogue if k.combine else substitute_acc(k.epilogue, k.body)
+    leaves = []
+
+    def collect(e):
+        if isinstance(e, (Load, Acc)) or _saturation(e) is not None:
+            if e not in leaves:
+                leaves.append(e)
+            return e
+        return None
+    transform(value, collect)
+    if len(leaves) != 2:
+        return k
+    ranges = [_values(e, k, program) for e in leaves]
+    if any(v is None for v in ranges) or math.prod(len(v) for v in ranges) > MAX_COMBINATIONS:
+        return k
+    grids = [g.ravel() for g in np.meshgrid(*ranges, indexing="ij")]
+    env = dict(zip(leaves, grids))
+    want = _stored(_eval_stored(value, env))
+    # the value before its roundings (v + M) - (M - z) -> v + z: the real form to fit
+    smooth = _eval_stored(transform(value, _unrounded), env)
+    if want is None or smooth is None:
+        return k
+    for (la, a), (lb, b) in (((leaves[0], grids[0]), (leaves[1], grids[1])),
+                             ((leaves[1], grids[1]), (leaves[0], grids[0]))):
+        found = _pair_constants(a, b, want, smooth)
+        if found is not None:
+            R, K, A = found
+            v = Bin("*", Bin("+", Bin("+", la, Bin("*", lb, Const(R))), Const(K)), Const(A))
+            return replace(k, epilogue=v) if k.combine else replace(k, body=v, epilogue=Acc())
+    return k
+
+
+def _stored(v):
+    """The bytes __bang_float2int8_rn stores for float32 values v (rint, saturate, NaN to 0)."""
+    if v is None:
+        return None
+    v = np.asarray(v, np.float64)
+    return np.clip(np.rint(np.nan_to_num(v, nan=0.0, posinf=1e9, neginf=-1e9)), -128, 127)
+
+
+def _pair_form(a, b, R, K, A):
+    with np.errstate(all="ignore"):
+        f = np.float32
+        return ((a + b * f(R)).astype(np.float32) + f(K)).astype(np.float32) * f(A)
+
+
+def _unrounded(e):
+    """(v + M) - (M - z) as v + z (the magic rounding left out), else None (transform's rule)."""
+    if isinstance(e, Bin) and e.op == "-" and isinstance(e.b, Const) and isinstance(e.a, Bin) and e.a.op == "+" \
+            and e.a.b == Const(MAGIC):
+        return Bin("+", transform(e.a.a, _unrounded), Const(MAGIC - float(e.b.value)))
+    return None
+
+
+def _pair_constants(a, b, want, smooth):
+    """(R, K, A) float32 with _stored(((a + b R) + K) A) == want everywhere, or None. The real
+    form alpha a + beta b + gamma is fitted by least squares to the value before its rounding
+    (`smooth`, on the unsaturated pairs), then the floats around (beta / alpha, gamma / alpha,
+    alpha) are tried."""
+    inside = (want > -128) & (want < 127) & np.isfinite(smooth)
+    if inside.sum() < 3:
+        return None
+    m = np.stack([a[inside], b[inside], np.ones(int(inside.sum()))], axis=1).astype(np.float64)
+    (alpha, beta, gamma), *_ = np.linalg.lstsq(m, smooth[inside].astype(np.float64), rcond=None)
+    if not (alpha > 0 and np.isfinite([alpha, beta, gamma]).all()):
+        return None
+    base = [np.float32(beta / alpha), np.float32(gamma / alpha), np.float32(alpha)]
+    steps = sorted(range(-PAIR_ULPS, PAIR_ULPS + 1), key=abs)
+
+    def near(v, d):
+        return np.nextafter(v, np.float32(np.inf if d > 0 else -np.inf)) if d else v
+
+    def moved(v, d):
+        for _ in range(abs(d)):
+            v = near(v, d)
+        return v
+    for dA in steps:
+        A = moved(base[2], dA)
+        for dK in steps:
+            K = moved(base[1], dK)
+            for dR in steps:
+                R = moved(base[0], dR)
+                if np.array_equal(_stored(_pair_form(a, b, R, K, A)), want):
+                    return float(R), float(K), float(A)
+    return None
+
+
+def _eval_stored(e, env):
+    """e in float32 as the vector unit computes it, with the clamps (select forms) and a kept
+    division; None for what this does not know."""
+    if e in env:
+        return env[e]
+    if isinstance(e, Const):
+        return np.float32(e.value)
+    if isinstance(e, Select) and isinstance(e.cond, Bin) and e.cond.op in (">=", "<="):
+        c, x, y = _eval_stored(e.cond.a, env), _eval_stored(e.a, env), _eval_stored(e.b, env)
+        bound = _eval_stored(e.cond.b, env)
+        if c is None or x is None or y is None or bound is None:
+            return None
+        keep = c >= bound if e.cond.op == ">=" else c <= bound
+        return np.where(keep, x, y).astype(np.float32)
+    if isinstance(e, Un) and e.op == "round":
+        a = _eval_stored(e.a, env)
+        return None if a is None else np.rint(a).astype(np.float32)
+    if isinstance(e, Bin) and e.op in ("+", "-", "*", "/", "max", "min"):
+        a, b = _eval_stored(e.a, env), _eval_stored(e.b, env)
+        if a is None or b is None:
+            return None
+        with np.errstate(all="ignore"):
+            f = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "max": np.fmax,
+                 "min": np.fmin}[e.op]
             return np.asarray(f(a, b), np.float32)
     return None

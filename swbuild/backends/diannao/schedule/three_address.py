@@ -19,7 +19,9 @@ class Operand:
 class ThreeAddress:
     """expr over tile operands → compute statements over lanes `ln`, each one instruction
     candidate; temporaries are reused, and an operand whose last use this is is overwritten
-    in place (so `relu(x)` runs in place on x's tile)."""
+    in place (so `relu(x)` runs in place on x's tile). A subtree the expression holds more
+    than once is computed once and its tile kept until its last use (exact_quotient.py reads
+    its clamped x and split halves several times)."""
 
     def __init__(self, kb, sid_label, lanes_fn, readonly=()):
         self.kb, self.label, self.lanes_fn = kb, sid_label, lanes_fn
@@ -28,6 +30,7 @@ class ThreeAddress:
         self.temps = set()
         self.peak = 0
         self.rounding = 0      # depth of integer roundings (round, floor, ceil) around the expression
+        self.shared, self.memo = {}, {}    # compound subtree -> its occurrences; computed -> its operand
 
     def run(self, expr, leaf, guard):
         self.guard = guard
@@ -40,6 +43,11 @@ class ThreeAddress:
             if o.kind == "buf":
                 self.uses[o.ref] = self.uses.get(o.ref, 0) + 1
             return
+        if isinstance(e, (Bin, Un, Select)):
+            seen = self.shared.get(e, 0)
+            self.shared[e] = seen + 1
+            if seen:            # computed once: its operands are read by that one computation
+                return
         if _clamp_form(e, leaf):        # x is evaluated once (_go)
             self._count(e.a, leaf)
             return
@@ -74,6 +82,18 @@ class ThreeAddress:
                                guard=self.guard, over=True, sid=sid))
 
     def _go(self, e, leaf):
+        key = (e, self.rounding > 0)
+        if key in self.memo:
+            return self.memo[key]
+        o = self._compute(e, leaf)
+        n = self.shared.get(e, 0)
+        if n > 1 and o.kind == "buf":       # read n times: kept (not overwritten, not freed) until then
+            # (a tile written in place may have counted below zero: its earlier reads are done)
+            self.uses[o.ref] = max(0, self.uses.get(o.ref, 0)) + n
+            self.memo[key] = o
+        return o
+
+    def _compute(self, e, leaf):
         if isinstance(e, (Load, Acc)):
             return leaf(e)
         if isinstance(e, Const):
