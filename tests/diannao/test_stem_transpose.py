@@ -24,8 +24,9 @@ H, CO = 24, 64
 HO = (H + 6 - 7) // 2 + 1
 
 
-def stem(seed=0):
+def stem(seed=0, H=H):
     """7x7 stride-2 Conv (pads 3, bias) + Relu on a 1x3xHxH image, as ResNet's first layer."""
+    HO = (H + 6 - 7) // 2 + 1
     rng = np.random.default_rng(seed)
     inits = [numpy_helper.from_array((rng.standard_normal((CO, 3, 7, 7)) / 12).astype(np.float32), "w"),
              numpy_helper.from_array((rng.standard_normal(CO) * 0.1).astype(np.float32), "b")]
@@ -117,3 +118,19 @@ def test_float_stem_folded(tc, tmp_path):
     em = doc["emulator"]
     assert em["copy_mismatches"] == [] and em["violations"] == 0 and em["write_conflicts"] == 0
     _check_copies(plan, stats, tmp_path / "b", folded=7)
+
+
+def test_int8_stem_folded_pipelined(tc, tmp_path):
+    """With several row tiles a task (a 192x192 image), the folded tile's shifted rows are loaded
+    with __memcpy_async while the previous tile computes (pingpong.py: its halo fills all
+    come before its copies), still bit exact."""
+    h = 192
+    m = ort_quantized(tmp_path, model=stem(2, H=h), activations="QInt8")
+    x = np.random.default_rng(5).standard_normal((1, 3, h, h)).astype(np.float32)
+    plan, _ = build_bit_exact(tc, m, "qstem", x, tmp_path)
+    launch, k = _stem_kernel(plan)
+    assert k["schedule"]["folded_width"] == 7 and k["schedule"]["NRT"] > 16, k["schedule"]
+    device = next(Path(tmp_path / "b").glob("*_device.mlu")).read_text()
+    body = device.split(f" void {k['name']}(")[1].split("\n__mlu_")[0]
+    rows = re.findall(r"__memcpy(_async)?\(\(\(int8_t \*\)[^;]*GDRAM2NRAM", body)
+    assert rows and rows.count("_async") * 2 > len(rows), rows

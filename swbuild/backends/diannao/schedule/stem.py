@@ -67,7 +67,9 @@ def folded_rows(kb, G, fold, xt, Cib, P, rin, W_in, n, g, hrow, exists, needed, 
         out.append(Stmt("fill", Load(xt, (simp(Bin("+", i, iconst(G.Cig * P))),)), Const(0.0),
                         [SLoop("i", iconst(0), iconst((Cib - G.Cig) * P))], guard=tuple(exists),
                         sid=kb.sid("copy", "xpad"), note="padded channels"))
-    return out
+    # every fill (each on rows of its own) before the first copy: pingpong.py pipelines a tile
+    # whose buffer is filled, then loaded, and keeps serial one filled again after a load
+    return [s for s in out if s.kind == "fill"] + [s for s in out if s.kind != "fill"]
 
 
 def tile_pixels(hw, rin, W_in, eb, tr):
