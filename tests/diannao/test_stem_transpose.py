@@ -1,9 +1,9 @@
 """The stem convolution on the MLU (schedule/conv.py, issue 34/36): a channels-first 3-channel
 image is copied a row of each channel per segment into a CHW tile and re-laid out on chip by
 __bang_transpose to the HWC tile __bang_conv reads, instead of gathered one element per copy
-segment; the schedule's estimate picks it. Folded (option stem_fold, issue 36): the 7x7
-kernel's width joins the input channels (channel (kx, c) is channel c shifted by kx columns,
-copied so from GDRAM), a 7x1 __bang_conv over 21 channels. Float and int8 (QDQ: the image
+segment; the schedule's estimate picks it. Folded (option stem_fold, issue 36): a tile of
+one output row holds the 7 image rows of its window as channels (channel (ky, c)), a 1x7
+__bang_conv over 21 channels. Float and int8 (QDQ: the image
 through QuantizeLinear) stems match onnxruntime, the predicted copy bytes equal the
 emulator's, no BANG rule is violated and no two tasks write the same bytes."""
 import re
@@ -47,18 +47,17 @@ def _stem_kernel(plan):
 
 def _check_copies(plan, stats, out_dir, folded=1):
     """Transposed once per row tile; every copy from GDRAM into NRAM moves at least a whole
-    image row per segment (a per-element gather moves `eb` bytes per segment); folded, a row
-    shifted by kx columns (less the halo's columns of that shift)."""
+    image row per segment (a per-element gather moves `eb` bytes per segment)."""
     launch, k = _stem_kernel(plan)
     s = k["schedule"]
-    assert s["transposed_input"] is True and s.get("folded_width", 1) == folded, s
+    assert s["transposed_input"] is True and s.get("folded_height", 1) == folded, s
     eb = 1 if s["narrow_in"] else 4
     meas = next(m for m in stats["kernels"] if m["name"] == launch)
     assert meas["instructions"]["__bang_transpose"] == s["NRT"], meas["instructions"]
     device = next(Path(out_dir).glob("*_device.mlu")).read_text()
     body = device.split(f" void {k['name']}(")[1].split("\n__mlu_")[0]    # its kernel or group function
     lens = [int(n) for n in re.findall(r"__memcpy(?:_async)?\([^;]*?, (\d+), GDRAM2NRAM", body)]
-    assert lens and min(lens) >= (H if folded == 1 else H - 7) * eb, lens
+    assert lens and min(lens) >= H * eb, lens
     return k, body
 
 
@@ -92,15 +91,15 @@ def _conv_cycles(stats, launch):
 
 def test_int8_stem_folded(tc, tmp_path):
     """The estimate folds the int8 stem (21 channels padded to 64 against 7 taps of 3 padded to
-    64): bit exact, a 7x1 __bang_conv, its modelled convolution cycles over 4x fewer than unfolded
+    64): bit exact, a 1x7 __bang_conv on one row, its modelled convolution cycles over 4x fewer than unfolded
     (7x fewer MACs; at this size each call's start-up weighs)."""
     m = ort_quantized(tmp_path, model=stem(1), activations="QInt8")
     x = np.random.default_rng(4).standard_normal((1, 3, H, H)).astype(np.float32)
     plan, exe = build_bit_exact(tc, m, "qstem", x, tmp_path)
     _, stats = run_check(plan, exe, check.onnxruntime_reference(m, {"x": x}), {"x": x}, 0, 0)
     k, body = _check_copies(plan, stats, tmp_path / "b", folded=7)
-    # __bang_conv(dst, src, kernel, Ci, height, width, kh, kw, ...): a 7x1 window over 64 channels
-    assert re.findall(r"__bang_conv\([^;]*?, 64, \d+, \d+, 7, 1, 2, 2,", body), body
+    # __bang_conv(dst, src, kernel, Ci, height, width, kh, kw, ...): a 1x7 window over 64 channels
+    assert re.findall(r"__bang_conv\([^;]*?, 64, 1, \d+, 1, 7, 2, 2,", body), body
     plain, exe0 = build_bit_exact(tc, m, "qstem", x, tmp_path / "off", stem_fold="off")
     _, stats0 = run_check(plain, exe0, check.onnxruntime_reference(m, {"x": x}), {"x": x}, 0, 0)
     folded, unfolded = _conv_cycles(stats, _stem_kernel(plan)[0]), _conv_cycles(stats0, _stem_kernel(plain)[0])
@@ -108,8 +107,7 @@ def test_int8_stem_folded(tc, tmp_path):
 
 
 def test_float_stem_folded(tc, tmp_path):
-    """A float stem small enough for its folded tiles (21 channels padded to 32, zeroed) folds
-    too, and matches onnxruntime."""
+    """A float stem folds too (21 channels padded to 32, zeroed), and matches onnxruntime."""
     model = stem()
     plan, exe = build_model(tc, model, "stem", tmp_path / "b")
     inputs = check.seeded_inputs(plan["inputs"], 3)
@@ -121,15 +119,14 @@ def test_float_stem_folded(tc, tmp_path):
 
 
 def test_int8_stem_folded_pipelined(tc, tmp_path):
-    """With several row tiles a task (a 192x192 image), the folded tile's shifted rows are loaded
-    with __memcpy_async while the previous tile computes (pingpong.py: its halo fills all
-    come before its copies), still bit exact."""
+    """With several row tiles a task (a 192x192 image), the folded tile's rows are loaded with
+    __memcpy_async while the previous tile computes (pingpong.py), still bit exact."""
     h = 192
     m = ort_quantized(tmp_path, model=stem(2, H=h), activations="QInt8")
     x = np.random.default_rng(5).standard_normal((1, 3, h, h)).astype(np.float32)
     plan, _ = build_bit_exact(tc, m, "qstem", x, tmp_path)
     launch, k = _stem_kernel(plan)
-    assert k["schedule"]["folded_width"] == 7 and k["schedule"]["NRT"] > 16, k["schedule"]
+    assert k["schedule"]["folded_height"] == 7 and k["schedule"]["NRT"] > 16, k["schedule"]
     device = next(Path(tmp_path / "b").glob("*_device.mlu")).read_text()
     body = device.split(f" void {k['name']}(")[1].split("\n__mlu_")[0]
     rows = re.findall(r"__memcpy(_async)?\(\(\(int8_t \*\)[^;]*GDRAM2NRAM", body)

@@ -407,8 +407,8 @@ def _reorder_lines(P, banks, ctype, suffix):
     elements: float, or int8_t for __bang_conv's fixed point, the exact integer values)."""
     return ["/* Convolution weights in the WRAM bank layout, block by block (group, output block,",
             f"   input block): filter co of a block sits in bank co % 64; padding channels are 0;",
-            "   input channel ci is channel ci % cf of tap x + ci / cf (cf = Cig but for a stem whose",
-            "   kernel width is folded into its channels, schedule/conv.py folded())"
+            "   input channel ci is channel ci % cf of tap row y + ci / cf (cf = Cig but for a stem whose",
+            "   kernel height is folded into its channels, schedule/stem.py)"
             + ("" if ctype == "float" else f" ({ctype}: exact integers)") + ". */",
             f"static void {P}_reorder{suffix}({ctype} *dst, const float *src, float splat, int G, int Cog, int Cig, int kh, int kw,",
             "                          int NCB, int NIB, int Cob, int Cib, long sg, long sco, long sci, long sy, long sx, int cf)",
@@ -427,7 +427,7 @@ def _reorder_lines(P, banks, ctype, suffix):
             "                                const int ci = ib * Cib + i;",
             "                                float v = 0.0f;",
             "                                if (co < Cog && ci < Cig)",
-            "                                    v = src ? src[g * sg + co * sco + (ci % cf) * sci + y * sy + (x + ci / cf) * sx] : splat;",
+            "                                    v = src ? src[g * sg + co * sco + (ci % cf) * sci + (y + ci / cf) * sy + x * sx] : splat;",
             f"                                blk[slot * K + (y * kw + x) * Cib + i] = ({ctype})v;",
             "                            }",
             "                }",

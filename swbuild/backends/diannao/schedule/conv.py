@@ -15,7 +15,7 @@ from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .integer import INTEGER_OPS, clamp_instructions, conversion_rounds, fewer_passes, integral_in, saturating_int8
 from . import conv_stationary as stationary
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
-from .stem import cheaper_fold, folded_rows, tile_pixels
+from .stem import cheaper_fold, folded_copy_cycles, folded_rows, tile_pixels
 from .weight_prefetch import PREFETCH_MAX_NIB, W_CHUNKS, staged_weight_cycles
 from .three_address import Operand, ThreeAddress, peak_temps
 
@@ -31,7 +31,7 @@ def sched_conv(kb, pool=False):
     if fx or INTEGER_OPS.get(kb.k.op):     # the requantization in fewer vector passes (integer.py)
         epi = conversion_rounds(saturating_int8(G.epilogue), integral_in(kb.k, kb.g)) if o8 else G.epilogue
         G = replace(G, epilogue=fewer_passes(epi, clamp_instructions(hw)) if epi is G.epilogue else epi)
-    # the stem's kernel width folded into its channels where the estimate says it is cheaper
+    # the stem's kernel height folded into its channels where the estimate says it is cheaper
     G, best = cheaper_fold(G, pool, getattr(kb.p.target_state, "stem_fold", False),
                            lambda g, fold: _plan(kb, g, pool, fx, x8, o8, fold))
     (_, _, _, tr, st, (Cob, Cib, NIB), mode, R), W_in, loads, kinds, fold = best
@@ -89,6 +89,7 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
         vec = lambda per: hw["vector_startup_cycles"] + ceil_div(nb, hw["vector_bytes_per_cycle"]) * per  # noqa: E731
         rows = min(rin, G.H)
         cp = min(Cib, G.Cig) * (ms + (rows - 1) * seg + rows * ceil_div(min(G.W, W_in) * xb, gb) * cpg)
+        cp = folded_copy_cycles(G, fold, W_in, xb, hw) if fold > 1 else cp     # folded: `fold` rows a copy
         return cp, vec(1) + vec(hw["transpose_cycles_per_chunk"])
 
     def nram(R, Cib, Cob, NIB, tr=False):
@@ -197,7 +198,8 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
             for tr in ((True,) if fold > 1 else (False, True) if chw and cand[2] == 1 else (False,)):
                 if tr and cand[2] != 1:
                     continue
-                R = best_rows(cand, {"rows": ceil_div(G.Ho, 16), "clusters": ceil_div(G.Ho, 4)}.get(mode, G.Ho), tr)
+                R = best_rows(cand, 1 if fold > 1 else      # a folded tile: one output row's input rows
+                              {"rows": ceil_div(G.Ho, 16), "clusters": ceil_div(G.Ho, 4)}.get(mode, G.Ho), tr)
                 if R is None:
                     continue
                 # pipelined: fewer rows per tile buy overlap; every R that fits is a candidate
@@ -266,7 +268,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         wk = kb.alloc("WRAM", "wk", BSw, layout=() if fx else bank)
         wconv = kb.view("wk8", wk, "int8_t", 1, layout=bank) if fx else wk
         # cf: the weights' real input channels, channel ci of the block being channel ci % cf of
-        # tap x + ci / cf (a folded stem; unfolded, ci / cf is 0)
+        # tap row y + ci / cf (a folded stem; unfolded, ci / cf is 0)
         geo = dict(G=G.G, Cog=G.Cog, Cig=G.Cig, kh=G.kh, kw=G.kw, NCB=NCB, NIB=NIB, Cob=Cob, Cib=Cib, st=dict(G.wst),
                    cf=G.Cig // fold)
         if fx:
@@ -400,9 +402,8 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             bound = guards(ge(Bin("-", iconst(G.Cig - 1), ch)))
             fill = (-math.inf if G.combine == "max" else G.fill)
             if tr:      # rows of each channel (long segments), then the on-chip transpose
-                if fold > 1:    # folded stem: row (kx, c) of xt holds channel c's rows shifted by kx
-                    staged = folded_rows(kb, G, fold, xt, Cib, P, rin, W_in, n, g, hrow, exists, guards(needed),
-                                         fx)
+                if fold > 1:    # folded stem: row (ky, c) of xt is image row ky of the window, channel c
+                    staged = folded_rows(kb, G, fold, xt, Cib, P, W_in, n, g, hrow, exists, fx)
                 else:
                     staged = staged_copy(kb.sid("copy", "x"), xt, simp(Bin("+", Bin("*", c, iconst(P)), Bin("+", Bin(
                         "*", r, iconst(W_in)), x))), src, [in_loops[2], in_loops[0], in_loops[1]], halo=halo,
@@ -596,4 +597,4 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in, transposed_input=tr,
-                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_width=fold)
+                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold)
