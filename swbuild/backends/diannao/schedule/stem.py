@@ -61,15 +61,20 @@ def folded_rows(kb, G, fold, xt, Cib, P, W_in, n, g, hrow, exists, fx):
     wcol = simp(Bin("-", x, iconst(G.pl)))
     halo = guards(ge(hrow), ge(Bin("-", iconst(G.H - 1), hrow)), ge(wcol), ge(Bin("-", iconst(G.W - 1), wcol)))
     dst = simp(Bin("+", Bin("*", Bin("+", Bin("*", r, iconst(cf)), c), iconst(P)), x))
-    out = []
-    if not fx and Cib > G.Cig:
-        i = Var("i")
+    # the halo: one memset of the tile's real rows, contiguous (its 21 rows x P), cheaper than
+    # a fill per row or per halo fragment; a float tile's padded rows zeroed in the same pass
+    # when its pad value is 0. The copy then overwrites the image's part.
+    i = Var("i")
+    whole = G.Cig if fx or Cib == G.Cig else Cib if G.fill == 0.0 else G.Cig
+    out = [Stmt("fill", Load(xt, (i,)), Const(float(G.fill)), [SLoop("i", iconst(0), iconst(whole * P))],
+                guard=tuple(exists), sid=kb.sid("copy", "xfill"), note="halo, whole tile")]
+    if whole < Cib and not fx:
         out.append(Stmt("fill", Load(xt, (simp(Bin("+", i, iconst(G.Cig * P))),)), Const(0.0),
                         [SLoop("i", iconst(0), iconst((Cib - G.Cig) * P))], guard=tuple(exists),
                         sid=kb.sid("copy", "xpad"), note="padded channels"))
     return out + staged_copy(kb.sid("copy", "x"), xt, dst, Load(gx, (input_offset(G, n, g, c, hrow, wcol),)),
                              [SLoop("c", iconst(0), iconst(cf)), SLoop("r", iconst(0), iconst(fold)),
-                              SLoop("x", iconst(0), iconst(W_in))], halo=halo, common=exists, fill=G.fill)
+                              SLoop("x", iconst(0), iconst(W_in))], halo=halo, common=exists)
 
 
 def tile_pixels(hw, rin, W_in, eb, tr):
