@@ -10,7 +10,7 @@ from swbuild.driver.compiler import compile_to
 
 def build_model(tc, model, name, out_dir, partition="on", grouping=None, double_buffer=None, cluster_split=None,
                 weight_prefetch=None, sram_residency=None, input_stationary=None, concat_in_place=None,
-                merge_launches=None):
+                merge_launches=None, stem_fold=None):
     """compile + build; returns (plan dict, runner path). `grouping`, `double_buffer`: None for
     the default (on); `cluster_split`, `weight_prefetch`, `input_stationary` likewise."""
     out_dir = Path(out_dir)
@@ -21,7 +21,8 @@ def build_model(tc, model, name, out_dir, partition="on", grouping=None, double_
         | ({"sram_residency": sram_residency} if sram_residency else {}) \
         | ({"input_stationary": input_stationary} if input_stationary else {}) \
         | ({"concat_in_place": concat_in_place} if concat_in_place else {}) \
-        | ({"merge_launches": merge_launches} if merge_launches else {})
+        | ({"merge_launches": merge_launches} if merge_launches else {}) \
+        | ({"stem_fold": stem_fold} if stem_fold else {})
     prog, _ = compile_to(model, tc, out_dir, name, options=options)
     steps, _, exe = build.model_steps(tc, prog.prefix, out_dir, out_dir)
     build.run_steps(steps, log=lambda s: None)
@@ -37,11 +38,12 @@ def run_check(plan, exe, reference, inputs, rtol=1e-3, atol=1e-4):
     return doc, stats
 
 
-def build_bit_exact(tc, model, name, x, tmp_path):
-    """Build `model` (one input "x") into tmp_path/b and assert it equals onnxruntime bit for
-    bit on `x`, with no BANG violation or copy mismatch; returns (plan, runner path)."""
+def build_bit_exact(tc, model, name, x, tmp_path, **options):
+    """Build `model` (one input "x") into tmp_path/b (build_model's `options`) and assert it
+    equals onnxruntime bit for bit on `x`, with no BANG violation or copy mismatch; returns
+    (plan, runner path)."""
     import numpy as np
-    plan, exe = build_model(tc, model, name, tmp_path / "b")
+    plan, exe = build_model(tc, model, name, tmp_path / "b", **options)
     ref = check.onnxruntime_reference(model, {"x": x})
     doc, stats = run_check(plan, exe, ref, {"x": x}, 0, 0)
     assert doc["status"] == "pass", doc.get("reason")

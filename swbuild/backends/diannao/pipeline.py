@@ -78,6 +78,7 @@ def schedule_kernels(program, target, options):
     st.cluster_split = option_on(options, "cluster_split")
     st.weight_prefetch = option_on(options, "weight_prefetch")
     st.input_stationary = str(options.get("input_stationary", "on")).lower()
+    st.stem_fold = option_on(options, "stem_fold")
     # int8 activations as bytes in GDRAM where every kernel touching them can (schedule/narrow.py)
     st.int8_storage = narrow.candidates(program) if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) > 0 \
         else frozenset()

@@ -406,10 +406,12 @@ def _reorder_lines(P, banks, ctype, suffix):
     """The host function that writes convolution weights in the WRAM bank layout (`ctype`
     elements: float, or int8_t for __bang_conv's fixed point, the exact integer values)."""
     return ["/* Convolution weights in the WRAM bank layout, block by block (group, output block,",
-            f"   input block): filter co of a block sits in bank co % 64; padding channels are 0"
+            f"   input block): filter co of a block sits in bank co % 64; padding channels are 0;",
+            "   input channel ci is channel ci % cf of tap row y + ci / cf (cf = Cig but for a stem whose",
+            "   kernel height is folded into its channels, schedule/stem.py)"
             + ("" if ctype == "float" else f" ({ctype}: exact integers)") + ". */",
             f"static void {P}_reorder{suffix}({ctype} *dst, const float *src, float splat, int G, int Cog, int Cig, int kh, int kw,",
-            "                          int NCB, int NIB, int Cob, int Cib, long sg, long sco, long sci, long sy, long sx)",
+            "                          int NCB, int NIB, int Cob, int Cib, long sg, long sco, long sci, long sy, long sx, int cf)",
             "{",
             "    const long K = (long)kh * kw * Cib, BS = (long)Cob * K;",
             "    for (int g = 0; g < G; ++g)",
@@ -425,7 +427,7 @@ def _reorder_lines(P, banks, ctype, suffix):
             "                                const int ci = ib * Cib + i;",
             "                                float v = 0.0f;",
             "                                if (co < Cog && ci < Cig)",
-            "                                    v = src ? src[g * sg + co * sco + ci * sci + y * sy + x * sx] : splat;",
+            "                                    v = src ? src[g * sg + co * sco + (ci % cf) * sci + (y + ci / cf) * sy + x * sx] : splat;",
             f"                                blk[slot * K + (y * kw + x) * Cib + i] = ({ctype})v;",
             "                            }",
             "                }",
@@ -477,7 +479,7 @@ def host_file(program, tc, version, dks, image, names):
             dst = f"_int8((int8_t *)(h + {off}UL)" if geo.get("wbytes", 4) == 1 else f"(h + {off}UL"
             out.append(f"    {P}_reorder{dst}, {srcp}, {splat}, {geo['G']}, {geo['Cog']}, {geo['Cig']}, {geo['kh']}, "
                        f"{geo['kw']}, {geo['NCB']}, {geo['NIB']}, {geo['Cob']}, {geo['Cib']}, {st['g']}L, {st['co']}L, "
-                       f"{st['ci']}L, {st['y']}L, {st['x']}L);")
+                       f"{st['ci']}L, {st['y']}L, {st['x']}L, {geo.get('cf', geo['Cig'])});")
     out += [f"    if (cnrtMalloc((void **)&{P}_image, img * sizeof(float)) != cnrtSuccess) return -1;",
             f"    cnrtMemcpy({P}_image, h, img * sizeof(float), cnrtMemcpyHostToDev);",
             "    free(h);",

@@ -12,7 +12,9 @@ Kernel classes:
   conv         Conv / ConvTranspose (and Gemm / 2-D MatMul as a 1×1 convolution over
                rows): HWC input tiles with halo, WRAM weights in the bank layout,
                rows split over tasks (weights shared through SRAM) or output-channel
-               blocks split over tasks (each task its own weights)
+               blocks split over tasks (each task its own weights); a stem on the
+               channels-first image staged by rows and transposed on chip, its kernel
+               height folded into its channels where cheaper (stem.py)
   pool         MaxPool / AveragePool with a constant window count: HWC tiles with halo
   lrn          LRN: [C][T] tiles, the channel window as row-shifted adds (lrn.py)
   rowreduce    max / sum over one contiguous axis (softmax's): a row per __bang_max /

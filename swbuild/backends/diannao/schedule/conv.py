@@ -15,22 +15,9 @@ from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .integer import INTEGER_OPS, clamp_instructions, conversion_rounds, fewer_passes, integral_in, saturating_int8
 from . import conv_stationary as stationary
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
+from .stem import cheaper_fold, folded_copy_cycles, folded_rows, tile_pixels
+from .weight_prefetch import PREFETCH_MAX_NIB, W_CHUNKS, staged_weight_cycles
 from .three_address import Operand, ThreeAddress, peak_temps
-
-PREFETCH_MAX_NIB = 8   # weight prefetch unrolls the input-channel blocks (constant SRAM halves)
-# weight prefetch: a block through SRAM moves in this many chunks, chunk j + 1 GDRAM -> SRAM
-# while chunk j goes SRAM -> WRAM: max + min / W_CHUNKS of the two instead of their sum,
-# for W_CHUNKS - 1 more cluster barriers
-W_CHUNKS = 4
-
-
-def staged_weight_cycles(blk, hw, chunked):
-    """A core's cycles for one weight block of `blk` bytes through SRAM: its quarter GDRAM ->
-    SRAM, then the whole block SRAM -> WRAM; chunked, the two queues overlap chunk by chunk."""
-    P, M = blk * hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"] / 4, blk / hw["sram_bytes_per_cycle"]
-    if not chunked:
-        return P + M
-    return (P + M) / W_CHUNKS + (W_CHUNKS - 1) * max(P, M) / W_CHUNKS + W_CHUNKS * hw["sync_cluster_cycles"]
 
 
 def sched_conv(kb, pool=False):
@@ -44,6 +31,17 @@ def sched_conv(kb, pool=False):
     if fx or INTEGER_OPS.get(kb.k.op):     # the requantization in fewer vector passes (integer.py)
         epi = conversion_rounds(saturating_int8(G.epilogue), integral_in(kb.k, kb.g)) if o8 else G.epilogue
         G = replace(G, epilogue=fewer_passes(epi, clamp_instructions(hw)) if epi is G.epilogue else epi)
+    # the stem's kernel height folded into its channels where the estimate says it is cheaper
+    G, best = cheaper_fold(G, pool, getattr(kb.p.target_state, "stem_fold", False),
+                           lambda g, fold: _plan(kb, g, pool, fx, x8, o8, fold))
+    (_, _, _, tr, st, (Cob, Cib, NIB), mode, R), W_in, loads, kinds, fold = best
+    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8, tr, st, fold)
+
+
+def _plan(kb, G, pool, fx, x8, o8, fold=1):
+    """(best option, W_in, epilogue loads, their kinds, fold) by the schedule's estimate;
+    fold > 1: G is folded(), only the transposed staging serves it."""
+    hw = kb.hw
     ve = vector_elems(hw)
     K1 = G.kh * G.kw
     W_in = (G.Wo - 1) * G.sw + G.kw
@@ -91,6 +89,7 @@ def sched_conv(kb, pool=False):
         vec = lambda per: hw["vector_startup_cycles"] + ceil_div(nb, hw["vector_bytes_per_cycle"]) * per  # noqa: E731
         rows = min(rin, G.H)
         cp = min(Cib, G.Cig) * (ms + (rows - 1) * seg + rows * ceil_div(min(G.W, W_in) * xb, gb) * cpg)
+        cp = folded_copy_cycles(G, fold, W_in, xb, hw) if fold > 1 else cp     # folded: `fold` rows a copy
         return cp, vec(1) + vec(hw["transpose_cycles_per_chunk"])
 
     def nram(R, Cib, Cob, NIB, tr=False):
@@ -196,29 +195,25 @@ def sched_conv(kb, pool=False):
         for mode in ("rows", "clusters", "channels"):
             if (pool and mode != "rows") or (mode == "clusters" and not split_clusters):
                 continue
-            for tr in ((False, True) if chw and cand[2] == 1 else (False,)):
-                R = best_rows(cand, {"rows": ceil_div(G.Ho, 16), "clusters": ceil_div(G.Ho, 4)}.get(mode, G.Ho), tr)
+            for tr in ((True,) if fold > 1 else (False, True) if chw and cand[2] == 1 else (False,)):
+                if tr and cand[2] != 1:
+                    continue
+                R = best_rows(cand, 1 if fold > 1 else      # a folded tile: one output row's input rows
+                              {"rows": ceil_div(G.Ho, 16), "clusters": ceil_div(G.Ho, 4)}.get(mode, G.Ho), tr)
                 if R is None:
                     continue
                 # pipelined: fewer rows per tile buy overlap; every R that fits is a candidate
                 for r in (range(R, 0, -1) if piped and cand[2] == 1 else (R,)):
                     options.append((estimate(mode, cand, r, tr), ("rows", "clusters", "channels").index(mode), -cand[0],
                                     tr, False, cand, mode, r))
-    if not pool and getattr(kb.p.target_state, "input_stationary", "off") in ("on", "all"):
+    if not pool and fold == 1 and getattr(kb.p.target_state, "input_stationary", "off") in ("on", "all"):
         options += stationary.options(G, kb, Co_p, co_al, K1, Cin_p, wbytes, piped, split_clusters, chw,
                                       sum(kinds[ld] == "channel" for ld in loads), ve, best_rows, estimate)
     if not options:
         raise Unschedulable("no tile fits the on-chip memories")
     if getattr(kb.p.target_state, "input_stationary", "off") == "all" and any(o[4] for o in options):
         options = [o for o in options if o[4]]          # wherever it fits (tests, measurements)
-    _, _, _, tr, st, (Cob, Cib, NIB), mode, R = min(options)
-    return _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx, x8, o8, tr, st)
-
-
-def tile_pixels(hw, rin, W_in, eb, tr):
-    """Pixels of an input tile of `rin` rows; transposed on chip (tr), padded so that both
-    sides of __bang_transpose are multiples of transpose_multiple_bytes (elements of eb bytes)."""
-    return round_up(rin * W_in, int(hw["transpose_multiple_bytes"]) // eb) if tr else rin * W_in
+    return min(options), W_in, loads, kinds, fold
 
 
 def narrow_ends(kb, G, fx, pool):
@@ -237,7 +232,8 @@ def narrow_ends(kb, G, fx, pool):
     return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
 
 
-def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False, tr=False, st=False):
+def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False, tr=False, st=False,
+               fold=1):
     hw = kb.hw
     K1 = G.kh * G.kw
     rin = (R - 1) * G.sh + G.kh
@@ -271,11 +267,15 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         bank = ("conv_bank", Cob, K1 * Cib)
         wk = kb.alloc("WRAM", "wk", BSw, layout=() if fx else bank)
         wconv = kb.view("wk8", wk, "int8_t", 1, layout=bank) if fx else wk
-        geo = dict(G=G.G, Cog=G.Cog, Cig=G.Cig, kh=G.kh, kw=G.kw, NCB=NCB, NIB=NIB, Cob=Cob, Cib=Cib, st=dict(G.wst))
+        # cf: the weights' real input channels, channel ci of the block being channel ci % cf of
+        # tap row y + ci / cf (a folded stem; unfolded, ci / cf is 0)
+        geo = dict(G=G.G, Cog=G.Cog, Cig=G.Cig, kh=G.kh, kw=G.kw, NCB=NCB, NIB=NIB, Cob=Cob, Cib=Cib, st=dict(G.wst),
+                   cf=G.Cig // fold)
         if fx:
             geo["wbytes"] = 1
         spec = ("conv", kb.p.root(G.wtensor), geo)
-        gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib) + (("int8",) if fx else ()),
+        gw = kb.image(("conv", kb.p.root(G.wtensor), NCB, NIB, Cob, Cib) + (("int8",) if fx else ())
+                      + ((("fold", fold),) if fold > 1 else ()),
                       G.G * NCB * NIB * BSw, spec, f"{G.wtensor} (bank layout{', int8' if fx else ''})")
         # weight prefetch: block ib + 1 goes GDRAM -> the other SRAM half while block ib computes
         prefetch = mode in ("rows", "clusters") and 1 < NIB <= PREFETCH_MAX_NIB and \
@@ -402,9 +402,12 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             bound = guards(ge(Bin("-", iconst(G.Cig - 1), ch)))
             fill = (-math.inf if G.combine == "max" else G.fill)
             if tr:      # rows of each channel (long segments), then the on-chip transpose
-                staged = staged_copy(kb.sid("copy", "x"), xt, simp(Bin("+", Bin("*", c, iconst(P)), Bin("+", Bin(
-                    "*", r, iconst(W_in)), x))), src, [in_loops[2], in_loops[0], in_loops[1]], halo=halo, bound=bound,
-                    common=exists + guards(needed), fill=fill, need_fill_bound=not fx)
+                if fold > 1:    # folded stem: row (ky, c) of xt is image row ky of the window, channel c
+                    staged = folded_rows(kb, G, fold, xt, Cib, P, W_in, n, g, hrow, exists, fx)
+                else:
+                    staged = staged_copy(kb.sid("copy", "x"), xt, simp(Bin("+", Bin("*", c, iconst(P)), Bin("+", Bin(
+                        "*", r, iconst(W_in)), x))), src, [in_loops[2], in_loops[0], in_loops[1]], halo=halo,
+                        bound=bound, common=exists + guards(needed), fill=fill, need_fill_bound=not fx)
                 p, c2 = Var("p"), Var("c2")
                 staged.append(Stmt("compute", Load(xin, (simp(Bin("+", Bin("*", p, iconst(Cib)), c2)),)),
                                    Load(xt, (simp(Bin("+", Bin("*", c2, iconst(P)), p)),)),
@@ -594,4 +597,4 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in, transposed_input=tr,
-                     narrow_in=x8, narrow_out=o8, input_stationary=st)
+                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold)
