@@ -31,7 +31,9 @@ from ....optimizer.exact_ints import RANGES, sum_bound
 from .builder import Unschedulable
 
 MAGIC = 12582912.0       # 1.5 * 2^23: (y + MAGIC) - MAGIC is rint(y), ties to even, for |y| <= 2^22
-INTEGER_OPS = {"QLinearConv": "Conv", "ConvInteger": "Conv", "QLinearMatMul": "MatMul", "MatMulInteger": "MatMul"}
+# QLinearConv.high_sum / .low_sum: a wide QLinearConv's two digit sums (ops/quant_wide.py)
+INTEGER_OPS = {"QLinearConv": "Conv", "ConvInteger": "Conv", "QLinearMatMul": "MatMul", "MatMulInteger": "MatMul",
+               "QLinearConv.high_sum": "Conv", "QLinearConv.low_sum": "Conv"}
 EXACT = 1 << 24
 
 
@@ -246,6 +248,8 @@ def integer_as_conv(k, program, hw):
         raise Unschedulable(f"{k.op}: batched weights")
     rows = wd.reshape(wd.shape[0], -1) if conv else wd.reshape(wd.shape[-2], wd.shape[-1]).T
     lo, hi = RANGES[dtype]
+    if "input_range" in k.extra:    # a digit of a wide sum (ops/quant_wide.py): a narrower range than its dtype's
+        lo, hi = max(lo, min(0.0, k.extra["input_range"][0])), min(hi, max(0.0, k.extra["input_range"][1]))
     bound = sum_bound(rows, lo, hi)
     corr = z * rows.sum(axis=1)
     if bound >= EXACT or np.abs(corr).max(initial=0) >= EXACT:
