@@ -257,7 +257,7 @@ def integer_as_conv(k, program, hw):
     body = Bin("*", xl, wl)         # pads keep reading z (ops/nn.py conv_kernel)
     extra = {**k.extra, "fixed_point": fixed_point(dtype, wd, hw)}
     if not z:
-        return replace(k, body=body, extra=extra, epilogue=vector_requant(k.epilogue, _consts(k, g)))
+        return replace(k, body=body, extra=extra, epilogue=vector_requant(k.epilogue, _consts(k, g) | _low_sums(k, program)))
     name = f"{k.name}:zero_point_sums"
     axes = [a.name for a in k.axes]
     if conv:
@@ -288,6 +288,13 @@ def integer_as_conv(k, program, hw):
         epi = substitute_acc(k.epilogue, Bin("-", Acc(), Load(buf, index)))
     epi = vector_requant(epi, _consts(replace(k, buffers=buffers), g))
     return replace(k, body=body, epilogue=epi, buffers=buffers, extra=extra)
+
+
+def _low_sums(k, program):
+    """k's buffers of a wide QLinearConv's low digit sum (ops/quant_wide.py), which its high sum's
+    epilogue adds: finite integers below 2^24 like the constants, so vector_requant applies."""
+    low = {kk.buffers[kk.out].tensor for kk in program.kernels if kk.op == "QLinearConv.low_sum"}
+    return {n for n, b in k.buffers.items() if n != k.out and b.tensor in low} if k.op == "QLinearConv.high_sum" else set()
 
 
 def _reads(e):
