@@ -92,6 +92,9 @@ def test_wide_per_channel_qlinear_conv_sums_convolve_in_int8_bit_exact(tc, tmp_p
     assert len(sums) == 2
     for name, (cls, ins, sched) in sums.items():
         assert cls == "conv" and ins.get("__bang_conv") and sched.get("narrow_in"), (name, cls, ins, sched)
+    # the digits' floor and the requantization after the two sums on the vector unit (integer.py)
+    parts = [s for k in plan["kernels"] for s in k.get("kernels", [k]) if str(s.get("op", "")).startswith("QLinearConv.")]
+    assert len(parts) == 4 and all(not s["scalar_statements"] for s in parts), parts
     ref = check.onnxruntime_reference(m, feed)
     doc, stats = run_check(plan, exe, ref, feed, 0, 0)
     assert doc["status"] == "pass", doc.get("reason")
@@ -100,3 +103,14 @@ def test_wide_per_channel_qlinear_conv_sums_convolve_in_int8_bit_exact(tc, tmp_p
     np.testing.assert_array_equal(got[0], ref[0])
     device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
     assert "(int8_t *)wide_wram" in device
+
+
+def test_digit_floor_is_the_floor_on_every_integer_it_may_see():
+    """schedule/integer.digit_floor: ((d * 0.0625 - 0.46875) + M) - M in float32 step by step
+    equals floor(d / 16) for every integer |d| <= 2^17 (a 16-bit input minus its zero point)."""
+    from swbuild.backends.diannao.schedule.integer import MAGIC
+    d = np.arange(-(1 << 17), (1 << 17) + 1, dtype=np.float32)
+    f = np.float32
+    y = ((d * f(0.0625)).astype(np.float32) - f(0.46875)).astype(np.float32)
+    got = ((y + f(MAGIC)).astype(np.float32) - f(MAGIC)).astype(np.float32)
+    np.testing.assert_array_equal(got, np.floor(d.astype(np.float64) / 16))

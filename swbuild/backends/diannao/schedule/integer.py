@@ -290,6 +290,35 @@ def integer_as_conv(k, program, hw):
     return replace(k, body=body, epilogue=epi, buffers=buffers, extra=extra)
 
 
+def digit_floor(k, program):
+    """ops/quant_wide.py's digit h = floor(d * 0.0625), d = x - z with x a quantized tensor and
+    z an integer, on the vector unit (floor is a scalar loop) as ((d * 0.0625 - 0.46875) + M) - M:
+    d * 0.0625 is a multiple of 1/16, so after subtracting 15/32 its distance to floor(d / 16) is
+    at most 15/32 and to every other integer more than 1/2: rounding to nearest (no tie) gives
+    the floor. Every step is exact in float32 (|d| <= 2^17, so |d / 16| < 2^13 on a 1/32 grid;
+    + M lands in [2^23, 2^24), where the ulp is 1). Other kernels are returned as they are."""
+    if k.op not in ("QLinearConv.high", "QLinearConv.low") or k.combine:
+        return k
+    g = program.graph
+
+    def integral(e):
+        if isinstance(e, Bin) and e.op == "-" and isinstance(e.b, Const):
+            z, e = float(e.b.value), e.a
+            if not (z.is_integer() and abs(z) <= 1 << 16):
+                return False
+        if not (isinstance(e, Load) and e.pad is None and e.buf in k.buffers):
+            return False
+        t = k.buffers[e.buf].tensor
+        return g.exact_ints.get(program.root(t), g.exact_ints.get(t)) in RANGES
+
+    def fn(e):
+        if isinstance(e, Un) and e.op == "floor" and isinstance(e.a, Bin) and e.a.op == "*" \
+                and e.a.b == Const(0.0625) and integral(e.a.a):
+            return Bin("-", Bin("+", Bin("-", e.a, Const(0.46875)), Const(MAGIC)), Const(MAGIC))
+        return None
+    return replace(k, body=transform(k.body, fn), epilogue=transform(k.epilogue, fn))
+
+
 def _low_sums(k, program):
     """k's buffers of a wide QLinearConv's low digit sum (ops/quant_wide.py), which its high sum's
     epilogue adds: finite integers below 2^24 like the constants, so vector_requant applies."""
