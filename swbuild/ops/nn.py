@@ -57,12 +57,13 @@ def lower_conv(ctx, node):
     conv_kernel(ctx, node, x.name, w.name, bias, out.name, int(node.attrs.get("group", 1)), strides, dil, pb)
 
 
-def conv_kernel(ctx, node, x_name, w_name, bias, out_name, G, strides, dil, pb, op="Conv", x_zero=0.0, requant=None):
+def conv_kernel(ctx, node, x_name, w_name, bias, out_name, G, strides, dil, pb, op="Conv", x_zero=0.0, requant=None,
+                extra=None):
     """out[n, g, co, o...] = sum_{ci, k...} x[n, g, ci, o*s + k*d - p] * w[g, co, ci, k...] (+ bias).
     Groups are a view of the same memory ([N, G, C/G, ...]), so the indices stay affine;
     a negative pad is a crop. ConvInteger/QLinearConv (ops/quant.py): the input's zero point
     `x_zero` is subtracted from every tap (and pads, so a pad adds 0); `requant(epilogue, index)`
-    wraps the epilogue, given the output channel's index."""
+    wraps the epilogue, given the output channel's index; `extra`: the kernel's (ops/quant_wide.py)."""
     g = ctx.graph
     x, w, out = g.tensors[x_name], g.tensors[w_name], g.tensors[out_name]
     N, C, *in_sp = x.shape
@@ -92,7 +93,8 @@ def conv_kernel(ctx, node, x_name, w_name, bias, out_name, G, strides, dil, pb, 
     axes = [n_ax] + g_ax + [co] + sp
     body = Bin("*", xv if not x_zero else Bin("-", xv, Const(float(x_zero))), wv)
     k = kb.kernel(out.name, axes, body, out_shape=[a.extent for a in axes],
-                  reduce_axes=(ci, *kr), combine="sum", init=0.0, **({"epilogue": epi} if epi else {}))
+                  reduce_axes=(ci, *kr), combine="sum", init=0.0, **({"epilogue": epi} if epi else {}),
+                  **({"extra": dict(extra)} if extra else {}))
     ctx.add(k)
 
 

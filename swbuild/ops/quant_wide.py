@@ -63,10 +63,17 @@ def lower_qlinear_conv(ctx, node):
         d = xv if xzp is None or not xzp.reshape(-1)[0] else Bin("-", xv, Const(float(xzp.reshape(-1)[0])))
         h = Un("floor", Bin("*", d, Const(1.0 / BASE)))
         ctx.add(kb.kernel(parts[part], axes, h if part == "high" else Bin("-", d, Bin("*", Const(float(BASE)), h))))
+    # each digit is an integer within int8 (a target may hold it as such, e.g. the MLU's
+    # fixed-point convolution); its exact range lets that target prove its own sum's bound
+    dlo, dhi = _diffs(ctx, node, x.name, xzp)
+    ranges = {"high": (float(np.floor(dlo / BASE)), float(np.floor(dhi / BASE))), "low": (0.0, float(BASE - 1))}
     sums = {}
     for part in ("high", "low"):
+        if -128 <= ranges[part][0] and ranges[part][1] <= 127:
+            g.exact_ints[parts[part]] = "int8"
         sums[part] = ctx.new_temp(out.shape, "float32", f"{node.name}_sum_{part}")
-        conv_kernel(ctx, node, parts[part], wc, None, sums[part], G, strides, dil, pb, op=f"QLinearConv.{part}_sum")
+        conv_kernel(ctx, node, parts[part], wc, None, sums[part], G, strides, dil, pb, op=f"QLinearConv.{part}_sum",
+                    extra={"input_range": ranges[part]})
     # 16 * high + (low + bias): one rounding of the exact sum, then MLAS's requantization
     kb = KernelBuilder(ctx, node, "QLinearConv.requantize")
     oax = [Axis(f"o{j}", d) for j, d in enumerate(out.shape)]

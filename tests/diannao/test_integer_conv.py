@@ -78,3 +78,39 @@ def test_fixed_point_convolution_is_charged_the_int8_rate(tc, tmp_path):
     assert hw["conv_int8_macs_per_cycle"] == 8 * hw["conv_float_macs_per_cycle"]
     work = {k: cyc[k] - cyc[k + "_startup"] for k in ("f", "q")}
     assert 7 <= work["f"] / work["q"] <= 8.5, cyc
+
+
+def test_wide_per_channel_qlinear_conv_sums_convolve_in_int8_bit_exact(tc, tmp_path):
+    """A per-channel QLinearConv whose int32 sums pass 2^24 (ops/quant_wide.py: x - zero point =
+    16 h + l, two sums): each digit sum runs as an int8 __bang_conv (h in [-1, 15], l in [0, 15],
+    each sum proven below 2^24 from its digit's range), the digits stored as int8 bytes, and the
+    output equals onnxruntime's bytes (the sums past 2^24 are computed: the model's own check)."""
+    from quant_models import wide_qlinear_conv_model
+    m, feed = wide_qlinear_conv_model()
+    plan, exe = build_model(tc, m, "wide", tmp_path / "b")
+    sums = {**_instr(plan, "QLinearConv.high_sum"), **_instr(plan, "QLinearConv.low_sum")}
+    assert len(sums) == 2
+    for name, (cls, ins, sched) in sums.items():
+        assert cls == "conv" and ins.get("__bang_conv") and sched.get("narrow_in"), (name, cls, ins, sched)
+    # the digits' floor and the requantization after the two sums on the vector unit (integer.py)
+    parts = [s for k in plan["kernels"] for s in k.get("kernels", [k]) if str(s.get("op", "")).startswith("QLinearConv.")]
+    assert len(parts) == 4 and all(not s["scalar_statements"] for s in parts), parts
+    ref = check.onnxruntime_reference(m, feed)
+    doc, stats = run_check(plan, exe, ref, feed, 0, 0)
+    assert doc["status"] == "pass", doc.get("reason")
+    assert stats["violations"] == 0 and doc["emulator"]["copy_mismatches"] == [] and doc["emulator"]["write_conflicts"] == 0
+    got, _, _, _, _ = check.run_runner(exe, plan, feed, tmp_path)
+    np.testing.assert_array_equal(got[0], ref[0])
+    device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
+    assert "(int8_t *)wide_wram" in device
+
+
+def test_digit_floor_is_the_floor_on_every_integer_it_may_see():
+    """schedule/integer.digit_floor: ((d * 0.0625 - 0.46875) + M) - M in float32 step by step
+    equals floor(d / 16) for every integer |d| <= 2^17 (a 16-bit input minus its zero point)."""
+    from swbuild.backends.diannao.schedule.integer import MAGIC
+    d = np.arange(-(1 << 17), (1 << 17) + 1, dtype=np.float32)
+    f = np.float32
+    y = ((d * f(0.0625)).astype(np.float32) - f(0.46875)).astype(np.float32)
+    got = ((y + f(MAGIC)).astype(np.float32) - f(MAGIC)).astype(np.float32)
+    np.testing.assert_array_equal(got, np.floor(d.astype(np.float64) / 16))

@@ -18,8 +18,13 @@ from ...ir.loopnest import Acc, Load, Var, affine
 NHWC = (0, 2, 3, 1)
 
 
+# with a wide QLinearConv's two digit sums (ops/quant_wide.py; schedule/integer.py's INTEGER_OPS)
+CONV_LIKE = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "QLinearConv", "ConvInteger", "QLinearConv.high_sum",
+             "QLinearConv.low_sum")
+
+
 def conv_like(k):
-    return k.op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "QLinearConv", "ConvInteger") and len(k.axes) in (4, 5)
+    return k.op in CONV_LIKE and len(k.axes) in (4, 5)
 
 
 def _split_groups(view_shape, tensor_shape):

@@ -29,7 +29,7 @@ from ....ir.loopnest import Acc
 from .builder import KB, Unschedulable
 from .conv import sched_conv
 from .elementwise import sched_elementwise
-from .integer import INTEGER_OPS, integer_as_conv
+from .integer import INTEGER_OPS, digit_floor, integer_as_conv
 from .lrn import sched_lrn
 from .rowreduce import sched_rowreduce
 from .narrow import saturated_store
@@ -47,6 +47,7 @@ def schedule_kernel(k, program, tc, layouts, store):
         return sched_scalar(KB(k, program, tc, layouts, store), ["integer buffers"])
     o8 = program.root(k.buffers[k.out].tensor) in (getattr(program.target_state, "int8_storage", None) or ())
     k = _vector_quantize(k, program, o8, tc.hardware)
+    k = digit_floor(k, program)         # a wide QLinearConv's digit: floor on the vector unit
     if k.op not in INTEGER_OPS and o8:
         k = saturated_store(k, program)     # stored as bytes: the conversion saturates (narrow.py)
         k = identity_on_domain(k, program)  # a max pool's requantization that gives its input back

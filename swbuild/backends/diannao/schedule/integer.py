@@ -31,7 +31,9 @@ from ....optimizer.exact_ints import RANGES, sum_bound
 from .builder import Unschedulable
 
 MAGIC = 12582912.0       # 1.5 * 2^23: (y + MAGIC) - MAGIC is rint(y), ties to even, for |y| <= 2^22
-INTEGER_OPS = {"QLinearConv": "Conv", "ConvInteger": "Conv", "QLinearMatMul": "MatMul", "MatMulInteger": "MatMul"}
+# QLinearConv.high_sum / .low_sum: a wide QLinearConv's two digit sums (ops/quant_wide.py)
+INTEGER_OPS = {"QLinearConv": "Conv", "ConvInteger": "Conv", "QLinearMatMul": "MatMul", "MatMulInteger": "MatMul",
+               "QLinearConv.high_sum": "Conv", "QLinearConv.low_sum": "Conv"}
 EXACT = 1 << 24
 
 
@@ -246,6 +248,8 @@ def integer_as_conv(k, program, hw):
         raise Unschedulable(f"{k.op}: batched weights")
     rows = wd.reshape(wd.shape[0], -1) if conv else wd.reshape(wd.shape[-2], wd.shape[-1]).T
     lo, hi = RANGES[dtype]
+    if "input_range" in k.extra:    # a digit of a wide sum (ops/quant_wide.py): a narrower range than its dtype's
+        lo, hi = max(lo, min(0.0, k.extra["input_range"][0])), min(hi, max(0.0, k.extra["input_range"][1]))
     bound = sum_bound(rows, lo, hi)
     corr = z * rows.sum(axis=1)
     if bound >= EXACT or np.abs(corr).max(initial=0) >= EXACT:
@@ -253,7 +257,7 @@ def integer_as_conv(k, program, hw):
     body = Bin("*", xl, wl)         # pads keep reading z (ops/nn.py conv_kernel)
     extra = {**k.extra, "fixed_point": fixed_point(dtype, wd, hw)}
     if not z:
-        return replace(k, body=body, extra=extra, epilogue=vector_requant(k.epilogue, _consts(k, g)))
+        return replace(k, body=body, extra=extra, epilogue=vector_requant(k.epilogue, _consts(k, g) | _low_sums(k, program)))
     name = f"{k.name}:zero_point_sums"
     axes = [a.name for a in k.axes]
     if conv:
@@ -284,6 +288,42 @@ def integer_as_conv(k, program, hw):
         epi = substitute_acc(k.epilogue, Bin("-", Acc(), Load(buf, index)))
     epi = vector_requant(epi, _consts(replace(k, buffers=buffers), g))
     return replace(k, body=body, epilogue=epi, buffers=buffers, extra=extra)
+
+
+def digit_floor(k, program):
+    """ops/quant_wide.py's digit h = floor(d * 0.0625), d = x - z with x a quantized tensor and
+    z an integer, on the vector unit (floor is a scalar loop) as ((d * 0.0625 - 0.46875) + M) - M:
+    d * 0.0625 is a multiple of 1/16, so after subtracting 15/32 its distance to floor(d / 16) is
+    at most 15/32 and to every other integer more than 1/2: rounding to nearest (no tie) gives
+    the floor. Every step is exact in float32 (|d| <= 2^17, so |d / 16| < 2^13 on a 1/32 grid;
+    + M lands in [2^23, 2^24), where the ulp is 1). Other kernels are returned as they are."""
+    if k.op not in ("QLinearConv.high", "QLinearConv.low") or k.combine:
+        return k
+    g = program.graph
+
+    def integral(e):
+        if isinstance(e, Bin) and e.op == "-" and isinstance(e.b, Const):
+            z, e = float(e.b.value), e.a
+            if not (z.is_integer() and abs(z) <= 1 << 16):
+                return False
+        if not (isinstance(e, Load) and e.pad is None and e.buf in k.buffers):
+            return False
+        t = k.buffers[e.buf].tensor
+        return g.exact_ints.get(program.root(t), g.exact_ints.get(t)) in RANGES
+
+    def fn(e):
+        if isinstance(e, Un) and e.op == "floor" and isinstance(e.a, Bin) and e.a.op == "*" \
+                and e.a.b == Const(0.0625) and integral(e.a.a):
+            return Bin("-", Bin("+", Bin("-", e.a, Const(0.46875)), Const(MAGIC)), Const(MAGIC))
+        return None
+    return replace(k, body=transform(k.body, fn), epilogue=transform(k.epilogue, fn))
+
+
+def _low_sums(k, program):
+    """k's buffers of a wide QLinearConv's low digit sum (ops/quant_wide.py), which its high sum's
+    epilogue adds: finite integers below 2^24 like the constants, so vector_requant applies."""
+    low = {kk.buffers[kk.out].tensor for kk in program.kernels if kk.op == "QLinearConv.low_sum"}
+    return {n for n, b in k.buffers.items() if n != k.out and b.tensor in low} if k.op == "QLinearConv.high_sum" else set()
 
 
 def _reads(e):

@@ -37,6 +37,11 @@ class ThreeAddress:
         self._count(expr, leaf)
         return self._go(expr, leaf)
 
+    def _key(self, e):
+        """A subtree's identity for sharing: with a division inside, whether it lies under a
+        rounding too (_compute keeps the division there), so both are computed, and counted, apart."""
+        return e, self.rounding > 0 and _divides(e)
+
     def _count(self, e, leaf):
         if isinstance(e, (Load, Acc)):
             o = leaf(e)
@@ -44,15 +49,21 @@ class ThreeAddress:
                 self.uses[o.ref] = self.uses.get(o.ref, 0) + 1
             return
         if isinstance(e, (Bin, Un, Select)):
-            seen = self.shared.get(e, 0)
-            self.shared[e] = seen + 1
+            key = self._key(e)
+            seen = self.shared.get(key, 0)
+            self.shared[key] = seen + 1
             if seen:            # computed once: its operands are read by that one computation
                 return
         if _clamp_form(e, leaf):        # x is evaluated once (_go)
             self._count(e.a, leaf)
             return
-        for c in children(e):
+        # the rounding depth as _compute tracks it, so _count and _go share the same subtrees
+        inner = (isinstance(e, Un) and e.op in ("round", "floor", "ceil")) or \
+            (isinstance(e, Bin) and e.op == "+" and isinstance(e.b, Const) and e.b.value == MAGIC)
+        for j, c in enumerate(children(e)):
+            self.rounding += inner and j == 0
             self._count(c, leaf)
+            self.rounding -= inner and j == 0
 
     def _temp(self):
         if self.free:
@@ -82,11 +93,11 @@ class ThreeAddress:
                                guard=self.guard, over=True, sid=sid))
 
     def _go(self, e, leaf):
-        key = (e, self.rounding > 0)
+        key = self._key(e)
         if key in self.memo:
             return self.memo[key]
         o = self._compute(e, leaf)
-        n = self.shared.get(e, 0)
+        n = self.shared.get(key, 0)
         if n > 1 and o.kind == "buf":       # read n times: kept (not overwritten, not freed) until then
             # (a tile written in place may have counted below zero: its earlier reads are done)
             self.uses[o.ref] = max(0, self.uses.get(o.ref, 0)) + n
@@ -194,6 +205,13 @@ def _clamp_form(e, leaf):
             return leaf(x).kind == "scalar"
         return all(scalar(c) for c in children(x))
     return scalar(e.b) and not scalar(e.a)
+
+
+def _divides(e):
+    """e holds a division (which _compute rewrites as a product outside a rounding only)."""
+    if isinstance(e, (Load, Acc, Const)):
+        return False
+    return (isinstance(e, Bin) and e.op == "/") or any(_divides(c) for c in children(e))
 
 
 def loads_of(e, out):
