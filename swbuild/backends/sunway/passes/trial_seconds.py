@@ -15,6 +15,7 @@ from ..cost import model
 from ..cost.predict import simulate
 from ..schedule import parallel
 from ..schedule.ldm import Search, ldm_budget, search_tiles, signature
+from .wide_weights import widest
 from ..schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
                                fix_boxes, lay_out_ldm, order_loops)
 
@@ -50,5 +51,6 @@ class KernelSeconds:
         for run in (order_loops, lay_out_ldm, choose_partition):
             run(mini, self.target, self.options)
         hw = self.target.hardware
+        trial = widest(trial, self.target, self.options)    # as the pipeline's wide_weights does next
         r = simulate(trial, self.target.cores, 8 * len(trial.buffers), hw)
         return model.kernel_seconds(hw, r["cpe_seconds"])

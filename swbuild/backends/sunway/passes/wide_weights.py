@@ -211,6 +211,14 @@ def _adopt(program, k, trial, tensors):
             del g.tensors[n]
 
 
+def widest(k, target, options):
+    """k's boxes widened as wide_weights widens them, the graph untouched (a trial's kernel,
+    trial_seconds.py, then models what the build keeps). Not retile: its re-searches would
+    double a trial's cost, so a kernel that retile later changes models as widened only."""
+    widen(k, target.hardware, target.cores, ldm_budget(target, options), {})
+    return k
+
+
 def wide_weights(program, target, options):
     """Weight boxes fetched in blocks of several reduce tiles where the modelled time falls
     (module doc): never a slower model, so no option turns it off (as flat_pixels)."""
@@ -230,4 +238,4 @@ def wide_weights(program, target, options):
     return program
 
 
-__all__ = ["wide_weights", "candidates", "unblocked"]
+__all__ = ["wide_weights", "widest", "candidates", "unblocked"]

@@ -7,6 +7,8 @@
 #ifndef BANGEMU_CNRT_H
 #define BANGEMU_CNRT_H
 
+#include <type_traits>
+
 #include "bangemu/sched.h"
 
 typedef struct { unsigned int x, y, z; } cnrtDim3_t;
@@ -229,6 +231,9 @@ template <class... P, class... A>
 inline void launch(const char* name, void (*kernel)(P...), cnrtDim3_t dim,
                    cnrtFunctionType_t type, cnrtQueue_t, A... args) {
   static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
+  // the compiler cuts merged launches at this many pointers (toolchain launch_max_pointer_args)
+  static_assert((0 + ... + (std::is_pointer<P>::value ? 1 : 0)) <= BANGEMU_LAUNCH_MAX_POINTER_ARGS,
+                "a launch takes more pointer arguments than launch_max_pointer_args allows");
   std::function<void()> fn = [=]() { kernel(args...); };
   run_launch(name, dim, type, fn);
 }
