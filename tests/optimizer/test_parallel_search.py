@@ -8,7 +8,7 @@ from onnx import helper
 
 from opt_models import make, rand, sunway
 
-from swbuild.backends.sunway.passes import flat_pixels, trial_seconds, vector_weights
+from swbuild.backends.sunway.passes import flat_pixels, trial_seconds, vector_weights, wide_weights
 from swbuild.backends.sunway.schedule import ldm, parallel, split
 from swbuild.driver.compiler import compile_to
 from swbuild.support.errors import SwbuildError
@@ -72,6 +72,8 @@ def test_channel_block_trials_run_in_the_workers(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "MIN_ITEMS", 2)     # a small model: few trials per pass
     monkeypatch.setattr(parallel, "MIN_WORK", 0.0)
     opts = {"channel_blocks": "on"}
+    # wide_weights' retile re-searches a kernel in this process (not handed to the workers yet): off here
+    monkeypatch.setattr(wide_weights, "RESERVES", ())
     serial, serial_calls = _compile(tmp_path, monkeypatch, 1, "serial", pointwise_model(), opts)
     serial_seconds = trial_seconds._SECONDS
     par, par_calls = _compile(tmp_path, monkeypatch, 2, "par", pointwise_model(), opts)
