@@ -16,8 +16,7 @@ from ..cost.predict import simulate
 from ..schedule import parallel
 from ..schedule.ldm import Search, ldm_budget, search_tiles, signature
 from .wide_weights import widest
-from ..schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
-                               fix_boxes, lay_out_ldm, order_loops)
+from ..schedule.passes import Draft, SunwayState, schedule_drafted
 
 _SECONDS = {}       # ("trial",) + a kernel's search signature -> its modelled seconds
 parallel.MEMOS.append(lambda: _SECONDS)        # workers send them back with the tiles
@@ -45,11 +44,7 @@ class KernelSeconds:
 
     def _run_passes(self, trial, mini, s):
         mini.target_state.drafts[trial.name] = Draft(s, tiles=search_tiles(s))
-        for run in (choose_buffering, choose_row_sharing):
-            run(mini, self.target, self.options)
-        fix_boxes(mini)
-        for run in (order_loops, lay_out_ldm, choose_partition):
-            run(mini, self.target, self.options)
+        schedule_drafted(mini, self.target, self.options)
         hw = self.target.hardware
         trial = widest(trial, self.target, self.options)    # as the pipeline's wide_weights does next
         r = simulate(trial, self.target.cores, 8 * len(trial.buffers), hw)

@@ -32,8 +32,7 @@ from ..cost.predict import _replay_key, simulate
 from ..schedule.dma import blocked_array
 from ..schedule.kernel_schedule import ldm_align
 from ..schedule.ldm import Search, ldm_budget, search_tiles
-from ..schedule.passes import (Draft, SunwayState, choose_buffering, choose_partition, choose_row_sharing,
-                               fix_boxes, lay_out_ldm, order_loops)
+from ..schedule.passes import Draft, SunwayState, schedule_drafted
 
 # The tile search does not know wide blocks: where a wider block did not fit, the kernel is
 # searched again with this fraction of the budget left free for it (1/8, 1/4).
@@ -141,11 +140,7 @@ def _searched(program, k, bufs, target, options, budget):
     mini = replace(program, kernels=[trial], notes=[], target_state=SunwayState())
     s = Search(trial, target.hardware, budget, opts, program.graph, target.sha256)
     mini.target_state.drafts[trial.name] = Draft(s, tiles=search_tiles(s))
-    for run in (choose_buffering, choose_row_sharing):
-        run(mini, target, opts)
-    fix_boxes(mini)
-    for run in (order_loops, lay_out_ldm, choose_partition):
-        run(mini, target, opts)
+    schedule_drafted(mini, target, opts)
     return trial
 
 

@@ -220,6 +220,18 @@ def choose_partition(program, target, options):
     return program
 
 
+def schedule_drafted(program, target, options):
+    """The pipeline's passes from a drafted tile choice to a kernel's Schedule (buffering, row
+    sharing, boxes, loop order, LDM, partition): a program of one trial kernel runs them as the
+    build does (trial_seconds.py, wide_weights.py's re-search)."""
+    for run in (choose_buffering, choose_row_sharing):
+        run(program, target, options)
+    fix_boxes(program)
+    for run in (order_loops, lay_out_ldm, choose_partition):
+        run(program, target, options)
+    return program
+
+
 def _partition_key(k, sched, cores):
     """What the DMA counts of choose_partition depend on (predict.simulate without hw): the
     axes, the tiles and reduce order, the sharing, and the boxes (predict.boxes_key)."""
