@@ -2,7 +2,8 @@
 """Where a Sunway build's DMA exceeds its kernels' own compulsory bytes (issue 35): per input box,
 the bytes the predictor has it fetch against the region it reads once (cost/rereads.py), the
 largest excess first, and the model's totals. Compile only (no emulator): the predictor's
-counts are the emulator's (`swbuild check` compares them), so this is what a build moves.
+counts are the emulator's (`swbuild check` compares them), so this is what a build moves, less
+each CPE's fetch of its kernels' parameter structs (`predicted_bytes`, `model_traffic_ratio`).
 
     python benchmarks/sunway_rereads.py --models light_inception_v1 --target sunway-pro-emu
     python benchmarks/sunway_rereads.py --models light_resnet50 --target sunway-emu --top 20 --out /tmp/r.json
