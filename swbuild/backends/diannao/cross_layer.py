@@ -13,12 +13,12 @@ current kernel writes can change them. The `__sync_all()` between the two kernel
 the copy on every core before any core reads the chunk (it also is the cluster barrier the
 chunk needed). The copy's bytes and direction are unchanged; it is only issued earlier.
 
-The chunk lands in the next kernel's SRAM staging buffer, which is moved above the current
-kernel's SRAM use where they would overlap (fallback: no prefetch where that passes the SRAM
-cncc leaves). A pair is left alone where the next kernel's copy is not the first thing of a
+The chunk lands in the next kernel's SRAM staging buffer, which is moved clear of the current
+kernel's SRAM use and of the launch's intermediates kept in SRAM (residency.py, which runs
+before: its buffers are not displaced), first fit (fallback: no prefetch where that passes
+the SRAM cncc leaves). A pair is left alone where the next kernel's copy is not the first thing of a
 task branch, or a task branch of the current kernel spans task branches of the next whose
-copies differ. residency.py, which runs after, places its buffers above every kernel's SRAM
-use, the moved one included.
+copies differ.
 """
 from __future__ import annotations
 
@@ -130,17 +130,20 @@ def _sram_range(dk):
     return min(b.offset for b in bs), max(b.offset + b.elems * b.elem_bytes for b in bs)
 
 
-def _relocate(a, b, sbuf, limit):
-    """Move b's SRAM staging buffer clear of a's SRAM use; False where it does not fit."""
+def _relocate(a, b, sbuf, busy, limit):
+    """Move b's SRAM staging buffer clear of a's SRAM use and of the launch's resident
+    intermediates (`busy`: [lo, hi) byte ranges), first fit; False where it does not fit."""
     sb = b.bufs[sbuf]
     size = sb.elems * sb.elem_bytes
-    ra = _sram_range(a)
-    if [x for x in b.bufs.values() if x.space == "SRAM" and x.offset == sb.offset and x.name != sbuf] or \
-            len({x.offset for x in b.bufs.values() if x.space == "SRAM"}) != 1:
+    if any(x.space == "SRAM" and x.name != sbuf and not x.name.startswith("kept") for x in b.bufs.values()):
         return False        # other SRAM buffers (views, input-stationary blocks): left alone
-    if ra is None or sb.offset >= ra[1] or sb.offset + size <= ra[0]:
+    taken = sorted(busy + [(x.offset, x.offset + x.elems * x.elem_bytes) for x in a.bufs.values() if x.space == "SRAM"])
+    if all(sb.offset >= hi or sb.offset + size <= lo for lo, hi in taken):
         return True
-    off = round_up(ra[1], ALIGN)
+    off = 0
+    for lo, hi in taken:
+        if off < hi and lo < off + size:
+            off = round_up(hi, ALIGN)
     if off + size > limit:
         return False
     b.bufs[sbuf] = replace(sb, offset=off)
@@ -148,7 +151,7 @@ def _relocate(a, b, sbuf, limit):
     return True
 
 
-def _pair(a, b, limit):
+def _pair(a, b, busy, limit):
     """Move b's chunk-0 weight copies into a; True when done."""
     if b.cls != "conv":
         return False
@@ -169,7 +172,7 @@ def _pair(a, b, limit):
     copies = [c for c in firsts.values() if c is not None]
     if not copies or len({c.dst.buf for c in copies}) != 1 or len({c.expr.buf for c in copies}) != 1:
         return False
-    if not _relocate(a, b, copies[0].dst.buf, limit):
+    if not _relocate(a, b, copies[0].dst.buf, busy, limit):
         return False
     sname, gname = copies[0].dst.buf, copies[0].expr.buf
     ref = dict(b.params)[gname]
@@ -180,6 +183,7 @@ def _pair(a, b, limit):
         a.bufs[mine[ref]] = replace(b.bufs[gname], name=mine[ref])
     local = f"xl_{b.name}_{sname}"
     a.bufs[local] = replace(b.bufs[sname], name=local)
+    a.info["sram_bytes"] = max(int(a.info.get("sram_bytes", 0)), int(b.info.get("sram_bytes", 0)))
     names = {sname: local, gname: mine[ref]}
     for box, branch, cs in plan.values():
         at = _last_compute(branch)
@@ -197,12 +201,15 @@ def prefetch_across(program, sram_limit):
     """Option `cross_layer_prefetch`: per launch of several kernels, each convolution's chunk-0
     weight copies issued by the kernel before it. Returns {kernel: the kernel that issues them}."""
     st = program.target_state
+    resident = {}       # launch -> SRAM byte ranges of its intermediates kept there (residency.py)
+    for t in (st.on_chip or {}).values():
+        resident.setdefault(t["launch"], []).append((t["sram_offset"], t["sram_offset"] + round_up(t["bytes"], ALIGN)))
     by = {dk.name: dk for dk in st.dev}
     done = {}
     for ln in st.launches or ():
         if not ln.stitched:
             continue
         for an, bn in zip(ln.kernels, ln.kernels[1:]):
-            if _pair(by[an], by[bn], sram_limit):
+            if _pair(by[an], by[bn], resident.get(ln.name, []), sram_limit):
                 done[bn] = an
     return done

@@ -215,6 +215,6 @@ PIPELINE = [
     map_instructions,           # ISA Mapper
     pipeline_tiles,             # option double_buffer: __memcpy_async over ping-pong halves
     group_launches,             # option grouping: a group's kernels in one launch
-    prefetch_next_weights,      # option cross_layer_prefetch: the next conv's first weight chunk early
     keep_on_chip,               # option sram_residency: a launch's intermediates in SRAM
+    prefetch_next_weights,      # option cross_layer_prefetch: the next conv's first weight chunk early
 ]
