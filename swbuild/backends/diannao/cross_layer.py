@@ -152,12 +152,12 @@ def _relocate(a, b, sbuf, busy, limit):
 
 
 def _pair(a, b, busy, limit):
-    """Move b's chunk-0 weight copies into a; True when done."""
+    """Move b's chunk-0 weight copies into a; None when done, else why not."""
     if b.cls != "conv":
-        return False
+        return "not a convolution"
     ta, tb = _task_branches(a.body), _task_branches(b.body)
     if ta is None or tb is None or set(ta) != set(TASKS):
-        return False
+        return "task branches of another shape"
     firsts = {}
     for task, (box, branch) in tb.items():
         firsts[id(branch)] = _first_weight_copy(branch, b)
@@ -170,10 +170,12 @@ def _pair(a, b, busy, limit):
         if c is not None:
             plan.setdefault(id(branch), (box, branch, {}))[2][id(c)] = (bbox, c)
     copies = [c for c in firsts.values() if c is not None]
-    if not copies or len({c.dst.buf for c in copies}) != 1 or len({c.expr.buf for c in copies}) != 1:
-        return False
+    if not copies:
+        return "no chunked weight staging first in its task branches"
+    if len({c.dst.buf for c in copies}) != 1 or len({c.expr.buf for c in copies}) != 1:
+        return "first copies of several buffers"
     if not _relocate(a, b, copies[0].dst.buf, busy, limit):
-        return False
+        return "no SRAM room beside the kernel before"
     sname, gname = copies[0].dst.buf, copies[0].expr.buf
     ref = dict(b.params)[gname]
     mine = {r: n for n, r in a.params}
@@ -194,12 +196,13 @@ def _pair(a, b, busy, limit):
         if c is not None and any(n is c for n in branch):
             branch[:] = [n for n in branch if n is not c]
     b.info["weights_prefetched_by"] = a.name
-    return True
+    return None
 
 
 def prefetch_across(program, sram_limit):
     """Option `cross_layer_prefetch`: per launch of several kernels, each convolution's chunk-0
-    weight copies issued by the kernel before it. Returns {kernel: the kernel that issues them}."""
+    weight copies issued by the kernel before it. Returns {kernel: the kernel that issues them, or
+    why not}."""
     st = program.target_state
     resident = {}       # launch -> SRAM byte ranges of its intermediates kept there (residency.py)
     for t in (st.on_chip or {}).values():
@@ -210,6 +213,6 @@ def prefetch_across(program, sram_limit):
         if not ln.stitched:
             continue
         for an, bn in zip(ln.kernels, ln.kernels[1:]):
-            if _pair(by[an], by[bn], resident.get(ln.name, []), sram_limit):
-                done[bn] = an
+            why = _pair(by[an], by[bn], resident.get(ln.name, []), sram_limit)
+            done[bn] = an if why is None else "not prefetched: " + why
     return done
