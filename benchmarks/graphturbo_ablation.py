@@ -20,12 +20,15 @@ over the previous one by its option:
                    their groups, a __sync_all() between two)
     sram_residency + sram_residency (residency.py: an intermediate written and read only
                    inside one grouped launch stays in its cluster's SRAM where every cluster
-                   reads back what its own cores wrote); the default options
+                   reads back what its own cores wrote)
+    cross_layer    + cross_layer_prefetch (cross_layer.py: the next convolution's chunk-0
+                   weight copy GDRAM -> SRAM issued by the kernel before it, after its last
+                   compute); the default options
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.
-The paper's remaining steps (intermediates kept in NRAM, instance ordering, weight
-prefetch across kernels) are not built yet (issue 34): they are listed as such, not measured.
+The paper's remaining steps (intermediates kept in NRAM, instance ordering) are not built
+yet (issue 34): they are listed as such, not measured.
 
     python benchmarks/graphturbo_ablation.py                       # ResNet-50, Inception-v1, DenseNet-121
     python benchmarks/graphturbo_ablation.py --models all          # the nine light models
@@ -45,12 +48,11 @@ import time
 from pathlib import Path
 
 STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "concat_in_place", "merge_launches",
-         "sram_residency"]   # switched on in this order
+         "sram_residency", "cross_layer_prefetch"]   # switched on in this order
 CONFIGS = {name: {k: ("on" if i < n else "off") for i, k in enumerate(STEPS)}
            for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "concat_in_place",
-                                         "merge_launches", "sram_residency"])}
-NOT_BUILT = ["intermediates in NRAM", "instance ordering",
-             "weight prefetch across the kernels of a launch"]
+                                         "merge_launches", "sram_residency", "cross_layer"])}
+NOT_BUILT = ["intermediates in NRAM", "instance ordering"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]
 ALL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",
               "vgg19", "zfnet512"]

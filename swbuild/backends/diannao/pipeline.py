@@ -33,6 +33,7 @@ from .preprocess import align_extents, choose_fills, resolve_guards, resolve_stm
 from .recurrence import sched_recurrence
 from .schedule import narrow, schedule_kernel
 from .schedule.builder import Store
+from .cross_layer import prefetch_across
 from .residency import keep_intermediates_on_chip
 from .stitch import group_launches
 
@@ -179,6 +180,15 @@ def refuse_doubles(program, target, options):
     return program
 
 
+def prefetch_next_weights(program, target, options):
+    """Option `cross_layer_prefetch`: a launch's next convolution's first weight chunk fetched
+    while the kernel before it computes (cross_layer.py)."""
+    if option_on(options, "cross_layer_prefetch") and program.target_state.launches is not None:
+        hw = target.hardware
+        prefetch_across(program, int(hw["sram_bytes"]) - int(hw["sram_reserve_bytes"]))
+    return program
+
+
 def keep_on_chip(program, target, options):
     """Option `sram_residency`: a grouped launch's intermediates in its clusters' SRAM."""
     on = option_on(options, "sram_residency")     # default on: it pays once launches are merged (docs/diannao.md)
@@ -206,4 +216,5 @@ PIPELINE = [
     pipeline_tiles,             # option double_buffer: __memcpy_async over ping-pong halves
     group_launches,             # option grouping: a group's kernels in one launch
     keep_on_chip,               # option sram_residency: a launch's intermediates in SRAM
+    prefetch_next_weights,      # option cross_layer_prefetch: the next conv's first weight chunk early
 ]
