@@ -1,8 +1,9 @@
 """Integer convolutions on the MLU (schedule/integer.py, issue 36): a QDQ model's QLinearConv
 and QLinearMatMul kernels run as __bang_conv on fixed-point inputs (int8 x int8 for int8
-activations, int16 x int8 for uint8 ones) converted in NRAM from the staged tile, with int8
-weights in the image and WRAM, the zero point taken out in the epilogue. Bit-exact against
-onnxruntime's default session (which fuses the same chains), no BANG rule violated, and the
+activations and for uint8 ones, which optimizer/uint8_as_int8.py holds as int8; int16 x int8
+for a uint8 that stays uint8) converted in NRAM from the staged tile, with int8 weights in
+the image and WRAM, the zero point taken out in the epilogue. Bit-exact against onnxruntime's
+default session (which fuses the same chains), no BANG rule violated, and the
 emulator charges the toolchain's fixed-point rates."""
 import sys
 from pathlib import Path
