@@ -9,7 +9,8 @@ narrow.py, integer.py), without changing one result. PyTorch's x86 qconfig and o
 QUInt8 activations are uint8.
 
 Rewritten: each connected set of run-time uint8 tensors joined by ops that only move or pick
-values (layout ops, MaxPool: max(v) - 128 = max(v - 128), its pads never win), when every
+values (layout ops, a Cast from uint8 to uint8 as PyTorch's export writes after each
+QuantizeLinear, MaxPool: max(v) - 128 = max(v - 128), its pads never win), when every
 writer is a QuantizeLinear / QLinearConv / QLinearMatMul with a constant zero point (or none:
 0) and every reader a DequantizeLinear / QLinearConv / QLinearMatMul (its input x or a) with a
 constant zero point, or such a move. Anything else touching the set (a graph input or output,
@@ -32,9 +33,16 @@ MOVES = tuple(op for op in LAYOUT_OPS if op != "Gather") + SELECT_OPS    # every
 OFFSET = 128
 
 
+def _is_move(graph, n):
+    """n only moves or picks the values of its moved inputs (a Cast: uint8 to uint8 only)."""
+    if n.op == "Cast":
+        return all(graph.tensors[t].dtype == "uint8" for t in (n.inputs[0], n.outputs[0]))
+    return n.op in MOVES or n.op == "Gather"
+
+
 def _moved_inputs(n):
     """The inputs of a move whose values reach its outputs (Concat: all; others: the data input)."""
-    if n.op == "Gather":
+    if n.op in ("Gather", "Cast"):
         return [n.inputs[0]]
     return [i for i in n.inputs if i] if n.op == "Concat" else n.inputs[:1]
 
@@ -59,7 +67,7 @@ def _sets(graph):
             t = parent[t]
         return t
     for n in graph.nodes:
-        if n.op in MOVES or n.op == "Gather":
+        if _is_move(graph, n):
             ins = [i for i in _moved_inputs(n) if i in u8]
             for o in n.outputs:
                 if o in u8:
@@ -80,12 +88,12 @@ def _why_not(graph, members, prod, cons):
         p = prod.get(t)
         if p is None:
             return f"'{t}' has no writer"
-        moved = (p.op in MOVES or p.op == "Gather") and all(i in members for i in _moved_inputs(p))
+        moved = _is_move(graph, p) and all(i in members for i in _moved_inputs(p))
         if not moved and not (p.op in WRITES and p.outputs[0] == t and _zero_point_ok(graph, p, WRITES[p.op])):
             return f"'{t}' is written by '{p.name}' ({p.op})"
         for c in cons.get(t, []):
             reads = [k for k, i in enumerate(c.inputs) if i == t]
-            if (c.op in MOVES or c.op == "Gather") and all(o in members for o in c.outputs if o) \
+            if _is_move(graph, c) and all(o in members for o in c.outputs if o) \
                     and (c.op == "Concat" or reads == [0]):
                 continue
             if c.op in READS and all(k in READS[c.op] and _zero_point_ok(graph, c, READS[c.op][k]) for k in reads):
@@ -118,7 +126,7 @@ def uint8_as_int8(graph):
     if not any(t.dtype == "uint8" and t.data is None for t in graph.tensors.values()):
         return graph
     prod, cons = graph.producer(), graph.consumers()
-    cache = {}
+    cache, same = {}, {}
     for members in _sets(graph):
         if _why_not(graph, members, prod, cons) is not None:
             continue
@@ -127,6 +135,8 @@ def uint8_as_int8(graph):
             graph.tensors[t] = Tensor(t, old.shape, "int8")
             graph.rebiased[t] = "uint8"
             p = prod[t]
+            if p.op == "Cast":      # int8 to int8 now: dropped (below), so no alias hides the tensor
+                same[t] = p.inputs[0]
             if p.op in WRITES:
                 k = WRITES[p.op]
                 _set_input(p, k, _shifted(graph, p.inputs[k] if len(p.inputs) > k else "", cache))
@@ -137,4 +147,14 @@ def uint8_as_int8(graph):
                     if i == t and c.op in READS:
                         z = READS[c.op][k]
                         _set_input(c, z, _shifted(graph, c.inputs[z] if len(c.inputs) > z else "", cache))
+    if same:
+        def root(t):
+            while t in same:
+                t = same[t]
+            return t
+        graph.nodes = [n for n in graph.nodes if not (n.op == "Cast" and n.outputs[0] in same)]
+        for n in graph.nodes:
+            n.inputs = [root(i) if i in same else i for i in n.inputs]
+        for t in same:
+            del graph.tensors[t], graph.rebiased[t]
     return graph

@@ -30,6 +30,8 @@ def test_uint8_activations_become_int8_with_the_zero_point_minus_128():
     assert [_zero_point(g, n.inputs[2]) for n in convs] == [z - 128 for z in ZERO_POINTS]
     assert [_zero_point(g, n.inputs[7]) for n in convs] == [z - 128 for z in ZERO_POINTS[1:]] + [-128]
     assert all(g.exact_ints[n.inputs[0]] == "int8" and g.rebiased[n.inputs[0]] == "uint8" for n in convs)
+    # PyTorch's Cast from uint8 to uint8 is dropped: the convolution reads the QuantizeLinear's output
+    assert [n.inputs[0] for n in convs] == ["q0", "q1", "q2"] and not any(n.op == "Cast" for n in g.nodes)
     # the weights are constants: the centred weights (w - w_zero_point) are what the kernel reads
     assert g.exact_ints[convs[1].inputs[3]] == "uint8" and _zero_point(g, convs[1].inputs[5]) == 128
     q, dq = g.nodes[0], g.nodes[-1]
@@ -54,7 +56,9 @@ def test_uint8_that_something_else_reads_or_the_caller_sees_stays_uint8():
     assert {t: g.exact_ints[t] for t in ("q0", "q1", "q2", "p1", "f1")} == {
         "q0": "int8", "q1": "int8", "q2": "uint8", "p1": "int8", "f1": "int8"}
     assert g.tensors["q3"].dtype == "uint8"
-    assert set(g.rebiased) == {"q0", "q1", "p1", "f1"}
+    assert set(g.rebiased) == {"q0", "q1", "p1", "f1"}       # q0c, q1c: identity Casts, dropped
+    casts = {n.name for n in g.nodes if n.op == "Cast"}
+    assert {"conv2/cast", "cast_q2"} <= casts and not {"conv0/cast", "conv1/cast"} & casts
     dq = next(x for x in g.nodes if x.name == "dq_f1")
     assert _zero_point(g, dq.inputs[2]) == 0       # z1 = 128 as int8
 

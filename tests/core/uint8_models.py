@@ -9,7 +9,7 @@ ZERO_POINTS = (0, 128, 255)     # of the three convolutions' uint8 inputs, in or
 
 
 def uint8_conv_chain(seed=0):
-    """x -> Quantize(uint8, z 0) -> [Dequantize -> Conv -> Quantize(uint8)] x 3 -> Dequantize -> y:
+    """x -> Quantize(uint8, z 0) -> [Cast(uint8) -> Dequantize -> Conv -> Quantize(uint8)] x 3 -> Dequantize -> y:
     the convolutions read uint8 activations with zero points 0, 128 and 255 (the last output's
     zero point 0 again); weights int8 per channel (zero point 0), except the second's: uint8
     with zero point 128 (symmetric, as onnxruntime's QUInt8 weights can be); int32 biases of
@@ -40,7 +40,8 @@ def uint8_conv_chain(seed=0):
         b_scale = (scales[k] * w_scale).astype(np.float32)
         bias = rng.integers(-2000, 2000, C).astype(np.int32)
         bz = np.zeros(np.shape(b_scale), np.int32)
-        nodes += [n("DequantizeLinear", [prev, s_in, z_in], [f"d{k}"], name=f"conv{k}/dq_x"),
+        nodes += [n("Cast", [prev], [prev + "c"], to=TP.UINT8, name=f"conv{k}/cast"),    # as PyTorch's export writes
+                  n("DequantizeLinear", [prev + "c", s_in, z_in], [f"d{k}"], name=f"conv{k}/dq_x"),
                   n("DequantizeLinear", [const(f"w{k}", w), ws, wz], [f"wf{k}"], axis=0, name=f"conv{k}/dq_w"),
                   n("DequantizeLinear", [const(f"b{k}", bias), const(f"bs{k}", b_scale), const(f"bz{k}", bz)],
                     [f"bf{k}"], axis=0, name=f"conv{k}/dq_b"),
