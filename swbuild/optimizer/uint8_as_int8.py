@@ -74,9 +74,9 @@ def _sets(graph):
                     for i in ins:
                         parent[find(i)] = find(o)
     sets = {}
-    for t in u8:
+    for t in sorted(u8):        # sorted: new constants enter graph.tensors in one order (generated C is deterministic)
         sets.setdefault(find(t), set()).add(t)
-    return list(sets.values())
+    return sorted(sets.values(), key=min)
 
 
 def _why_not(graph, members, prod, cons):
@@ -130,7 +130,7 @@ def uint8_as_int8(graph):
     for members in _sets(graph):
         if _why_not(graph, members, prod, cons) is not None:
             continue
-        for t in members:
+        for t in sorted(members):
             old = graph.tensors[t]
             graph.tensors[t] = Tensor(t, old.shape, "int8")
             graph.rebiased[t] = "uint8"
