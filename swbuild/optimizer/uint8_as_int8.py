@@ -14,7 +14,7 @@ QuantizeLinear, MaxPool: max(v) - 128 = max(v - 128), its pads never win), when 
 writer is a QuantizeLinear / QLinearConv / QLinearMatMul with a constant zero point (or none:
 0) and every reader a DequantizeLinear / QLinearConv / QLinearMatMul (its input x or a) with a
 constant zero point, or such a move. Anything else touching the set (a graph input or output,
-a Cast, a run-time zero point from DynamicQuantizeLinear, onnxruntime's com.microsoft ops, a
+another Cast, a run-time zero point from DynamicQuantizeLinear, onnxruntime's com.microsoft ops, a
 Pad with a value) leaves the whole set as it is: still exact, on the uint8 path.
 Runs after optimizer/qdq_fuse.py, so QDQ fusion decides on the model's own dtypes.
 """
