@@ -70,7 +70,9 @@ def dtype_path(graph, notes, node):
     """How a node treats dtypes, when it touches quantized integers (ops/quant.py's note, or
     the integer dtypes a layout op copies as exact float32), else None."""
     if node.name in notes:
-        return notes[node.name]
+        u8 = [t for t in list(node.inputs) + list(node.outputs) if t in graph.rebiased]
+        return notes[node.name] + ("; uint8 held as int8 (value - 128, zero point - 128: the same real values, "
+                                   "optimizer/uint8_as_int8.py)" if u8 else "")
     if node.name in graph.qdq_notes:       # a QDQ chain left in float (optimizer/qdq_fuse.py)
         return graph.qdq_notes[node.name]
     ts = list(node.inputs) + list(node.outputs)

@@ -58,6 +58,7 @@ class Graph:
     dequantized: dict = field(default_factory=dict)
     qdq_notes: dict = field(default_factory=dict)    # node -> why its QDQ chain stays float (optimizer/qdq_fuse.py)
     widened: dict = field(default_factory=dict)      # float32 tensor -> the float16 it stands for (optimizer/halves.py)
+    rebiased: dict = field(default_factory=dict)     # int8 tensor -> the uint8 it stands for, minus 128 (optimizer/uint8_as_int8.py)
 
     def producer(self):
         return {o: n for n in self.nodes for o in n.outputs}
