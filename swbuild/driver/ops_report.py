@@ -69,10 +69,9 @@ INDEX_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")     # vi
 def dtype_path(graph, notes, node):
     """How a node treats dtypes, when it touches quantized integers (ops/quant.py's note, or
     the integer dtypes a layout op copies as exact float32), else None."""
-    if node.name in notes:
-        return notes[node.name]
-    if node.name in graph.qdq_notes:       # a QDQ chain left in float (optimizer/qdq_fuse.py)
-        return graph.qdq_notes[node.name]
+    if node.name in notes or node.name in graph.qdq_notes:
+        # the lowering's note; qdq_fuse's: why a chain stays float, or that onnxruntime keeps it float
+        return "; ".join(t for t in (notes.get(node.name), graph.qdq_notes.get(node.name)) if t)
     ts = list(node.inputs) + list(node.outputs)
     held = sorted({graph.exact_ints[t] for t in ts if t in graph.exact_ints})
     if held:
