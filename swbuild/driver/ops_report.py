@@ -69,12 +69,12 @@ INDEX_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")     # vi
 def dtype_path(graph, notes, node):
     """How a node treats dtypes, when it touches quantized integers (ops/quant.py's note, or
     the integer dtypes a layout op copies as exact float32), else None."""
-    if node.name in notes:
+    if node.name in notes or node.name in graph.qdq_notes:
+        # the lowering's note; qdq_fuse's: why a chain stays float, or that onnxruntime keeps it float
+        text = "; ".join(t for t in (notes.get(node.name), graph.qdq_notes.get(node.name)) if t)
         u8 = [t for t in list(node.inputs) + list(node.outputs) if t in graph.rebiased]
-        return notes[node.name] + ("; uint8 held as int8 (value - 128, zero point - 128: the same real values, "
-                                   "optimizer/uint8_as_int8.py)" if u8 else "")
-    if node.name in graph.qdq_notes:       # a QDQ chain left in float (optimizer/qdq_fuse.py)
-        return graph.qdq_notes[node.name]
+        return text + ("; uint8 held as int8 (value - 128, zero point - 128: the same real values, "
+                       "optimizer/uint8_as_int8.py)" if u8 and node.name in notes else "")
     ts = list(node.inputs) + list(node.outputs)
     held = sorted({graph.exact_ints[t] for t in ts if t in graph.exact_ints})
     if held:

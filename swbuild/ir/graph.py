@@ -56,7 +56,7 @@ class Graph:
     # a constant that folding computed by DequantizeLinear -> that node (its quantized operands
     # stay in `tensors`): optimizer/qdq_fuse.py rebuilds integer kernels from them
     dequantized: dict = field(default_factory=dict)
-    qdq_notes: dict = field(default_factory=dict)    # node -> why its QDQ chain stays float (optimizer/qdq_fuse.py)
+    qdq_notes: dict = field(default_factory=dict)    # node -> QDQ chain kept float, and why (optimizer/qdq_fuse.py)
     widened: dict = field(default_factory=dict)      # float32 tensor -> the float16 it stands for (optimizer/halves.py)
     rebiased: dict = field(default_factory=dict)     # int8 tensor -> the uint8 it stands for, minus 128 (optimizer/uint8_as_int8.py)
 

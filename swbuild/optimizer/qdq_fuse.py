@@ -25,10 +25,27 @@ A chain fuses when:
 - the integer sum is provably exact in float32 (optimizer/exact_ints.sum_bound < 2^24), or, for
   a Conv, its split in two sums is (split_sum_bounds: ops/quant_wide.py, the deep layers of a ResNet).
 A Relu fuses as a clamp at the output zero point: quantizing max(v, 0) and clamping the
-quantized v at the zero point give the same integer. onnxruntime fuses it only when that zero
-point is the dtype's low end (then the clamp is the saturation itself); otherwise it runs the
-chain in float, and the graph's float meaning is the reference (within a quantization step).
-Anything else stays as the graph says, and `graph.qdq_notes` says why (`swbuild ops`).
+quantized v at the zero point give the same integer.
+
+Where onnxruntime does not fuse (its default x86 CPU session, the reference of `swbuild check`;
+onnxruntime 1.32: optimizer/graph_transformer_utils.cc, qdq_transformer/qdq_s8_to_u8.cc,
+ensure_unique_dq_for_node_unit.cc, selectors_actions/qdq_selectors.cc, qdq_util.cc): int8
+activations are fused on ARM only (QDQIsInt8Allowed()), so QDQS8ToU8Transformer first makes an
+int8 Quantize -> Dequantize pair uint8, but only when the Quantize's output has one consumer, a
+DequantizeLinear whose output has at most one consumer and is no graph output, or has none
+(EnsureUniqueDQForNodeUnit gives every further consumer its own copy: another edge out of the
+Quantize; CommonSubexpressionElimination merged twin Quantizes before), both with the same
+scalar constant int8 zero point. Conv and MatMul then fuse only with input and output uint8
+(Conv/MatMulNodeGroupSelector), Gemm with input and output alike (int8 weights under an int8
+input), and a Relu only when the Quantize's zero point is the dtype's low end
+(IsClipMadeRedundantByQ). The rest onnxruntime computes in float. We still fuse
+those (exact integer sums) and `graph.qdq_notes` says that onnxruntime does not: leaving them in
+float does not make us agree with it, since its float sums (MLAS) and ours round differently
+near ties too (measured on quantize_static's ResNet-18: per tensor, onnxruntime's float convs
+happen to agree with the exact integer result, ours would not, and the check would fail by two
+steps; per channel, its float convs already miss the exact result in 4 of 200704 outputs of
+the first block, which grows to two steps at the logits either way).
+Anything not fused stays as the graph says, and `graph.qdq_notes` says why (`swbuild ops`).
 """
 from __future__ import annotations
 
@@ -136,6 +153,7 @@ def _match(graph, n, prod, cons):
             or graph.tensors[nxt.outputs[0]].dtype not in ("int8", "uint8"):
         raise _Skip("its result does not go to a per-tensor int8/uint8 QuantizeLinear")
     q = nxt
+    unlike = _unlike_onnxruntime(graph, n, dx, dw, relu, q, prod, cons)
     # the integer sum must be exact in float32 (ops/quant.py proves it again when it lowers)
     wq = np.asarray(graph.tensors[dw.inputs[0]].data, np.float64)
     wz = _const(graph, dw.inputs[2]) if len(dw.inputs) > 2 and dw.inputs[2] else None
@@ -154,7 +172,52 @@ def _match(graph, n, prod, cons):
         if wide is None or max(wide) >= EXACT:
             raise _Skip(f"its integer sum can reach {int(bound)} >= 2^24 (not exact in float32)"
                         + ("" if wide is None else f", nor its split in 16 h + l ({int(max(wide))})"))
-    return dx, dw, db, relu, q
+    return dx, dw, db, relu, q, unlike
+
+
+def _scalar(graph, name):
+    """The value of a constant one-element integer tensor, else None (also for a missing input)."""
+    v = _const(graph, name)
+    return None if v is None or v.size != 1 or v.dtype.kind not in "iu" else int(v.reshape(-1)[0])
+
+
+def _ort_dtype(graph, name, prod, cons):
+    """The dtype onnxruntime's x86 session gives the quantized activation `name` after
+    QDQS8ToU8Transformer (module docstring): int8 stays int8 unless its Quantize -> Dequantize
+    pair is converted to uint8."""
+    dt = graph.tensors[name].dtype
+    q, users = prod.get(name), cons.get(name, [])
+    if dt != "int8" or q is None or q.op != "QuantizeLinear" or len(users) != 1 or name in graph.outputs:
+        return dt
+    # CommonSubexpressionElimination first merges a twin Quantize (same inputs and attributes): two consumers
+    if any(o is not q and o.op == q.op and o.inputs == q.inputs and o.attrs == q.attrs for o in cons[q.inputs[0]]):
+        return dt
+    dq = users[0]
+    # EnsureUniqueDQForNodeUnit copies dq for each further consumer, and for every consumer if
+    # dq's output is also a graph output: each copy is one more edge out of q
+    edges = len(cons.get(dq.outputs[0], []))
+    if dq.op != "DequantizeLinear" or edges > (0 if dq.outputs[0] in graph.outputs else 1):
+        return dt
+    zps = [(graph.tensors[x.inputs[2]].dtype, _scalar(graph, x.inputs[2])) if len(x.inputs) > 2 and x.inputs[2]
+           else None for x in (q, dq)]
+    return "uint8" if zps[0] is not None and zps[0] == zps[1] and zps[0][0] == "int8" and zps[0][1] is not None else dt
+
+
+def _unlike_onnxruntime(graph, n, dx, dw, relu, q, prod, cons):
+    """Why onnxruntime's x86 session runs this chain in float (module docstring), else None."""
+    dt_x, dt_y = _ort_dtype(graph, dx.inputs[0], prod, cons), _ort_dtype(graph, q.outputs[0], prod, cons)
+    zp = _scalar(graph, q.inputs[2]) if len(q.inputs) > 2 and q.inputs[2] else 0
+    if relu is not None and zp != RANGES[graph.tensors[q.outputs[0]].dtype][0]:
+        return f"its Relu is not the saturation of QuantizeLinear '{q.name}' (zero point above the dtype's low end)"
+    why = None
+    if dt_x != dt_y:
+        why = f"its input is {dt_x} and its output {dt_y}"
+    elif n.op != "Gemm" and dt_x == "int8":
+        why = "its input stays int8, which onnxruntime fuses on ARM only"
+    elif n.op == "Gemm" and dt_x == "int8" and graph.tensors[dw.inputs[0]].dtype != "int8":
+        why = "its input stays int8 and its weights are not"
+    return None if why is None else why + (" after QDQS8ToU8Transformer (an int8 Quantize -> Dequantize pair becomes "
+                                           "uint8 only with a single consumer)")
 
 
 def _fused(graph, n, dx, dw, db, relu, q):
@@ -185,11 +248,14 @@ def fuse_qdq(graph):
         if n.op not in PRODUCTS:
             continue
         try:
-            dx, dw, db, relu, q = _match(graph, n, prod, cons)
+            dx, dw, db, relu, q, unlike = _match(graph, n, prod, cons)
         except _Skip as e:
             if getattr(prod.get(n.inputs[0]), "op", None) == "DequantizeLinear" or n.inputs[1] in graph.dequantized:
                 notes[n.name] = f"float32 between DequantizeLinear and QuantizeLinear: {e}"
             continue
+        if unlike:
+            notes[n.name] = (f"fused (exact integer sum) where onnxruntime's x86 session computes in float: {unlike}; "
+                             "outputs may differ from onnxruntime's by a step where its float sum rounds a near tie")
         replace[q.name] = _fused(graph, n, dx, dw, db, relu, q)
         drop.update({n.name} | ({relu.name} if relu is not None else set()))
     graph.nodes = [replace.get(n.name, n) for n in graph.nodes if n.name not in drop]

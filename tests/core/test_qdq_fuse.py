@@ -82,7 +82,8 @@ def test_fused_model_computes_what_onnxruntimes_default_session_computes(tmp_pat
 
 def test_relu_at_the_dtypes_low_end_fuses_as_onnxruntime_does():
     m = qdq_relu_conv(0)
-    assert [n.op for n in _prepared(m).nodes] == ["QuantizeLinear", "QLinearConv", "DequantizeLinear", "Cast"]  # rq: uint8
+    g = _prepared(m)
+    assert [n.op for n in g.nodes] == ["QuantizeLinear", "QLinearConv", "DequantizeLinear", "Cast"] and not g.qdq_notes
     x = np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32) * 2
     y, rq = _run(m, {"x": x})
     ref = check.onnxruntime_reference(m, {"x": x})
@@ -94,7 +95,8 @@ def test_relu_above_the_low_end_clamps_at_the_zero_point_within_one_step_of_the_
     """onnxruntime leaves this chain in float (its Relu is not the saturation); the integer
     kernel clamps at the zero point: the graph's float meaning within a quantization step."""
     m = qdq_relu_conv(10)
-    assert "QLinearConv" in [n.op for n in _prepared(m).nodes]
+    g = _prepared(m)
+    assert "QLinearConv" in [n.op for n in g.nodes] and "Relu" in g.qdq_notes["conv"]
     x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32) * 2
     y, rq = _run(m, {"x": x})
     ref = ort_as_written(m, {"x": x})
@@ -139,3 +141,80 @@ def test_a_bias_whose_scale_is_not_x_scale_times_w_scale_is_not_fused(scale_off)
     assert ("QLinearConv" in [n.op for n in g.nodes]) != scale_off
     if scale_off:
         assert "x_scale * w_scale" in g.qdq_notes["conv"]
+
+
+def int8_residual_block(seed=0):
+    """int8 activations, per-channel int8 weights, as quantize_static writes a residual block:
+    Quantize(x) feeds conv_a and the Add (two consumers), the Add's Quantize only conv_b."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    xs, a_s, s_s, ys = 0.0312347, 0.0517731, 0.0623917, 0.0419523     # calibrated-like: no exact ties in the Add
+    inits = [("x_s", np.float32(xs)), ("x_z", np.int8(-3)), ("a_s", np.float32(a_s)), ("a_z", np.int8(-128)),
+             ("s_s", np.float32(s_s)), ("s_z", np.int8(-20)), ("y_s", np.float32(ys)), ("y_z", np.int8(5))]
+    nodes = [n("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"], name="x_q"),
+             n("DequantizeLinear", ["xq", "x_s", "x_z"], ["xf"], name="x_dq")]
+    for conv, src, xs, out, (ys, yz) in (("conv_a", "xf", xs, "a", ("a_s", "a_z")),
+                                         ("conv_b", "sf", s_s, "y", ("y_s", "y_z"))):
+        ws = (rng.random(8) * 0.01 + 0.002).astype(np.float32)
+        inits += [(f"{conv}_w", rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8)), (f"{conv}_ws", ws),
+                  (f"{conv}_wz", np.zeros(8, np.int8)), (f"{conv}_b", rng.integers(-3000, 3000, 8).astype(np.int32)),
+                  (f"{conv}_bs", (np.float32(xs) * ws).astype(np.float32)), (f"{conv}_bz", np.zeros(8, np.int32))]
+        nodes += [n("DequantizeLinear", [f"{conv}_w", f"{conv}_ws", f"{conv}_wz"], [f"{conv}_wf"], axis=0),
+                  n("DequantizeLinear", [f"{conv}_b", f"{conv}_bs", f"{conv}_bz"], [f"{conv}_bf"], axis=0),
+                  n("Conv", [src, f"{conv}_wf", f"{conv}_bf"], [f"{conv}_out"], pads=[1, 1, 1, 1], name=conv),
+                  n("QuantizeLinear", [f"{conv}_out", ys, yz], [f"{out}q"]),
+                  n("DequantizeLinear", [f"{out}q", ys, yz], [f"{out}f"])]
+        if conv == "conv_a":
+            nodes += [n("Add", ["af", "xf"], ["s"], name="add"), n("QuantizeLinear", ["s", "s_s", "s_z"], ["sq"]),
+                      n("DequantizeLinear", ["sq", "s_s", "s_z"], ["sf"])]
+    g = helper.make_graph(nodes, "int8_residual_block", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 8, 6, 6])],
+                          [helper.make_tensor_value_info("yf", TP.FLOAT, [1, 8, 6, 6])],
+                          initializer=[numpy_helper.from_array(np.asarray(a), k) for k, a in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _onnxruntime_float_products(m, tmp_path):
+    """The Conv nodes onnxruntime's session leaves in float (its optimized graph, as saved)."""
+    import onnx
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED    # ALL adds layouts only
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return {n.name for n in onnx.load(so.optimized_model_filepath).graph.node if n.op_type == "Conv"}
+
+
+def test_int8_chains_onnxruntime_keeps_in_float_are_named_and_stay_within_a_step(tmp_path):
+    """onnxruntime's x86 session turns an int8 Quantize -> Dequantize pair into uint8 only when
+    the Quantize has one consumer, and fuses no int8 Conv: conv_a (whose input also feeds the
+    Add) runs in float there, conv_b becomes a QLinearConv. We fuse both, exactly, and say where
+    onnxruntime does not; its float sum rounds near ties its own way, hence a step at most."""
+    m = int8_residual_block()
+    assert _onnxruntime_float_products(m, tmp_path) == {"conv_a"}
+    g = _prepared(m)
+    assert [n.op for n in g.nodes].count("QLinearConv") == 2
+    assert set(g.qdq_notes) == {"conv_a"} and "int8" in g.qdq_notes["conv_a"] \
+        and "QDQS8ToU8Transformer" in g.qdq_notes["conv_a"]
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((1, 8, 6, 6)).astype(np.float32)
+        got, ref = _run(m, {"x": x})[0], check.onnxruntime_reference(m, {"x": x})[0]
+        assert np.abs(got - ref).max() <= np.float32(0.0419523) * 1.001
+        assert (got == ref).mean() > 0.95
+
+
+def test_the_quantize_consumer_rule_is_onnxruntimes(tmp_path):
+    """Give the Add its own Quantize of x: conv_a's Quantize has one consumer and onnxruntime
+    fuses conv_a too, and we note nothing; unless the two Quantizes are twins, which
+    onnxruntime's common subexpression elimination merges back into one."""
+    for twin, want in ((False, set()), (True, {"conv_a"})):
+        m = int8_residual_block()
+        if not twin:
+            m.graph.initializer.append(numpy_helper.from_array(np.float32(0.0297113), "x2_s"))
+        nodes = list(m.graph.node)
+        nodes.insert(2, helper.make_node("QuantizeLinear", ["x", "x_s" if twin else "x2_s", "x_z"], ["xq2"]))
+        nodes.insert(3, helper.make_node("DequantizeLinear", ["xq2", "x_s" if twin else "x2_s", "x_z"], ["xf2"]))
+        next(n for n in nodes if n.name == "add").input[1] = "xf2"
+        del m.graph.node[:]
+        m.graph.node.extend(nodes)
+        assert _onnxruntime_float_products(m, tmp_path) == want
+        assert set(_prepared(m).qdq_notes) == want
