@@ -207,8 +207,10 @@ def check(model: PathLike = None, *, target: str, recipe: PathLike = None, out: 
     wide = (lambda x, s=None: chk.float64_outputs(job.model, x, s)) if callable(ref) else None   # float32 rounding or not
     kept = {}
     steps = chk.quantization_steps(job.model, [s["name"] for s in plan["outputs"]]) if callable(ref) else None
+    unopt = (lambda x: chk.onnxruntime_reference(job.model, x, optimized=False)) if steps and any(steps) else None
     doc = chk.check_build(plan, exe, ref, ins, float(job.check["rtol"]), float(job.check["atol"]),
                           timeout=float(job.check["timeout"]), spec=spec, keep=kept, steps=steps, wide=wide,
+                          unoptimised=unopt,
                           half=(float(job.check["fp16_rtol"]), float(job.check["fp16_atol"])))
     saved = _save(save_outputs, kept, "check") if save_outputs and kept else None   # a failed run has none
     return _check_result(doc, kept, exe, saved)

@@ -109,3 +109,26 @@ def test_nan_difference_from_the_spec_too_is_a_fail_that_says_so(tmp_path):
     # without a spec there is no excuse either
     doc = check.check_build(plan, exe, ort, ins, 1e-3, 1e-4)
     assert doc["status"] == "fail" and "NaN/inf in one and not the other" in doc["reason"]
+
+
+def test_a_quantized_output_beyond_one_step_passes_only_within_onnxruntimes_own_spread():
+    # step 0.1: swbuild off by two steps at one element; onnxruntime's unoptimised session off
+    # from its default by two steps elsewhere (a tie rounded the other way, grown through layers)
+    step = 0.1
+    ref = [np.array([1.0, 2.0, 3.0, 4.0], np.float32)]
+    got = [np.array([1.2, 2.0, 3.0, 4.0], np.float32)]
+    plan = {"outputs": [{"name": "y"}]}
+    ok, _, _, per = check.compare(got, ref, 0, 0, [step])
+    assert not ok
+    wide = lambda x: [np.array([1.0, 2.0, 3.2, 4.0], np.float32)]
+    doc = {}
+    out = check._spread_opinion(doc, plan, got, ref, per, [step], wide, {}, 0, 0)
+    assert out is not None and out[0]["pass"] and abs(out[0]["reference_spread"] - 0.2) < 1e-6
+    assert doc["reference_spread"]["outputs"]["y"]["within"] and "onnxruntime's default and unoptimised" in doc["note"]
+    # the sessions agree to one step: two steps off is a failure, with the numbers kept
+    narrow = lambda x: [np.array([1.0, 2.0, 3.1, 4.0], np.float32)]
+    doc = {}
+    assert check._spread_opinion(doc, plan, got, ref, per, [step], narrow, {}, 0, 0) is None
+    assert doc["reference_spread"]["outputs"]["y"]["within"] is False and "note" not in doc
+    # an output with no quantization step gets no such opinion
+    assert check._spread_opinion({}, plan, got, ref, per, [None], wide, {}, 0, 0) is None
