@@ -1,0 +1,77 @@
+"""Element-wise kernels split like their convolutions (schedule/residency_split.py, option
+residency_split): DenseNet's step Concat -> BatchNorm + Relu -> Conv 1x1 at 56 x 56, where the
+BN split 196 pixels per task and the rows-mode 1x1 convolution 4 rows = 224 pixels, so the BN
+output went through GDRAM. Split alike, it stays in its cluster's SRAM: outputs match
+onnxruntime, predicted copy bytes equal the emulator's, and GDRAM moves the BN output's bytes
+fewer in each direction."""
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from swbuild.driver import build, check
+from swbuild.driver.compiler import compile_to
+
+from dn_build import run_check
+from dn_models import OPSET, vi
+
+C1, C2, HW = 64, 32, 56
+
+
+def dense_step(seed=3):
+    rng = np.random.default_rng(seed)
+
+    def arr(name, *shape, pos=False):
+        a = rng.random(shape) + 0.5 if pos else rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) or 1)
+        return numpy_helper.from_array(a.astype(np.float32), name)
+    C = C1 + C2
+    inits = [arr("w1", C1, 16, 1, 1), arr("w2", C2, C1, 1, 1), arr("w3", C2, C, 1, 1), arr("s", C, pos=True),
+             arr("b", C), arr("m", C), arr("v", C, pos=True)]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1"),
+             helper.make_node("Conv", ["c1", "w2"], ["c2"], name="conv2"),
+             helper.make_node("Concat", ["c1", "c2"], ["cat"], name="cat", axis=1),
+             helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"], name="bn"),
+             helper.make_node("Relu", ["bn"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w3"], ["y"], name="conv3")]
+    g = helper.make_graph(nodes, "step", [vi("x", (1, 16, HW, HW))], [vi("y", (1, C2, HW, HW))], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+@pytest.fixture(scope="module")
+def built(tc, tmp_path_factory):
+    model = dense_step()
+    out = {}
+    for opt in ("off", "on"):
+        d = tmp_path_factory.mktemp(f"split-{opt}")
+        prog, _ = compile_to(model, tc, d, "step", options={"residency_split": opt})
+        steps, _, exe = build.model_steps(tc, prog.prefix, d, d)
+        build.run_steps(steps, log=lambda s: None)
+        plan = json.loads((d / f"{prog.prefix}.plan.json").read_text())
+        inputs = check.seeded_inputs(plan["inputs"], 5)
+        out[opt] = (prog, plan, *run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs))
+    return out
+
+
+def gdram(copies):
+    return sum(b for d, b in copies.items() if "GDRAM" in d)
+
+
+def test_bn_output_stays_in_sram(built):
+    for opt in ("off", "on"):
+        _, _, doc, stats = built[opt]
+        assert doc["status"] == "pass", doc.get("reason")
+        em = doc["emulator"]
+        assert em["copy_mismatches"] == [] and em["violations"] == 0 and em["write_conflicts"] == 0
+    (p_off, off, *_), (p_on, on, *_) = built["off"], built["on"]
+    bn = next(k for k in p_on.kernels if k.op == "BatchNormalization")
+    r = p_on.root(bn.buffers[bn.out].tensor)
+    # the hint: 4 rows of 56 pixels per task, the rows-mode convolution's
+    assert p_on.target_state.chunk_hints == {bn.name: 4 * HW}
+    assert p_off.target_state.chunk_hints == {}
+    assert r in on["on_chip_tensors"] and r not in off["on_chip_tensors"]
+    inter = (C1 + C2) * HW * HW * 4
+    (k_off,), (k_on,) = off["kernels"], on["kernels"]      # one launch
+    assert gdram(k_on["copy_bytes"]) == gdram(k_off["copy_bytes"]) - 2 * inter
+    assert k_on["copy_bytes"]["NRAM2SRAM"] - k_off["copy_bytes"].get("NRAM2SRAM", 0) == inter
