@@ -20,7 +20,12 @@ over the previous one by its option:
                    their groups, a __sync_all() between two)
     sram_residency + sram_residency (residency.py: an intermediate written and read only
                    inside one grouped launch stays in its cluster's SRAM where every cluster
-                   reads back what its own cores wrote); the default options
+                   reads back what its own cores wrote)
+    residency_split + residency_split (schedule/residency_split.py: an element-wise kernel read
+                   only by rows-mode convolutions splits its pixels as they split their rows,
+                   so its output can stay in SRAM)
+    sram_concats   + sram_concats (residency_concat.py: a Concat written in place and its slices
+                   in SRAM where all its writers and readers split rows alike); the default options
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.
@@ -45,10 +50,10 @@ import time
 from pathlib import Path
 
 STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "concat_in_place", "merge_launches",
-         "sram_residency"]   # switched on in this order
+         "sram_residency", "residency_split", "sram_concats"]   # switched on in this order
 CONFIGS = {name: {k: ("on" if i < n else "off") for i, k in enumerate(STEPS)}
            for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "concat_in_place",
-                                         "merge_launches", "sram_residency"])}
+                                         "merge_launches", "sram_residency", "residency_split", "sram_concats"])}
 NOT_BUILT = ["intermediates in NRAM", "instance ordering",
              "weight prefetch across the kernels of a launch"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]

@@ -3,7 +3,7 @@ residency_split): DenseNet's step Concat -> BatchNorm + Relu -> Conv 1x1 at 56 x
 BN split 196 pixels per task and the rows-mode 1x1 convolution 4 rows = 224 pixels, so the BN
 output went through GDRAM. Split alike, it stays in its cluster's SRAM: outputs match
 onnxruntime, predicted copy bytes equal the emulator's, and GDRAM moves the BN output's bytes
-fewer in each direction."""
+fewer in each direction. With sram_concats (residency_concat.py) the Concat stays there too."""
 import json
 
 import numpy as np
@@ -43,9 +43,10 @@ def dense_step(seed=3):
 def built(tc, tmp_path_factory):
     model = dense_step()
     out = {}
-    for opt in ("off", "on"):
+    for opt, options in {"off": {"residency_split": "off", "sram_concats": "off"},
+                         "on": {"residency_split": "on", "sram_concats": "off"}, "concats": {}}.items():
         d = tmp_path_factory.mktemp(f"split-{opt}")
-        prog, _ = compile_to(model, tc, d, "step", options={"residency_split": opt})
+        prog, _ = compile_to(model, tc, d, "step", options=options)
         steps, _, exe = build.model_steps(tc, prog.prefix, d, d)
         build.run_steps(steps, log=lambda s: None)
         plan = json.loads((d / f"{prog.prefix}.plan.json").read_text())
@@ -59,7 +60,7 @@ def gdram(copies):
 
 
 def test_bn_output_stays_in_sram(built):
-    for opt in ("off", "on"):
+    for opt in built:
         _, _, doc, stats = built[opt]
         assert doc["status"] == "pass", doc.get("reason")
         em = doc["emulator"]
@@ -75,3 +76,19 @@ def test_bn_output_stays_in_sram(built):
     (k_off,), (k_on,) = off["kernels"], on["kernels"]      # one launch
     assert gdram(k_on["copy_bytes"]) == gdram(k_off["copy_bytes"]) - 2 * inter
     assert k_on["copy_bytes"]["NRAM2SRAM"] - k_off["copy_bytes"].get("NRAM2SRAM", 0) == inter
+
+
+def test_concat_stays_in_sram(built):
+    """sram_concats (residency_concat.py): the Concat `cat` and its two slices, written by the
+    two convolutions (one of them reading the other's slice) and read by the BN, are one SRAM
+    buffer per cluster; GDRAM then moves the Concat's bytes fewer in each direction."""
+    (_, on, *_), (p_c, cc, *_) = built["on"], built["concats"]
+    assert "cat" not in on["on_chip_tensors"]
+    t = cc["on_chip_tensors"]["cat"]
+    assert t["slices"] == ["c1", "c2", "cat"]
+    cat = (C1 + C2) * HW * HW * 4
+    assert cat // 4 <= t["bytes"] < cat
+    (k_on,), (k_c,) = on["kernels"], cc["kernels"]
+    # written once (c1, c2), read once by conv2 (c1) and once by the BN (all of it)
+    c1 = C1 * HW * HW * 4
+    assert gdram(k_c["copy_bytes"]) == gdram(k_on["copy_bytes"]) - 2 * cat - c1

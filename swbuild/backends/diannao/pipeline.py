@@ -35,6 +35,7 @@ from .schedule import narrow, schedule_kernel
 from .schedule.builder import Store
 from .schedule.residency_split import chunk_hints
 from .residency import keep_intermediates_on_chip
+from .residency_concat import keep_concats_on_chip
 from .stitch import group_launches
 
 
@@ -192,8 +193,10 @@ def keep_on_chip(program, target, options):
     on = option_on(options, "sram_residency")     # default on: it pays once launches are merged (docs/diannao.md)
     if on and program.target_state.launches is not None:
         hw = target.hardware
-        program.target_state.on_chip = keep_intermediates_on_chip(
-            program, int(hw["sram_bytes"]) - int(hw["sram_reserve_bytes"]))
+        limit = int(hw["sram_bytes"]) - int(hw["sram_reserve_bytes"])
+        # option sram_concats: Concat containers first, the longest-lived (residency_concat.py)
+        concats = keep_concats_on_chip(program, limit) if option_on(options, "sram_concats") else {}
+        program.target_state.on_chip = {**keep_intermediates_on_chip(program, limit), **concats}
     return program
 
 
