@@ -95,7 +95,7 @@ def schedule_kernels(program, target, options):
         st.int8_storage = st.int8_storage - bad
     # option residency_split: element-wise producers split like their convolutions, again
     if option_on(options, "residency_split") and option_on(options, "sram_residency"):
-        st.chunk_hints = chunk_hints(program, st.dev)
+        st.chunk_hints = chunk_hints(program, st.dev, option_on(options, "sram_concats"))
         st.dev = [schedule_kernel(k, program, target, st.layouts, st.store) if k.name in st.chunk_hints else dk
                   for k, dk in zip(program.kernels, st.dev)]
     return program

@@ -9,21 +9,26 @@ DenseNet's BatchNorm + Relu outputs, read by 1x1 convolutions, went through GDRA
 and read once by every layer of a dense block. Here such a producer takes its readers' rows
 per task as its chunk (in axis-0 units: rows x pixels per row); the last tasks may then get
 less or no work (14 of 16 busy at 56 rows), which the element-wise kernel, bound by its
-copies, pays in time. Whether the tensor then stays on chip is residency.py's check on the
-final device IR, never assumed here.
+copies, pays in time. An element-wise kernel whose readers give no such split but that reads an
+in-place Concat (a transition's BatchNorm before a clusters-mode convolution) takes the split
+of the Concat's writers instead, so that the Concat may stay in SRAM (residency_concat.py).
+Whether a tensor then stays on chip is the residency passes' check on the final device IR,
+never assumed here.
 """
 from __future__ import annotations
 
 from ....ir.sizes import ceil_div
 
 
-def chunk_hints(program, dev):
+def chunk_hints(program, dev, concats=True):
     """{element-wise kernel name: elements of its axis 0 per task} for the kernels whose output
     (an intermediate: not a graph input or output, not a Concat slice or container) is read only
-    by rows-mode convolutions that agree on their rows per task."""
+    by rows-mode convolutions that agree on their rows per task, or else that read an in-place
+    Concat whose writers are all rows-mode convolutions or pools agreeing on theirs."""
     g = program.graph
     skip = {program.root(t) for t in list(program.inputs) + list(program.outputs)}
     skip |= {program.root(t) for t in program.slices} | {program.root(c) for c, _ in program.slices.values()}
+    members = set(program.slices) | {c for c, _ in program.slices.values()}
     writer, readers = {}, {}
     for dk in dev:
         if dk.kernel is None:
@@ -33,23 +38,47 @@ def chunk_hints(program, dev):
         for _, ref in dk.params:
             if ref[0] == "tensor" and ref[1] != out:
                 readers.setdefault(ref[1], []).append(dk)
+
+    def rows_of(ks):
+        """Rows per task of kernels that all split rows over the 16 tasks, else None."""
+        if not ks or any(x.cls not in ("conv", "pool") or x.info.get("mode") != "rows" for x in ks):
+            return None
+        rows = {ceil_div(x.info["NRT"], 16) * x.info["R"] for x in ks}
+        return rows.pop() if len(rows) == 1 else None
+
+    def container_writers(t):
+        """The writers of every member of the in-place Concat t lives in (concat_slices.py)."""
+        while t in program.slices:
+            t = program.slices[t][0]
+        mem = {t} | {m for m in program.slices if _outer(program, m) == t}
+        return [w for m in mem for w in writer.get(m, [])]
+
     hints = {}
     for dk in dev:
         if dk.cls != "elementwise" or "tile" not in dk.info or dk.kernel is None:
             continue
         out = program.root(dk.kernel.buffers[dk.kernel.out].tensor)
         rd = readers.get(out, [])
-        if out in skip or len(writer[out]) != 1 or not rd or any(
-                r.cls != "conv" or r.info.get("mode") != "rows" for r in rd):
-            continue
-        rows = {ceil_div(r.info["NRT"], 16) * r.info["R"] for r in rd}
+        r = rows_of(rd) if out not in skip and len(writer[out]) == 1 and all(x.cls == "conv" for x in rd) else None
+        if r is None and concats:
+            # else (option sram_concats) as the writers of a Concat it reads (a transition's
+            # BatchNorm before a clusters-mode convolution): its reads then match theirs, so
+            # the Concat may stay in SRAM
+            ins = {ref[1] for _, ref in dk.params if ref[0] == "tensor" and ref[1] != out and ref[1] in members}
+            r = rows_of(container_writers(ins.pop())) if len(ins) == 1 else None
         shape = tuple(g.tensors[out].shape)
         axes = list(dk.info["tile"]["axes"])
         # the tile's axes are NHWC's: pixels (row-major) outer, channels inner
-        if len(rows) != 1 or len(shape) != 4 or shape[0] != 1 or axes != [shape[2] * shape[3], shape[1]]:
+        if r is None or len(shape) != 4 or shape[0] != 1 or axes != [shape[2] * shape[3], shape[1]]:
             continue
-        ext0 = axes[0]
-        hint = rows.pop() * shape[3]
-        if hint * 16 >= ext0 and hint != dk.info["tile"]["chunk"]:
+        hint = r * shape[3]
+        if hint * 16 >= axes[0] and hint != dk.info["tile"]["chunk"]:
             hints[dk.name] = hint
     return hints
+
+
+def _outer(program, t):
+    """The outermost Concat t lives in (t itself when none)."""
+    while t in program.slices:
+        t = program.slices[t][0]
+    return t
