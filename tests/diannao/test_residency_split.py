@@ -92,3 +92,39 @@ def test_concat_stays_in_sram(built):
     # written once (c1, c2), read once by conv2 (c1) and once by the BN (all of it)
     c1 = C1 * HW * HW * 4
     assert gdram(k_c["copy_bytes"]) == gdram(k_on["copy_bytes"]) - 2 * cat - c1
+
+
+def _kernel(name, cls, out, reads, **info):
+    from types import SimpleNamespace as NS
+    k = NS(buffers={"o": NS(tensor=out)}, out="o")
+    return NS(name=name, cls=cls, info=info, kernel=k,
+              params=[(f"g{i}", ("tensor", t)) for i, t in enumerate(reads + [out])])
+
+
+def _program(slices):
+    from types import SimpleNamespace as NS
+    shapes = {"x": (1, 16, HW, HW), "c1": (1, C1, HW, HW), "c2": (1, C2, HW, HW), "cat": (1, C1 + C2, HW, HW),
+              "r": (1, C1 + C2, HW, HW), "y": (1, C2, HW, HW)}
+    return NS(graph=NS(tensors={t: NS(shape=s) for t, s in shapes.items()}), inputs=["x"], outputs=["y"],
+              slices=slices, root=lambda t: t)
+
+
+@pytest.mark.parametrize("reader_mode", ["rows", "clusters"])
+def test_chunk_hints_from_readers_or_the_concat_writers(reader_mode):
+    """The split comes from the BN output's readers (rows-mode convolutions), else, with
+    sram_concats, from the writers of the Concat it reads; none when they disagree."""
+    from swbuild.backends.diannao.schedule.residency_split import chunk_hints
+    p = _program({"c1": ("cat", 0), "c2": ("cat", 4 * C1)})
+    tile = {"axes": [HW * HW, C1 + C2], "chunk": -(-HW * HW // 16)}
+
+    def dev(c2_rows):      # c2's writer: row tiles of c2_rows rows
+        return [_kernel("k0", "conv", "c1", ["x"], mode="rows", NRT=HW, R=1),
+                _kernel("k1", "conv", "c2", ["c1"], mode="rows", NRT=-(-HW // c2_rows), R=c2_rows),
+                _kernel("bn", "elementwise", "r", ["cat"], tile=tile),
+                _kernel("k6", "conv", "y", ["r"], mode=reader_mode, NRT=HW, R=1)]
+    # 56 rows over 16 tasks: 4 rows (224 pixels) per task, not 196
+    want = {"bn": 4 * HW}
+    assert chunk_hints(p, dev(1)) == chunk_hints(p, dev(2)) == want     # 4 tiles of 1 row, 2 of 2
+    assert chunk_hints(p, dev(1), concats=False) == (want if reader_mode == "rows" else {})
+    # c2 written in tiles of 3 rows: 2 per task, 6 rows; the Concat's writers disagree
+    assert chunk_hints(p, dev(3)) == (want if reader_mode == "rows" else {})
