@@ -21,6 +21,11 @@ over the previous one by its option:
     sram_residency + sram_residency (residency.py: an intermediate written and read only
                    inside one grouped launch stays in its cluster's SRAM where every cluster
                    reads back what its own cores wrote)
+    residency_split + residency_split (schedule/residency_split.py: an element-wise kernel read
+                   only by rows-mode convolutions splits its pixels as they split their rows,
+                   so its output can stay in SRAM)
+    sram_concats   + sram_concats (residency_concat.py: a Concat written in place and its slices
+                   in SRAM where all its writers and readers split rows alike)
     cross_layer    + cross_layer_prefetch (cross_layer.py: the next convolution's chunk-0
                    weight copy GDRAM -> SRAM issued by the kernel before it, after its last
                    compute); the default options
@@ -48,10 +53,11 @@ import time
 from pathlib import Path
 
 STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "concat_in_place", "merge_launches",
-         "sram_residency", "cross_layer_prefetch"]   # switched on in this order
+         "sram_residency", "residency_split", "sram_concats", "cross_layer_prefetch"]   # switched on in this order
 CONFIGS = {name: {k: ("on" if i < n else "off") for i, k in enumerate(STEPS)}
            for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "concat_in_place",
-                                         "merge_launches", "sram_residency", "cross_layer"])}
+                                         "merge_launches", "sram_residency", "residency_split", "sram_concats",
+                                         "cross_layer"])}
 NOT_BUILT = ["intermediates in NRAM", "instance ordering"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]
 ALL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",

@@ -128,6 +128,8 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("weight_prefetch", "onoff", "on", "DianNao: weight blocks through SRAM overlap GDRAM -> SRAM of the next chunk or block (__memcpy_async) with SRAM -> WRAM and the convolution of the current one (docs/diannao.md)", "options.weight_prefetch", families=("diannao",)),
     Option("input_stationary", "blocks", "on", "DianNao: a convolution keeps its input tile in NRAM and loops over output-channel blocks inside it, the cluster's weight blocks held in SRAM, where the schedule's estimate says it is faster (on), or wherever it fits (all); docs/diannao.md", "options.input_stationary", families=("diannao",)),
     Option("sram_residency", "onoff", "on", "DianNao, with grouping: an intermediate written and read only inside one grouped launch stays in its cluster's SRAM where every cluster reads back what its own cores wrote (docs/diannao.md)", "options.sram_residency", families=("diannao",)),
+    Option("residency_split", "onoff", "on", "DianNao, with sram_residency: an element-wise kernel read only by rows-mode convolutions splits its pixels over the tasks as they split their rows, so its output can stay in each cluster's SRAM (docs/diannao.md)", "options.residency_split", families=("diannao",)),
+    Option("sram_concats", "onoff", "on", "DianNao, with sram_residency: a channel Concat written in place (its inputs slices of it) stays in its clusters' SRAM where every cluster reads back what its own cores wrote, over all its writers and readers in one launch (docs/diannao.md)", "options.sram_concats", families=("diannao",)),
     Option("merge_launches", "onoff", "on", "DianNao, with grouping: consecutive kernels run in one launch with a __sync_all() between two of them, whatever their groups (docs/diannao.md)", "options.merge_launches", families=("diannao",)),
     Option("cross_layer_prefetch", "onoff", "on", "DianNao, with grouping: in a launch of several kernels, the first weight chunk of the next convolution goes GDRAM -> SRAM while the current kernel computes its last step (docs/diannao.md)", "options.cross_layer_prefetch", families=("diannao",)),
     Option("stem_fold", "onoff", "on", "DianNao: a convolution on a channels-first image (a stem) may fold its kernel height into its input channels (a tile of one output row holding its window's image rows as channels), where the schedule's estimate says it is faster (docs/diannao.md)", "options.stem_fold", families=("diannao",)),
@@ -139,7 +141,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file and SCons signature (swbuild/driver/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "input_stationary", "sram_residency", "concat_in_place", "merge_launches", "stem_fold", "cross_layer_prefetch")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "input_stationary", "sram_residency", "residency_split", "sram_concats", "concat_in_place", "merge_launches", "stem_fold", "cross_layer_prefetch")
 
 
 def inapplicable_options(options, family) -> list:

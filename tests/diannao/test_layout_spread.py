@@ -1,6 +1,7 @@
 """DenseNet's copies (issue 34): NHWC spreads from the convolutions through point-wise kernels
 (Concat, BatchNormalization + Relu), an element-wise kernel tiles in its output's storage
-order, and a per-channel operand is loaded once per task, not once per tile. Before, the BN
+order, and a per-channel operand is loaded once per task (one pixel's channels, replicated on
+chip), not once per tile. Before, the BN
 between a Concat and a Conv read NCHW and wrote NHWC one 4-byte segment per element and
 loaded each of its four per-channel operands as a full-size tile, every tile."""
 import numpy as np
@@ -69,13 +70,16 @@ def test_bn_copies_whole_pixels_and_its_operands_once(program):
     # stored once, to GDRAM or (sram_residency: its reader is in the same launch) to SRAM
     assert copies.get("NRAM2GDRAM", 0) + copies.get("NRAM2SRAM", 0) == act
     # the activation once, each per-channel operand (scale, shift: up to four before folding)
-    # one tile per task (all 16 busy), though each task computes more than one tile: loaded
-    # per tile, q operands would move q activations' bytes
+    # one pixel's C channels per task (all 16 busy), replicated over the tile's pixels on chip
+    # (NRAM2NRAM, source stride 0), though each task computes more than one tile: loaded per
+    # tile, q operands would move q activations' bytes, and once per task as whole tiles
+    # 16 x lanes each
     lanes = dk.info["tile"]["lanes"]
-    assert HW * HW * C > 16 * lanes
+    assert HW * HW * C > 16 * lanes and lanes > C
     operands = copies["GDRAM2NRAM"] - act
-    q, rest = divmod(operands, 16 * 4 * lanes)
-    assert rest == 0 and 1 <= q <= 4 and operands < q * act
+    q, rest = divmod(operands, 16 * 4 * C)
+    assert rest == 0 and 1 <= q <= 4
+    assert copies["NRAM2NRAM"] == q * 16 * 4 * (lanes - C)
 
 
 def test_dense_block_matches_onnxruntime(tc, tmp_path):

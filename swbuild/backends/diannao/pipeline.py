@@ -34,7 +34,9 @@ from .recurrence import sched_recurrence
 from .schedule import narrow, schedule_kernel
 from .schedule.builder import Store
 from .cross_layer import prefetch_across
+from .schedule.residency_split import chunk_hints
 from .residency import keep_intermediates_on_chip
+from .residency_concat import keep_concats_on_chip
 from .stitch import group_launches
 
 
@@ -52,6 +54,7 @@ class DianNaoState:
     weight_prefetch: bool = True                  # option weight_prefetch: schedule/conv.py's next weight block async
     input_stationary: str = "on"                  # option input_stationary (off/on/all): schedule/conv.py's input tile kept over blocks
     on_chip: dict = field(default_factory=dict)   # option sram_residency: tensor -> where it stayed (residency.py)
+    chunk_hints: dict = field(default_factory=dict)  # option residency_split: kernel -> axis-0 elements per task
     storage_shapes: dict = field(default_factory=dict)  # option concat_in_place: tensor -> its Concat's NHWC shape
 
 
@@ -89,8 +92,14 @@ def schedule_kernels(program, target, options):
                   for k in program.kernels]
         bad = narrow.unfulfilled(st.dev, st.int8_storage)
         if not bad:
-            return program
+            break
         st.int8_storage = st.int8_storage - bad
+    # option residency_split: element-wise producers split like their convolutions, again
+    if option_on(options, "residency_split") and option_on(options, "sram_residency"):
+        st.chunk_hints = chunk_hints(program, st.dev, option_on(options, "sram_concats"))
+        st.dev = [schedule_kernel(k, program, target, st.layouts, st.store) if k.name in st.chunk_hints else dk
+                  for k, dk in zip(program.kernels, st.dev)]
+    return program
 
 
 def replan_memory(program, target, options):
@@ -194,8 +203,10 @@ def keep_on_chip(program, target, options):
     on = option_on(options, "sram_residency")     # default on: it pays once launches are merged (docs/diannao.md)
     if on and program.target_state.launches is not None:
         hw = target.hardware
-        program.target_state.on_chip = keep_intermediates_on_chip(
-            program, int(hw["sram_bytes"]) - int(hw["sram_reserve_bytes"]))
+        limit = int(hw["sram_bytes"]) - int(hw["sram_reserve_bytes"])
+        # option sram_concats: Concat containers first, the longest-lived (residency_concat.py)
+        concats = keep_concats_on_chip(program, limit) if option_on(options, "sram_concats") else {}
+        program.target_state.on_chip = {**keep_intermediates_on_chip(program, limit), **concats}
     return program
 
 

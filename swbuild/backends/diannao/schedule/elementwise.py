@@ -69,19 +69,22 @@ def sched_elementwise(kb):
     nb = len(loads) + 1
     # pingpong.py doubles the loaded and stored tiles: each gets half the room
     budget = kb.nram_budget() // (2 if getattr(kb.p.target_state, "double_buffer", False) else 1)
+    # residency_split.py: axis 0's elements per task as the convolutions reading the output split them
+    hint = (getattr(kb.p.target_state, "chunk_hints", None) or {}).get(k.name)
     for _ in range(4):
         tmax = max(ve, (budget // max(nb, 1) // 4) // ve * ve)
         j = 0
         while j < m - 1 and math.prod(ext[j + 1:]) > tmax:
             j += 1
         inner = math.prod(ext[j + 1:])
+        C0 = ceil_div(ext[0], 16)
+        if j == 0 and inner == 1:
+            C0 = round_up(C0, ve)
+        if hint is not None and 16 * hint >= ext[0] and (j > 0 or inner > 1 or hint % ve == 0):
+            C0 = hint
         if j == 0:
-            C0 = ceil_div(ext[0], 16)
-            if inner == 1:
-                C0 = round_up(C0, ve)
             T = pow2_floor(min(C0, max(1, tmax // inner)))
         else:
-            C0 = ceil_div(ext[0], 16)
             T = pow2_floor(min(ext[j], max(1, tmax // inner)))
         tile_axes = list(range(j, m))
         invariant = [all(acc[i].get(names[g], 0) == 0 for g in tile_axes if (T if g == j else ext[g]) > 1)
@@ -179,6 +182,16 @@ def sched_elementwise(kb):
                             guard=outer_conds + tail_conds_l, sid=kb.sid("copy", "out")))
             return stm
 
+        # a hoisted operand repeats its `inner` lanes T times along the tile's axis j: those
+        # come from GDRAM once and are copied on chip to the other T - 1 (one strided
+        # NRAM2NRAM, source stride 0, as a convolution's per-channel operands) instead of a
+        # GDRAM segment per repeat (DenseNet's BatchNorms read their four operands 128 times
+        # per task); when the lanes fit the NRAM2NRAM size and alignment rules
+        eb = 4
+        on_chip = (T > 1 and m - j == 2 and T - 1 <= kb.hw["memcpy_max_segnum"] + 1
+                   and inner * eb % kb.hw["nram2nram_size_multiple_bytes"] == 0
+                   and inner * eb % kb.hw["nram2nram_align_bytes"] == 0)
+
         def hoist():
             """The hoisted operands' copies: every lane of a tile, from offsets no tile changes."""
             lv = {g: Var(f"l{g}") for g in tile_axes}
@@ -190,10 +203,21 @@ def sched_elementwise(kb):
                 a = acc[i]
                 off = simp(sum((Bin("*", lv[names.index(n)], iconst(c)) for n, c in a.items() if n is not None and c),
                                iconst(a.get(None, 0))))
-                if f"x{i}" not in kb.bufs:
-                    kb.alloc("NRAM", f"x{i}", lanes)
-                stm += staged_copy(kb.sid("copy", "in"), f"x{i}", lane_ix, Load(kb.gparam(k.buffers[loads[i].buf].tensor),
-                                                                                 (off,)), loops)
+                buf = f"x{i}"
+                if buf not in kb.bufs:
+                    kb.alloc("NRAM", buf, lanes)
+                src = Load(kb.gparam(k.buffers[loads[i].buf].tensor), (off,))
+                if not on_chip:
+                    stm += staged_copy(kb.sid("copy", "in"), buf, lane_ix, src, loops)
+                    continue
+                first = {f"l{j}": 0}
+                stm += staged_copy(kb.sid("copy", "in"), buf, simp(subst(lane_ix, first)), simp(subst(src, first)),
+                                   loops[1:])
+                inner_ix = Var(f"l{j + 1}")
+                stm.append(Stmt("copy", Load(buf, (simp(Bin("+", Bin("*", Bin("+", Var(f"l{j}"), iconst(1)),
+                                                                               iconst(inner)), inner_ix)),)),
+                                Load(buf, (inner_ix,)), [SLoop(f"l{j}", iconst(0), iconst(T - 1)), loops[1]],
+                                sid=kb.sid("copy", "repn")))
             return stm
 
         if j == 0:
