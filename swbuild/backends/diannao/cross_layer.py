@@ -155,6 +155,8 @@ def _pair(a, b, busy, limit):
     """Move b's chunk-0 weight copies into a; None when done, else why not."""
     if b.cls != "conv":
         return "not a convolution"
+    if a.cls in ("scalar", "recurrence"):     # printed from its loop nest: a copy put in its body is lost
+        return f"the kernel before is {a.cls} code"
     ta, tb = _task_branches(a.body), _task_branches(b.body)
     if ta is None or tb is None or set(ta) != set(TASKS):
         return "task branches of another shape"
