@@ -1,0 +1,30 @@
+"""A residual Add -> Relu -> QuantizeLinear whose shortcut has a DequantizeLinear of its own, as
+PyTorch's QDQ export writes a ResNet block (issue 36): that DequantizeLinear's float32 values
+are the 256 dequantized bytes (schedule/quantize.py _written_values), so the Add fused into the
+convolution's epilogue has two leaves of finite domains and takes the pair form, proven on all
+their combinations; the Relu is the byte conversion's saturation where the output's zero point
+is int8's lowest value. Bit-exact against onnxruntime, no scalar statement left."""
+import sys
+from pathlib import Path
+
+import pytest
+from onnx import TensorProto as TP
+
+from dn_build import build_bit_exact
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from residual_models import block_input, residual_relu_block  # noqa: E402
+
+
+@pytest.mark.parametrize("out_type, out_zero", [(TP.UINT8, 0), (TP.INT8, -128)])
+def test_residual_relu_quantize_takes_the_pair_form_bit_exact(tc, tmp_path, out_type, out_zero):
+    plan, _ = build_bit_exact(tc, residual_relu_block(out_type, out_zero), "rr", block_input(), tmp_path)
+    subs = [s for k in plan["kernels"] for s in k.get("kernels", [k])]
+    conv = [s for s in subs if s.get("op") == "QLinearConv"]
+    # the shortcut's DequantizeLinear stays a kernel of its own (its float32 values read by the Add)
+    assert len(conv) == 2 and any(s.get("op") == "DequantizeLinear" for s in subs)
+    assert not conv[0]["scalar_statements"], conv[0]["scalar_statements"]
+    device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
+    body = device.split(f"void {conv[0]['name']}(")[1].split("\n}\n")[0]
+    assert "SWB_SCALAR(" not in body and "__bang_active_relu(" not in body
+    assert any("QuantizeLinear by 0.0526704341173172 on the vector unit, as a product" in n for n in plan["notes"])
