@@ -1,9 +1,10 @@
 """A residual Add -> Relu -> QuantizeLinear whose shortcut has a DequantizeLinear of its own, as
-PyTorch's QDQ export writes a ResNet block (issue 36): that DequantizeLinear's float32 values
-are the 256 dequantized bytes (schedule/quantize.py _written_values), so the Add fused into the
-convolution's epilogue has two leaves of finite domains and takes the pair form, proven on all
-their combinations; the Relu is the byte conversion's saturation where the output's zero point
-is int8's lowest value. Bit-exact against onnxruntime, no scalar statement left."""
+PyTorch's QDQ export writes a ResNet block (issue 36): that DequantizeLinear is computed in the
+convolution's epilogue, which reads the shortcut's int8 bytes (backends/diannao/
+inline_dequantize.py, schedule/conv.py), so the fused Add has two int8-ranged leaves and takes
+the pair form, proven on all their combinations (schedule/quantize.py); the Relu is the byte
+conversion's saturation where the output's zero point is int8's lowest value. Bit-exact
+against onnxruntime, no scalar statement left."""
 import sys
 from pathlib import Path
 
@@ -21,10 +22,12 @@ def test_residual_relu_quantize_takes_the_pair_form_bit_exact(tc, tmp_path, out_
     plan, _ = build_bit_exact(tc, residual_relu_block(out_type, out_zero), "rr", block_input(), tmp_path)
     subs = [s for k in plan["kernels"] for s in k.get("kernels", [k])]
     conv = [s for s in subs if s.get("op") == "QLinearConv"]
-    # the shortcut's DequantizeLinear stays a kernel of its own (its float32 values read by the Add)
-    assert len(conv) == 2 and any(s.get("op") == "DequantizeLinear" for s in subs)
+    # the shortcut's DequantizeLinear is computed in the epilogue, which reads q0's bytes
+    assert len(conv) == 2 and not any(s.get("op") == "DequantizeLinear" for s in subs)
+    assert any("DequantizeLinear computed in the epilogues that read r" in n for n in plan["notes"])
+    assert {"q0", "qo"} <= set(plan["int8_storage"])
     assert not conv[0]["scalar_statements"], conv[0]["scalar_statements"]
     device = next((tmp_path / "b").glob("*_device.mlu")).read_text()
     body = device.split(f"void {conv[0]['name']}(")[1].split("\n}\n")[0]
-    assert "SWB_SCALAR(" not in body and "__bang_active_relu(" not in body
+    assert "SWB_SCALAR(" not in body and "__bang_active_relu(" not in body and "__bang_int82float(" in body
     assert any("QuantizeLinear by 0.0526704341173172 on the vector unit, as a product" in n for n in plan["notes"])

@@ -53,6 +53,8 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
                          chan)
     n_lane_bufs = 1 + len(staged) + ta_peak            # acc + staged epilogue operands + temps
     n_pixel = sum(kinds[ld] == "pixel" for ld in loads)
+    n_pixel8 = 0 if pool else sum(kinds[ld] == "pixel" and kb.p.root(kb.k.buffers[ld.buf].tensor) in kb.narrow()
+                                  for ld in loads)
     budget = kb.nram_budget()
     wbytes = 1 if fx else 4
     xb, ob = (1 if x8 else 4), (1 if o8 else 4)
@@ -104,9 +106,10 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
         elif x8:
             xin_b, xq_b = xq_b, 0
         xt_b = xin_b if tr else 0         # the CHW rows the transpose reads: as large as its result
-        extra = ((xt_b or xin_b) + (1 + n_pixel) * lane_b + o8_b) if piped and NIB == 1 else 0
+        p8_b = n_pixel8 * round_up(round_up(lanes, ve * 4), ALIGN)     # byte copies of int8 pixel operands
+        extra = ((xt_b or xin_b) + (1 + n_pixel) * lane_b + o8_b + p8_b) if piped and NIB == 1 else 0
         extra += xq_b if piped and NIB == 1 and x8 and pool else 0
-        return xin_b + xq_b + xt_b + o8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
+        return xin_b + xq_b + xt_b + o8_b + p8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
 
     if pool:
         Cp = round_up(G.Cog, pool_c_elems(hw))
@@ -294,6 +297,10 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         if kinds[ld] != "scalar":
             reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}",     # input-stationary:
                                 lanes * (st_blocks if st and kinds[ld] == "channel" else 1))   # a slot per block
+    # a per-pixel operand held as int8 bytes in GDRAM (narrow.py: a residual Add's shortcut)
+    # is copied as bytes and widened in NRAM (__bang_int82float, exact)
+    p8 = {ld: kb.alloc("NRAM", f"{reps[ld]}b", lanes, ctype="int8_t", elem_bytes=1) for ld in loads
+          if kinds[ld] == "pixel" and not pool and kb.p.root(kb.k.buffers[ld.buf].tensor) in kb.narrow()}
     ro, xo, cc = Var("ro"), Var("xo"), Var("cc")
     lane_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", ro, iconst(G.Wo)), xo), iconst(Cob)), cc))
     out_loops = [SLoop("ro", iconst(0), iconst(R)), SLoop("xo", iconst(0), iconst(G.Wo)), SLoop("cc", iconst(0), iconst(Cob))]
@@ -497,8 +504,12 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                 if kinds[ld] == "pixel":
                     env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), simp(Bin("+", row0, ro)), xo)
                     src = Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),))
-                    stm += staged_copy(kb.sid("copy", "p"), reps[ld], lane_ix, src, out_loops,
+                    stm += staged_copy(kb.sid("copy", "p"), p8.get(ld, reps[ld]), lane_ix, src, out_loops,
                                        bound=guards(rowtail, chan_bound(cb)), common=exists)
+                    if ld in p8:
+                        stm.append(Stmt("compute", Load(reps[ld], (ln,)), Un("from_int8", Load(p8[ld], (ln,))),
+                                        lane_loop, guard=exists + guards(lanetail), over=True,
+                                        sid=kb.sid("compute", "widen")))
                 if kinds[ld] in ("pixel", "channel"):
                     leaf[ld] = Operand("buf", reps[ld])
                 else:
@@ -597,4 +608,5 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in, transposed_input=tr,
-                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold)
+                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold,
+                     narrow_bufs=frozenset(ld.buf for ld in p8))

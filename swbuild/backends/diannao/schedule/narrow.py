@@ -5,7 +5,7 @@ per element cross GDRAM where the MLU's fixed-point convolution reads one. An in
 stored as bytes when its one writer ends in a requantization (an integer convolution, a
 quantized MaxPool, an element-wise kernel ending in QuantizeLinear: its lanes are integers
 of int8's range) and its readers are integer convolutions that run __bang_conv on int8
-(schedule/integer.py fixed_point 1), element-wise kernels or MaxPools (their byte tile widened
+(schedule/integer.py fixed_point 1) or read it in their epilogue, element-wise kernels or MaxPools (their byte tile widened
 in NRAM, pads reading -128 where every window holds a pixel). The writer converts its lanes
 in NRAM (__bang_float2int8_rn, exact on such integers) and stores a byte each; a
 convolution copies the bytes straight into the tile __bang_conv reads (schedule/conv.py
@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un
+from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, transform
 from ....optimizer.exact_ints import RANGES
 from .integer import INTEGER_OPS
 
@@ -49,7 +49,8 @@ def candidates(program):
             t = b.tensor
             if name == k.out:
                 writers.setdefault(t, []).append(k)
-            elif (_integer_conv(k) and _input_buffer(k) == name) or _pointwise(k) or _pool_input(k, name):
+            elif (_integer_conv(k) and (_input_buffer(k) == name or _epilogue_only(k, name))) or _pointwise(k) \
+                    or _pool_input(k, name):
                 readers.setdefault(t, []).append(k)
             else:
                 other.add(t)
@@ -62,6 +63,14 @@ def candidates(program):
         if len(ws) == 1 and (_integer_conv(ws[0]) or _pointwise(ws[0]) or ws[0].op in POOLS) and readers.get(t):
             out.add(t)
     return frozenset(out)
+
+
+def _epilogue_only(k, name):
+    """An integer convolution reads buffer `name` in its epilogue only (a residual Add fused
+    there: schedule/conv.py copies its per-pixel bytes and widens them in NRAM)."""
+    found = []
+    transform(k.body, lambda e: found.append(e) if isinstance(e, Load) and e.buf == name else None)
+    return not found
 
 
 def _pool_input(k, name):
@@ -97,7 +106,8 @@ def unfulfilled(dev, narrow):
             if dk.cls == "pool":
                 ok = dk.info.get("narrow_out") if name == k.out else dk.info.get("narrow_in") and _pool_input(k, name)
             elif dk.cls == "conv":
-                ok = dk.info.get("narrow_out") if name == k.out else dk.info.get("narrow_in") and name == _input_buffer(k)
+                ok = dk.info.get("narrow_out") if name == k.out else \
+                    dk.info.get("narrow_in") and name == _input_buffer(k) or name in dk.info.get("narrow_bufs", ())
             elif dk.cls == "elementwise":
                 ok = dk.info.get("narrow_out") if name == k.out else name in dk.info.get("narrow_bufs", ())
             else:
