@@ -9,7 +9,7 @@ of int8's range) and its readers are integer convolutions that run __bang_conv o
 in NRAM, pads reading -128 where every window holds a pixel). The writer converts its lanes
 in NRAM (__bang_float2int8_rn, exact on such integers) and stores a byte each; a
 convolution copies the bytes straight into the tile __bang_conv reads (schedule/conv.py
-narrow_ends), an element-wise kernel widens its tile in NRAM (__bang_int82float, exact).
+narrow_ends, byte_pixels), an element-wise kernel widens its tile in NRAM (__bang_int82float, exact).
 Nothing else may see it: not a graph input or output, no view or slice of another storage.
 
 `candidates` is what the graph allows; the kernels are then scheduled, and `unfulfilled`
@@ -71,6 +71,29 @@ def _epilogue_only(k, name):
     found = []
     transform(k.body, lambda e: found.append(e) if isinstance(e, Load) and e.buf == name else None)
     return not found
+
+
+def narrow_ends(kb, G, fx, pool):
+    """(input, result) of this convolution or pool held as int8 in GDRAM (narrow.py): the input
+    only when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
+    narrow = kb.narrow()
+    if pool:        # a quantized MaxPool's result (its epilogue requantizes) stored as bytes;
+        # its int8 input too when every window holds a pixel: the pads then read -128, which
+        # no maximum takes from a pixel of int8's range (-inf needs a float)
+        real = G.pt < G.kh and G.pl < G.kw and (G.Ho - 1) * G.sh - G.pt <= G.H - 1 \
+            and (G.Wo - 1) * G.sw - G.pl <= G.W - 1
+        x8 = G.combine == "max" and real and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
+        return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
+    x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
+        and -128 <= G.fill <= 127
+    return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
+
+
+def byte_pixels(kb, loads, kinds, pool):
+    """A convolution's per-pixel epilogue operands held as int8 bytes in GDRAM (a residual Add's
+    shortcut): schedule/conv.py copies them as bytes and widens them in NRAM (__bang_int82float)."""
+    narrow = () if pool else kb.narrow()
+    return [ld for ld in loads if kinds[ld] == "pixel" and kb.p.root(kb.k.buffers[ld.buf].tensor) in narrow]
 
 
 def _pool_input(k, name):
