@@ -40,7 +40,7 @@ def _single_int8_leaf(p, g, root):
 
 
 def inline_dequantize(program, target, options):
-    """Standalone DequantizeLinear kernels into their readers' epilogues (module docstring)."""
+    """A standalone DequantizeLinear of int8 bytes computed in the convolution epilogues reading it."""
     if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) <= 0:
         return program
     g = program.graph
