@@ -22,6 +22,7 @@ from .base import KernelBuilder, attr_ints, register
 from .nn import _pads, conv_kernel
 from .quant import (EXACT, _const_values, _requant, _scalar_zero, _diffs, _t, _weights, int_dtype,
                     lower_qlinear_conv_single, note, prove_exact)
+from .quant_split import lower_channel_halves
 
 BASE = 16       # d = BASE * h + l
 
@@ -41,6 +42,8 @@ def lower_qlinear_conv(ctx, node):
     # the single sum when its proof (ops/quant.py's, the same bound) passes
     if sum_bound(wd.reshape(w.shape[0], -1), *_diffs(ctx, node, x.name, xzp), b) < EXACT:
         return lower_qlinear_conv_single(ctx, node)
+    if lower_channel_halves(ctx, node, x, w, wd, b, xzp):      # each weight read once (ops/quant_split.py)
+        return
     K = int(np.prod(w.shape[1:]))
     bh = prove_exact(node, float((per_co * BASE).max(initial=0.0)), f"the high part: {K} products of |h| <= {BASE}")
     bl = prove_exact(node, float((per_co * (BASE - 1) + extra).max(initial=0.0)),

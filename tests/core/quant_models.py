@@ -269,13 +269,15 @@ def qoperator_ops_model(seed=0):
     return m, feed
 
 
-def wide_qlinear_conv_model(seed=0):
+def wide_qlinear_conv_model(seed=0, peak=None):
     """A QLinearConv of 1152 products per output (128 channels x 3 x 3) whose int32 sums pass
     2^24: channel 0's weights are all 127 and channel 1's all -128 on an input near 255, the
-    rest random; a bias; per-channel weight scales; and its feed."""
+    rest random; a bias; per-channel weight scales; and its feed. `peak`: channels 0 and 1 all
+    peak and -peak instead (100: the sums over each half of the input channels stay below 2^24,
+    ops/quant_split.py)."""
     rng = np.random.default_rng(seed)
     w = rng.integers(-128, 128, (6, 128, 3, 3)).astype(np.int8)
-    w[0], w[1] = 127, -128
+    w[0], w[1] = (127, -128) if peak is None else (peak, -peak)
     inits = [("xs", np.float32(0.02)), ("xz", np.uint8(3)), ("w", w),
              ("ws", np.full(6, 0.01, np.float32) * np.float32(1.0 + rng.random(6))), ("wz", np.zeros(6, np.int8)),
              ("ys", np.float32(800.0)), ("yz", np.uint8(128)), ("b", rng.integers(-20000, 20000, 6).astype(np.int32))]

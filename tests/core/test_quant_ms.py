@@ -126,6 +126,25 @@ def test_qlinear_conv_sums_past_2_24_split_in_two_and_stay_bit_exact(target, tmp
     assert doc["status"] == "pass", doc.get("reason")
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_qlinear_conv_sums_past_2_24_over_two_channel_halves_stay_bit_exact(target, tmp_path):
+    """The same convolution with +-100 where it had 127 / -128: the whole sum still passes 2^24,
+    each half of the input channels' does not (ops/quant_split.py), so two exact half sums
+    joined by one float32 addition: onnxruntime's bytes, each weight read once."""
+    m, feed = wide_qlinear_conv_model(peak=100)
+    x = feed["x"].astype(np.int64) - 3
+    w = numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "w")).astype(np.int64)
+    assert (x[0, :, 1:4, 1:4] * w[0]).sum() >= 1 << 24          # a sum past 2^24 is computed
+    onnx.save(m, tmp_path / "half.onnx")
+    path = _ops_rows(tmp_path / "half.onnx", target)["/layer4/conv2/Conv_quant"]["dtype_path"]
+    assert "two float32 sums over input channels [0, 64) and [64, 128) proven exact" in path
+    plan, exe = build_runner(m, target, tmp_path, "half")
+    assert sorted(s["op"] for k in plan["kernels"] for s in k.get("kernels", [k]) if "_sum" in str(s.get("op"))) \
+        == ["QLinearConv.half_sum"] * 2
+    doc = check.check_build(plan, exe, lambda ins: check.onnxruntime_reference(m, ins), feed, 0, 0, workdir=tmp_path)
+    assert doc["status"] == "pass", doc.get("reason")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS)
 def test_resnet18_quantized_by_onnxruntime_in_qoperator_format_is_bit_exact(target, tmp_path):

@@ -106,6 +106,25 @@ def test_wide_per_channel_qlinear_conv_sums_convolve_in_int8_bit_exact(tc, tmp_p
     assert "(int8_t *)wide_wram" in device
 
 
+def test_wide_qlinear_conv_over_channel_halves_reads_each_weight_once_bit_exact(tc, tmp_path):
+    """The wide convolution whose sums over each half of the input channels stay below 2^24
+    (ops/quant_split.py): two __bang_conv sums of 64 channels each (the weights crossing GDRAM
+    once, not once per digit), the requantization after them on the vector unit."""
+    from quant_models import wide_qlinear_conv_model
+    m, feed = wide_qlinear_conv_model(peak=100)
+    plan, exe = build_model(tc, m, "half", tmp_path / "b")
+    sums = _instr(plan, "QLinearConv.half_sum")
+    assert len(sums) == 2
+    for name, (cls, ins, sched) in sums.items():
+        assert cls == "conv" and ins.get("__bang_conv") and sched["Cib"] == 64, (name, sched)
+    parts = [s for k in plan["kernels"] for s in k.get("kernels", [k]) if str(s.get("op", "")).startswith("QLinearConv.")]
+    assert len(parts) == 4 and all(not s["scalar_statements"] for s in parts), parts
+    ref = check.onnxruntime_reference(m, feed)
+    doc, stats = run_check(plan, exe, ref, feed, 0, 0)
+    assert doc["status"] == "pass", doc.get("reason")
+    assert stats["violations"] == 0 and doc["emulator"]["copy_mismatches"] == [] and doc["emulator"]["write_conflicts"] == 0
+
+
 def test_digit_floor_is_the_floor_on_every_integer_it_may_see():
     """schedule/integer.digit_floor: ((d * 0.0625 - 0.46875) + M) - M in float32 step by step
     equals floor(d / 16) for every integer |d| <= 2^17 (a 16-bit input minus its zero point)."""

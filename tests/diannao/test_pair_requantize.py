@@ -87,3 +87,30 @@ def test_a_convolutions_fused_residual_add_takes_the_pair_form_bit_for_bit():
         from swbuild.ir.loopnest import substitute_acc
         return _to_int8(_eval(substitute_acc(e, Load("acc", (I,))), {"acc": A, "r": R}))
     np.testing.assert_array_equal(run(got.epilogue), run(value))
+
+
+def test_a_float_leaf_written_by_a_dequantize_of_int8_has_its_256_values():
+    """PyTorch's shortcut DequantizeLinear as a kernel of its own: the float tensor it writes,
+    (q - z) * s in float32, takes 256 values, so the Add reading it still has the pair form
+    (quantize.py _written_values), equal on every pair; a writer of two leaves gives no domain."""
+    from dataclasses import replace
+    from swbuild.ir.loopnest import Axis, Buffer, Kernel
+    sa, za, sb, zb, so, zo = RESNET
+    p = _program({"a": "int8", "q": "int8", "b": None})
+    p.notes = []
+    q = Load("q", (I,))
+    writer = Kernel("w", "DequantizeLinear", "dq", "o", (Axis("i", 4),), Bin("*", Bin("-", q, Const(zb)), Const(sb)),
+                    {"q": Buffer("q", "q", (4,), "float32"), "o": Buffer("o", "b", (4,), "float32")})
+    a, b = Load("a", (I,)), Load("b", (I,))
+    value = _saturate(Bin("+", Bin("*", Bin("-", a, Const(za)), Const(sa)), b), so, zo)
+    k = saturated_store(_vector_quantize(_kernel(value, ["a", "b"]), p, True), p)
+    assert pair_requantize(k, p) is k                       # no writer known: b is any float
+    p.kernels = [writer]
+    after = pair_requantize(k, p)
+    assert after is not k and passes(after.body) == 4
+    env = _pairs()
+    env["b"] = ((env.pop("b") - np.float32(zb)) * np.float32(sb)).astype(np.float32)   # the writer's float32 values
+    np.testing.assert_array_equal(_to_int8(_eval(after.body, {"a": env["a"], "b": env["b"]})), _to_int8(_eval(value, env)))
+    p.kernels = [replace(writer, body=Bin("+", q, Load("a", (I,))),
+                         buffers={**writer.buffers, "a": Buffer("a", "a", (4,), "float32")})]
+    assert pair_requantize(k, p) is k

@@ -20,7 +20,7 @@ NHWC = (0, 2, 3, 1)
 
 # with a wide QLinearConv's two digit sums (ops/quant_wide.py; schedule/integer.py's INTEGER_OPS)
 CONV_LIKE = ("Conv", "ConvTranspose", "MaxPool", "AveragePool", "QLinearConv", "ConvInteger", "QLinearConv.high_sum",
-             "QLinearConv.low_sum")
+             "QLinearConv.low_sum", "QLinearConv.half_sum")
 
 
 def conv_like(k):

@@ -1,6 +1,7 @@
 """The DianNao pipeline: the passes, in the order they run (`swbuild pipeline --target T`).
 
     fuse epilogues → an integer convolution's DequantizeLinear into its element-wise readers
+    → a standalone DequantizeLinear into the convolution epilogues reading it
     → storage layouts (NHWC around convolutions, identity copies removed) → channel Concats
     written in place
     → static arena → work split and staging (schedule; the arena again when int8 activations
@@ -24,6 +25,7 @@ from ...optimizer.memory import plan_memory
 from ...config.recipe import option_on
 from .concat_slices import concat_in_place
 from .defer_dequantize import defer_dequantize
+from .inline_dequantize import inline_dequantize
 from .devir import Stmt, stmts
 from .layout import choose_layouts, eliminate_identity_copies
 from .mapper import map_kernel, map_stmt
@@ -214,6 +216,7 @@ PIPELINE = [
     refuse_doubles,             # float64 kernels: refused by name
     fuse_epilogues,             # element-wise consumers into their producer's epilogue
     defer_dequantize,           # an integer convolution's DequantizeLinear into its element-wise readers
+    inline_dequantize,          # a standalone DequantizeLinear of int8 bytes into the epilogues reading it
     choose_storage_layouts,     # NHWC around convolutions
     write_concats_in_place,     # option concat_in_place: channel Concats of NHWC tensors without copies
     group_kernels,              # option grouping: GraphTurbo groups, instances, binding, scope

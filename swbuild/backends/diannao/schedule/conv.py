@@ -14,6 +14,7 @@ from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
 from .integer import INTEGER_OPS, clamp_instructions, conversion_rounds, fewer_passes, integral_in, saturating_int8
 from . import conv_stationary as stationary
+from .narrow import byte_pixels, narrow_ends
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .stem import cheaper_fold, folded_copy_cycles, folded_rows, tile_pixels
 from .weight_prefetch import PREFETCH_MAX_NIB, W_CHUNKS, staged_weight_cycles
@@ -53,6 +54,7 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
                          chan)
     n_lane_bufs = 1 + len(staged) + ta_peak            # acc + staged epilogue operands + temps
     n_pixel = sum(kinds[ld] == "pixel" for ld in loads)
+    n_pixel8 = len(byte_pixels(kb, loads, kinds, pool))
     budget = kb.nram_budget()
     wbytes = 1 if fx else 4
     xb, ob = (1 if x8 else 4), (1 if o8 else 4)
@@ -104,9 +106,10 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
         elif x8:
             xin_b, xq_b = xq_b, 0
         xt_b = xin_b if tr else 0         # the CHW rows the transpose reads: as large as its result
-        extra = ((xt_b or xin_b) + (1 + n_pixel) * lane_b + o8_b) if piped and NIB == 1 else 0
+        p8_b = n_pixel8 * round_up(round_up(lanes, ve * 4), ALIGN)     # byte copies of int8 pixel operands
+        extra = ((xt_b or xin_b) + (1 + n_pixel) * lane_b + o8_b + p8_b) if piped and NIB == 1 else 0
         extra += xq_b if piped and NIB == 1 and x8 and pool else 0
-        return xin_b + xq_b + xt_b + o8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
+        return xin_b + xq_b + xt_b + o8_b + p8_b + (NIB > 1) * lane_b + n_lane_bufs * lane_b + extra
 
     if pool:
         Cp = round_up(G.Cog, pool_c_elems(hw))
@@ -216,22 +219,6 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
     return min(options), W_in, loads, kinds, fold
 
 
-def narrow_ends(kb, G, fx, pool):
-    """(input, result) of this convolution or pool held as int8 in GDRAM (narrow.py): the input
-    only when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
-    narrow = kb.narrow()
-    if pool:        # a quantized MaxPool's result (its epilogue requantizes) stored as bytes;
-        # its int8 input too when every window holds a pixel: the pads then read -128, which
-        # no maximum takes from a pixel of int8's range (-inf needs a float)
-        real = G.pt < G.kh and G.pl < G.kw and (G.Ho - 1) * G.sh - G.pt <= G.H - 1 \
-            and (G.Wo - 1) * G.sw - G.pl <= G.W - 1
-        x8 = G.combine == "max" and real and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
-        return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
-    x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
-        and -128 <= G.fill <= 127
-    return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
-
-
 def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8=False, o8=False, tr=False, st=False,
                fold=1):
     hw = kb.hw
@@ -294,6 +281,9 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         if kinds[ld] != "scalar":
             reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}",     # input-stationary:
                                 lanes * (st_blocks if st and kinds[ld] == "channel" else 1))   # a slot per block
+    # int8 per-pixel operands (narrow.py byte_pixels): a byte tile each, widened in NRAM
+    p8 = {ld: kb.alloc("NRAM", f"{reps[ld]}b", lanes, ctype="int8_t", elem_bytes=1)
+          for ld in byte_pixels(kb, loads, kinds, pool)}
     ro, xo, cc = Var("ro"), Var("xo"), Var("cc")
     lane_ix = simp(Bin("+", Bin("*", Bin("+", Bin("*", ro, iconst(G.Wo)), xo), iconst(Cob)), cc))
     out_loops = [SLoop("ro", iconst(0), iconst(R)), SLoop("xo", iconst(0), iconst(G.Wo)), SLoop("cc", iconst(0), iconst(Cob))]
@@ -497,8 +487,12 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                 if kinds[ld] == "pixel":
                     env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), simp(Bin("+", row0, ro)), xo)
                     src = Load(kb.gparam(kb.k.buffers[ld.buf].tensor), (kb.offset(ld, env),))
-                    stm += staged_copy(kb.sid("copy", "p"), reps[ld], lane_ix, src, out_loops,
+                    stm += staged_copy(kb.sid("copy", "p"), p8.get(ld, reps[ld]), lane_ix, src, out_loops,
                                        bound=guards(rowtail, chan_bound(cb)), common=exists)
+                    if ld in p8:
+                        stm.append(Stmt("compute", Load(reps[ld], (ln,)), Un("from_int8", Load(p8[ld], (ln,))),
+                                        lane_loop, guard=exists + guards(lanetail), over=True,
+                                        sid=kb.sid("compute", "widen")))
                 if kinds[ld] in ("pixel", "channel"):
                     leaf[ld] = Operand("buf", reps[ld])
                 else:
@@ -597,4 +591,5 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in, transposed_input=tr,
-                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold)
+                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold,
+                     narrow_bufs=frozenset(ld.buf for ld in p8))

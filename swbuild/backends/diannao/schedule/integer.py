@@ -31,9 +31,10 @@ from ....optimizer.exact_ints import RANGES, sum_bound
 from .builder import Unschedulable
 
 MAGIC = 12582912.0       # 1.5 * 2^23: (y + MAGIC) - MAGIC is rint(y), ties to even, for |y| <= 2^22
-# QLinearConv.high_sum / .low_sum: a wide QLinearConv's two digit sums (ops/quant_wide.py)
+# QLinearConv.high_sum / .low_sum: a wide QLinearConv's two digit sums (ops/quant_wide.py); .half_sum: its
+# sums over halves of the input channels (ops/quant_split.py)
 INTEGER_OPS = {"QLinearConv": "Conv", "ConvInteger": "Conv", "QLinearMatMul": "MatMul", "MatMulInteger": "MatMul",
-               "QLinearConv.high_sum": "Conv", "QLinearConv.low_sum": "Conv"}
+               "QLinearConv.high_sum": "Conv", "QLinearConv.low_sum": "Conv", "QLinearConv.half_sum": "Conv"}
 EXACT = 1 << 24
 
 
@@ -286,7 +287,7 @@ def integer_as_conv(k, program, hw):
             del buffers[old.b.buf]      # the bias is read no more: not staged, not a parameter
     else:
         epi = substitute_acc(k.epilogue, Bin("-", Acc(), Load(buf, index)))
-    epi = vector_requant(epi, _consts(replace(k, buffers=buffers), g))
+    epi = vector_requant(epi, _consts(replace(k, buffers=buffers), g) | _low_sums(k, program))
     return replace(k, body=body, epilogue=epi, buffers=buffers, extra=extra)
 
 
@@ -321,9 +322,12 @@ def digit_floor(k, program):
 
 def _low_sums(k, program):
     """k's buffers of a wide QLinearConv's low digit sum (ops/quant_wide.py), which its high sum's
-    epilogue adds: finite integers below 2^24 like the constants, so vector_requant applies."""
-    low = {kk.buffers[kk.out].tensor for kk in program.kernels if kk.op == "QLinearConv.low_sum"}
-    return {n for n, b in k.buffers.items() if n != k.out and b.tensor in low} if k.op == "QLinearConv.high_sum" else set()
+    epilogue adds, or of its other half-channel sum (ops/quant_split.py): finite integers below
+    2^24 like the constants, so vector_requant applies."""
+    if k.op not in ("QLinearConv.high_sum", "QLinearConv.half_sum"):
+        return set()
+    low = {kk.buffers[kk.out].tensor for kk in program.kernels if kk.op in ("QLinearConv.low_sum", "QLinearConv.half_sum")}
+    return {n for n, b in k.buffers.items() if n != k.out and b.tensor in low}
 
 
 def _reads(e):

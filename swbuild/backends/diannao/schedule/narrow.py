@@ -5,11 +5,11 @@ per element cross GDRAM where the MLU's fixed-point convolution reads one. An in
 stored as bytes when its one writer ends in a requantization (an integer convolution, a
 quantized MaxPool, an element-wise kernel ending in QuantizeLinear: its lanes are integers
 of int8's range) and its readers are integer convolutions that run __bang_conv on int8
-(schedule/integer.py fixed_point 1), element-wise kernels or MaxPools (their byte tile widened
+(schedule/integer.py fixed_point 1) or read it in their epilogue, element-wise kernels or MaxPools (their byte tile widened
 in NRAM, pads reading -128 where every window holds a pixel). The writer converts its lanes
 in NRAM (__bang_float2int8_rn, exact on such integers) and stores a byte each; a
 convolution copies the bytes straight into the tile __bang_conv reads (schedule/conv.py
-narrow_ends), an element-wise kernel widens its tile in NRAM (__bang_int82float, exact).
+narrow_ends, byte_pixels), an element-wise kernel widens its tile in NRAM (__bang_int82float, exact).
 Nothing else may see it: not a graph input or output, no view or slice of another storage.
 
 `candidates` is what the graph allows; the kernels are then scheduled, and `unfulfilled`
@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un
+from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, transform
 from ....optimizer.exact_ints import RANGES
 from .integer import INTEGER_OPS
 
@@ -49,7 +49,8 @@ def candidates(program):
             t = b.tensor
             if name == k.out:
                 writers.setdefault(t, []).append(k)
-            elif (_integer_conv(k) and _input_buffer(k) == name) or _pointwise(k) or _pool_input(k, name):
+            elif (_integer_conv(k) and (_input_buffer(k) == name or _epilogue_only(k, name))) or _pointwise(k) \
+                    or _pool_input(k, name):
                 readers.setdefault(t, []).append(k)
             else:
                 other.add(t)
@@ -62,6 +63,37 @@ def candidates(program):
         if len(ws) == 1 and (_integer_conv(ws[0]) or _pointwise(ws[0]) or ws[0].op in POOLS) and readers.get(t):
             out.add(t)
     return frozenset(out)
+
+
+def _epilogue_only(k, name):
+    """An integer convolution reads buffer `name` in its epilogue only (a residual Add fused
+    there: schedule/conv.py copies its per-pixel bytes and widens them in NRAM)."""
+    found = []
+    transform(k.body, lambda e: found.append(e) if isinstance(e, Load) and e.buf == name else None)
+    return not found
+
+
+def narrow_ends(kb, G, fx, pool):
+    """(input, result) of this convolution or pool held as int8 in GDRAM (narrow.py): the input
+    only when __bang_conv reads int8 (fx 1) and its pads read an int8 value."""
+    narrow = kb.narrow()
+    if pool:        # a quantized MaxPool's result (its epilogue requantizes) stored as bytes;
+        # its int8 input too when every window holds a pixel: the pads then read -128, which
+        # no maximum takes from a pixel of int8's range (-inf needs a float)
+        real = G.pt < G.kh and G.pl < G.kw and (G.Ho - 1) * G.sh - G.pt <= G.H - 1 \
+            and (G.Wo - 1) * G.sw - G.pl <= G.W - 1
+        x8 = G.combine == "max" and real and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
+        return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
+    x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
+        and -128 <= G.fill <= 127
+    return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
+
+
+def byte_pixels(kb, loads, kinds, pool):
+    """A convolution's per-pixel epilogue operands held as int8 bytes in GDRAM (a residual Add's
+    shortcut): schedule/conv.py copies them as bytes and widens them in NRAM (__bang_int82float)."""
+    narrow = () if pool else kb.narrow()
+    return [ld for ld in loads if kinds[ld] == "pixel" and kb.p.root(kb.k.buffers[ld.buf].tensor) in narrow]
 
 
 def _pool_input(k, name):
@@ -97,7 +129,8 @@ def unfulfilled(dev, narrow):
             if dk.cls == "pool":
                 ok = dk.info.get("narrow_out") if name == k.out else dk.info.get("narrow_in") and _pool_input(k, name)
             elif dk.cls == "conv":
-                ok = dk.info.get("narrow_out") if name == k.out else dk.info.get("narrow_in") and name == _input_buffer(k)
+                ok = dk.info.get("narrow_out") if name == k.out else \
+                    dk.info.get("narrow_in") and name == _input_buffer(k) or name in dk.info.get("narrow_bufs", ())
             elif dk.cls == "elementwise":
                 ok = dk.info.get("narrow_out") if name == k.out else name in dk.info.get("narrow_bufs", ())
             else:

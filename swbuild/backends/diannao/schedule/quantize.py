@@ -150,8 +150,9 @@ def _reciprocal_on_domain(x, s, L, H, k, program):
     return None
 
 
-def _values(e, k, program):
-    """Every float32 value leaf e can hold, or None."""
+def _values(e, k, program, nested=True):
+    """Every float32 value leaf e can hold, or None. nested: a float tensor's values may come
+    from its writer (_written_values)."""
     sat = _saturation(e)
     if sat is not None:
         return np.arange(sat[2], sat[3] + 1, dtype=np.float32)
@@ -166,10 +167,37 @@ def _values(e, k, program):
         vals = np.unique(np.asarray(g.tensors[t].data, np.float32))
     else:
         dt = g.exact_ints.get(program.root(t), g.exact_ints.get(t))
-        if dt not in ("int8", "uint8"):
+        vals = np.arange(RANGES[dt][0], RANGES[dt][1] + 1, dtype=np.float32) if dt in ("int8", "uint8") \
+            else _written_values(program.root(t), program) if nested else None
+        if vals is None:
             return None
-        vals = np.arange(RANGES[dt][0], RANGES[dt][1] + 1, dtype=np.float32)
     return vals if e.pad is None else np.append(vals, np.float32(e.pad))
+
+
+def _written_values(t, program):
+    """Every float32 value of tensor t when its one writer is a point-wise kernel computing it
+    from one int8/uint8 tensor (a standalone DequantizeLinear, (q - z) * s, that PyTorch's QDQ
+    export puts on a residual block's shortcut): the writer's value evaluated as the vector unit
+    computes it on each value of that tensor, else None."""
+    writers = [w for w in getattr(program, "kernels", ()) if program.root(w.buffers[w.out].tensor) == t]
+    if len(writers) != 1:
+        return None
+    w = writers[0]
+    shape = tuple(w.buffers[w.out].shape)
+    if w.combine or w.kind != "compute" or w.loop is not None or w.stages or any(w.out_offset) \
+            or math.prod(shape) != math.prod(program.graph.tensors[t].shape):
+        return None
+    value = substitute_acc(w.epilogue, w.body)
+    leaves = []
+    transform(value, lambda e: leaves.append(e) if isinstance(e, (Load, Acc)) and e not in leaves else None)
+    if len(leaves) != 1 or not isinstance(leaves[0], Load):
+        return None
+    vals = _values(leaves[0], w, program, nested=False)
+    got = None if vals is None else _eval(value, {leaves[0]: vals})
+    if got is None:
+        return None
+    got = np.asarray(got, np.float32).ravel()
+    return None if np.isnan(got).any() else np.unique(got)
 
 
 def _eval(e, env):
