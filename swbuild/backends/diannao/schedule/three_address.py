@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ....ir.loopnest import children, Acc, Bin, Const, Load, Select, Un, Var, iconst
 from ..devir import SLoop, Stmt, simp
 from .builder import Unschedulable
-from .integer import MAGIC, clamp_instructions
+from .integer import MAGIC
 
 
 @dataclass
@@ -31,9 +31,6 @@ class ThreeAddress:
         self.peak = 0
         self.rounding = 0      # depth of integer roundings (round, floor, ceil) around the expression
         self.shared, self.memo = {}, {}    # compound subtree -> its occurrences; computed -> its operand
-        # max/min against a constant as one __bang_maxeq/mineq_scalar where the chip has it (exact;
-        # the relu forms below round x - s); a dry run (peak_temps) needs the same one temporary
-        self.clamps = getattr(kb, "hw", None) is not None and clamp_instructions(kb.hw)
 
     def run(self, expr, leaf, guard):
         self.guard = guard
@@ -134,13 +131,6 @@ class ThreeAddress:
             if e.op == "-" and a.kind == "scalar":          # s - x = (x * -1) + s
                 a, b = b, a
                 rewrite = [("*", Const(-1.0)), ("+", "s")]
-            elif e.op in ("max", "min") and finite and self.clamps and not (e.op == "max" and b.ref.value == 0):
-                self._release(a)
-                t = self._dst([a])
-                x = self._val(a)
-                self._emit(t, Select(Bin(">=" if e.op == "max" else "<=", x, b.ref), x, b.ref))
-                self._retire([a], t)
-                return Operand("buf", t)
             elif e.op == "max" and finite and b.ref.value != 0:
                 rewrite = [("-", "s"), ("relu",), ("+", "s")]              # max(x, s) = relu(x - s) + s
             elif e.op == "min" and finite:                                # min(x, s) = s - relu(s - x)
