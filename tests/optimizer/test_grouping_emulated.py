@@ -58,7 +58,7 @@ def test_diannao_group_runs_in_one_launch(model_file, tmp_path):
     for mode in ("off", "on"):
         out = tmp_path / mode
         r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(model_file), "--target", "diannao-emu",
-                            "--grouping", mode, "--set", "sram_residency=off", "-o", str(out)],
+                            "--grouping", mode, "--set", "sram_residency=off", "--set", "cross_layer_prefetch=off", "-o", str(out)],
                            capture_output=True, text=True)      # the launches alone: no SRAM residency
         assert r.returncode == 0, r.stderr[-2000:]
         doc = json.loads(r.stdout.strip().splitlines()[-1])
