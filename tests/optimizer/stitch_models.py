@@ -1,6 +1,6 @@
 """Small models with a producer that buffer stitching may recompute in its consumer's LDM
 (backends/sunway/passes/stitch_producers.py): an Inception-like pool branch and a DenseNet-like
-BatchNormalization + Relu on a Concat feeding a 1x1 convolution, and Inception-v1's LRN -> MaxPool."""
+BatchNormalization + Relu on a Concat feeding a 1x1 convolution."""
 from onnx import helper
 
 from onnx_builders import make, rand
@@ -39,16 +39,6 @@ def dense_layer(c=8, hw=12, g=8):
              ("m", rand(c + g, seed=5, scale=0.1)), ("v", abs(rand(c + g, seed=6, scale=0.5)) + 0.5),
              ("w2", rand(c, c + g, 1, 1, seed=7, scale=0.3))]
     return make(nodes, [("x", [1, 3, hw, hw])], [("y", [1, c, hw, hw])], inits)
-
-
-def lrn_pool(c=16, hw=15):
-    """Inception-v1's stem tail: 3x3 conv + Relu -> LRN (size 5) -> MaxPool 3x3 stride 2. The
-    LRN reads its input through a zero-padded channel window and, unpadded, at its centre."""
-    nodes = [conv("x", "a0", "w0", 3), helper.make_node("Relu", ["a0"], ["a"]),
-             helper.make_node("LRN", ["a"], ["l"], size=5, alpha=1e-4, beta=0.75, bias=1.0),
-             helper.make_node("MaxPool", ["l"], ["y"], kernel_shape=[3, 3], strides=[2, 2])]
-    ph = (hw - 3) // 2 + 1
-    return make(nodes, [("x", [1, 3, hw, hw])], [("y", [1, c, ph, ph])], [("w0", rand(c, 3, 3, 3, seed=1, scale=0.3))])
 
 
 def stitched_consumer(model, op="MaxPool"):

@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 
 from opt_models import checked_plan
-from stitch_models import dense_layer, lrn_pool, pool_branch
+from stitch_models import dense_layer, pool_branch
 from swbuild.backends.grouping_report import grouping_summary
 from swbuild.backends.sunway.passes import stitch_producers
 from swbuild.backends.sunway.cost.predict import predict_program
@@ -22,9 +22,7 @@ CASES = {"maxpool": lambda: pool_branch(c=16, hw=8, kind="MaxPool"),
          # count_include_pad=0: border divisors; 8 channels: at 16 the pool and its unstitched 1x1
          # consumer (2-D shared on SW26010-Pro) model faster than the stitched consumer there
          "averagepool": lambda: pool_branch(c=8, hw=8, kind="AveragePool"),
-         "batchnorm": lambda: dense_layer(),                                   # per-channel constants in the stage
-         # a padded channel window and an unpadded centre load: the box is zero-padded in channels
-         "lrn": lambda: lrn_pool()}
+         "batchnorm": lambda: dense_layer()}                                   # per-channel constants in the stage
 
 
 def _ran(plan):

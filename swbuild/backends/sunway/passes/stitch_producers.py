@@ -150,9 +150,7 @@ def _stitchable(program, prod, cons, bn):
         return None
     const = {ld.buf for ld in loads if program.graph.tensors[program.root(prod.buffers[ld.buf].tensor)].data is not None}
     acts = [ld for ld in loads if ld.buf not in const]
-    # a load without a pad never falls outside (LRN's centre next to its padded window), so
-    # the box's pad is the one padded loads agree on
-    if len({ld.buf for ld in acts}) != 1 or len({ld.pad for ld in acts} - {None}) > 1:
+    if len({ld.buf for ld in acts}) != 1 or len({ld.pad for ld in acts}) != 1:
         return None
     names = {a.name for a in prod.axes}
     axes = {a.name for a in prod.axes if a.extent > 1}      # extent-1 axes are always 0

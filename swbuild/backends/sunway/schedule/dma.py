@@ -392,7 +392,7 @@ def _staged_plans(kernel, st, ctx, load_pad, loads, extents, name):
         for pld in list(iter_loads(prod.body)) + list(iter_loads(prod.epilogue)):
             if pld.buf != src_in:
                 continue
-            pad = pld.pad if pld.pad is not None else pad    # unpadded loads stay inside
+            pad = pld.pad
             for d, x in enumerate(pld.index):
                 aff = affine(x)
                 for ld in loads:
