@@ -3,14 +3,14 @@ fetches against the region it reads once. The boxes add up to the predictor's ow
 import pytest
 
 from opt_models import conv_model
-from stitch_models import lrn_pool
+from stitch_models import pool_branch
 from swbuild.backends.sunway.cost.predict import compulsory_bytes, predict_kernel
 from swbuild.backends.sunway.cost.rereads import box_rereads
 from swbuild.config.toolchain import load
 from swbuild.driver.compiler import build_program
 
 MODELS = {"conv3x3": lambda: conv_model(c=32, hw=28, co=96),       # weights and input both tiled
-          "lrn_pool": lambda: lrn_pool(c=32, hw=27)}                 # a stitched stage box
+          "pool_branch": lambda: pool_branch(c=32, hw=28)}             # a pool branch into a 1x1 (a stage box where stitched)
 
 
 @pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
