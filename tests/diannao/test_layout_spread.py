@@ -76,7 +76,8 @@ def test_bn_copies_whole_pixels_and_its_operands_once(program):
     # 16 x lanes each
     lanes = dk.info["tile"]["lanes"]
     assert HW * HW * C > 16 * lanes and lanes > C
-    operands = copies["GDRAM2NRAM"] - act
+    # (the activation from GDRAM, or from SRAM where sram_concats keeps its Concat there)
+    operands = copies["GDRAM2NRAM"] + copies.get("SRAM2NRAM", 0) - act
     q, rest = divmod(operands, 16 * 4 * C)
     assert rest == 0 and 1 <= q <= 4
     assert copies["NRAM2NRAM"] == q * 16 * 4 * (lanes - C)
