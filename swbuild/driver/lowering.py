@@ -82,8 +82,9 @@ def prepare(graph, model_name):
     from ..optimizer.graph import simplify
     from ..optimizer.halves import halves_as_float
     from ..optimizer.qdq_fuse import fuse_qdq
+    from ..optimizer.requantize_identity import drop_requantize
     from ..optimizer.uint8_as_int8 import uint8_as_int8
-    graph = exact_ints_as_float(booleans_as_float(halves_as_float(uint8_as_int8(fuse_qdq(simplify(graph))))))
+    graph = exact_ints_as_float(booleans_as_float(halves_as_float(uint8_as_int8(fuse_qdq(drop_requantize(simplify(graph)))))))
     return graph, LowerCtx(graph, c_prefix(model_name))
 
 

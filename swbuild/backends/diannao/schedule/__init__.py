@@ -28,6 +28,7 @@ from dataclasses import replace
 from ....ir.loopnest import Acc
 from .builder import KB, Unschedulable
 from .conv import sched_conv
+from .conv_geometry import global_pool_window
 from .elementwise import sched_elementwise
 from .integer import INTEGER_OPS, digit_floor, integer_as_conv
 from .lrn import sched_lrn
@@ -63,6 +64,9 @@ def schedule_kernel(k, program, tc, layouts, store):
         attempts.append(lambda kb: sched_conv(kb))
     if k.op in POOL_OPS:
         attempts.append(lambda kb: sched_conv(kb, pool=True))
+    window = global_pool_window(k)
+    if window is not None:          # the whole image as one window: __bang_avgpool
+        attempts.append(lambda kb: sched_conv(_as_kernel(kb, window), pool=True))
     if k.op == "LRN":
         attempts.append(sched_lrn)
     elif k.combine in ("max", "sum") and len(k.reduce_axes) == 1 and INTEGER_OPS.get(k.op, k.op) not in CONV_OPS:
@@ -99,6 +103,11 @@ def _vector_quantize(k, program, o8, hw=None):
         if note not in program.notes:       # schedule_kernels may schedule a kernel twice
             program.notes.append(note)
     return replace(k, body=body, epilogue=epi) if nb or ne else k
+
+
+def _as_kernel(kb, k):
+    kb.k = k
+    return kb
 
 
 def _conv_as(kb, fx):

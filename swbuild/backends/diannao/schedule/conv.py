@@ -145,6 +145,8 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
         NRT = ceil_div(G.Ho, R)
         if pool:
             comp = hw["vector_startup_cycles"] + R * G.Wo * K1 * ceil_div(Cob * 4, hw["vector_bytes_per_cycle"])
+            if mode == "channels":      # channel blocks over the tasks, each its row tiles
+                return G.N * ceil_div(ceil_div(G.Cog, Cob), 16) * pipelined_cycles(NRT, load, comp, store)
             return G.N * ceil_div(G.Cog, Cob) * pipelined_cycles(ceil_div(NRT, 16), load, comp, store)
         NCB = ceil_div(round_up(G.Cog, int(hw.get("conv_co_multiple", 64))), Cob)
         rate = max(1, int(hw.get(rate_key, 512)))
@@ -166,10 +168,11 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
         gran = hw["gdram_cycles_per_granule"] / hw["gdram_granule_bytes"]
         if piped and NIB == 1:
             return estimate_piped(mode, cand, R, tr)
-        if pool:   # per task: its row tiles of every channel block, window + input copy
+        if pool:   # per task: its row tiles of every channel block (channels: of its blocks), window + input copy
             rin = (R - 1) * G.sh + G.kh
-            per = ceil_div(ceil_div(G.Ho, R), 16)
-            return G.N * ceil_div(G.Cog, Cob) * per * (R * G.Wo * K1 * ceil_div(Cob * 4, hw["vector_bytes_per_cycle"])
+            per = ceil_div(ceil_div(G.Ho, R), 16) if mode == "rows" else ceil_div(G.Ho, R)
+            blocks = ceil_div(G.Cog, Cob) if mode == "rows" else ceil_div(ceil_div(G.Cog, Cob), 16)
+            return G.N * blocks * per * (R * G.Wo * K1 * ceil_div(Cob * 4, hw["vector_bytes_per_cycle"])
                                                        + rin * W_in * Cob * 4 * gran + hw["memcpy_startup_cycles"] * 3)
         NCB = ceil_div(round_up(G.Cog, ve if pool else int(hw.get("conv_co_multiple", 64))), Cob)
         NRT = ceil_div(G.Ho, R)
@@ -196,7 +199,7 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
     options = []
     for cand in cands:
         for mode in ("rows", "clusters", "channels"):
-            if (pool and mode != "rows") or (mode == "clusters" and not split_clusters):
+            if (pool and mode == "clusters") or (mode == "clusters" and not split_clusters):
                 continue
             for tr in ((True,) if fold > 1 else (False, True) if chw and cand[2] == 1 else (False,)):
                 if tr and cand[2] != 1:
@@ -566,7 +569,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                 cb = simp(Bin("+", Bin("*", t, iconst(SC)), jj))
                 exists = guards(ge(Bin("-", iconst(NCB - 1), cb)))
                 pre = channel_reps(n, g, cb, exists)
-                if NIB == 1:
+                if not pool and NIB == 1:
                     pre += weights(n, g, cb, iconst(0), tk, exists)
                 return pre + loop("rt", NRT, lambda rt: tile(n, g, cb, simp(Bin("*", rt, iconst(R))), exists, tk))
             if mode == "clusters":

@@ -1,9 +1,9 @@
 """What a convolution-like kernel is made of: shapes, strides by role, epilogue classes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ....ir.loopnest import Acc, Bin, Load, Var, affine, iconst
+from ....ir.loopnest import Acc, Axis, Bin, Buffer, Const, Load, Var, affine, iconst, transform
 from ..devir import E, const, lin, simp, subst
 from .builder import Unschedulable
 from .integer import INTEGER_OPS
@@ -149,24 +149,76 @@ def pool_geometry(kb):
     ex = {a.name: a.extent for a in list(k.axes) + list(k.reduce_axes)}
     epi, combine = k.epilogue, k.combine
     if combine == "sum":
-        if not (isinstance(epi, Bin) and epi.op == "/" and isinstance(epi.a, Acc)):
+        # the window mean acc / count, wherever the epilogue uses it (a fused QuantizeLinear
+        # after it): __bang_avgpool's result, the rest of the epilogue applied to it after
+        divisors = []
+
+        def mean(e):
+            if isinstance(e, Bin) and e.op == "/" and isinstance(e.a, Acc):
+                divisors.append(e.b)
+                return Acc()
+            return None
+        rest = transform(epi, mean)
+        if not divisors or _accs(epi) != len(divisors):
             raise Unschedulable("sum pooling")
         counts = set()
-        for a0 in range(ex[o0]):
-            for a1 in range(ex[o1]):
-                counts.add(const(subst(epi.b, {n_: 0, c_: 0, o0: a0, o1: a1})))
+        for b in divisors:
+            for a0 in range(ex[o0]):
+                for a1 in range(ex[o1]):
+                    counts.add(_count(subst(b, {n_: 0, c_: 0, o0: a0, o1: a1})))
         if counts != {ex[k0] * ex[k1]}:
             raise Unschedulable("window count varies (padding excluded from averages)")
-        epi, combine = Acc(), "avg"
+        epi, combine = rest, "avg"
+    # one output row or column: its stride is never used; the window's own (__bang_avgpool's
+    # 7-argument form) keeps (H - kh) / sh defined
+    sh = h.get(o0, 0) if ex[o0] > 1 else ex[k0]
+    sw = w.get(o1, 0) if ex[o1] > 1 else ex[k1]
     xs, osd = kb.strides(xl.buf), kb.strides(k.out)
     if any(k.out_offset):
         raise Unschedulable("output offset")
     xb = k.buffers[xl.buf]
-    return Geom(ex[n_], 1, ex[c_], ex[c_], xb.shape[2], xb.shape[3], ex[k0], ex[k1], h.get(o0, 0), w.get(o1, 0),
+    return Geom(ex[n_], 1, ex[c_], ex[c_], xb.shape[2], xb.shape[3], ex[k0], ex[k1], sh, sw,
                 -h.get(None, 0), -w.get(None, 0), ex[o0], ex[o1], xl.buf,
                 {"n": xs[0], "g": 0, "c": xs[1], "h": xs[2], "w": xs[3]},
                 {"n": osd[0], "g": 0, "c": osd[1], "h": osd[2], "w": osd[3]}, "", {},
                 lambda n, g, c, hh, ww: {n_: n, c_: c, o0: hh, o1: ww}, epi, combine)
+
+
+def _count(e):
+    """A window count: an int constant, or a float one holding an integer (GlobalAveragePool's
+    acc / float(H * W)); else None."""
+    v = const(e)
+    if v is None and isinstance(simp(e), Const) and float(simp(e).value).is_integer():
+        v = int(simp(e).value)
+    return v
+
+
+def _accs(e):
+    n = [0]
+
+    def count(x):
+        if isinstance(x, Acc):
+            n[0] += 1
+            return x
+        return None
+    transform(e, count)
+    return n[0]
+
+
+def global_pool_window(k):
+    """A GlobalAveragePool over an H x W image (ops/reduce.py: axes n, c, reduced r0, r1) as
+    the pool of one H x W window, output (N, C, 1, 1): __bang_avgpool adds the window in the
+    scalar loop's order (rows, then columns, from 0) and divides by H * W once, as acc / (H * W)
+    does; None when the kernel is not of that shape."""
+    if k.op != "GlobalAveragePool" or k.combine != "sum" or len(k.axes) != 2 or len(k.reduce_axes) != 2 \
+            or not isinstance(k.body, Load) or any(k.out_offset):
+        return None
+    (n, c), (r0, r1) = k.axes, k.reduce_axes
+    if list(k.body.index) != [n.var, c.var, r0.var, r1.var]:
+        return None
+    ob = k.buffers[k.out]
+    bufs = {**k.buffers, k.out: Buffer(ob.name, ob.tensor, tuple(ob.shape) + (1, 1), ob.dtype)}
+    return replace(k, axes=(n, c, Axis("gh", 1), Axis("gw", 1)), buffers=bufs, out_offset=(0, 0, 0, 0))
 
 
 def input_offset(G, n, g, c, h, w):
