@@ -186,6 +186,22 @@ def _io_waits_move_too(nodes):
     return out
 
 
+def to_sram(dk, sbuf, cps, shift, end, tensor):
+    """Kernel dk's GDRAM copies `cps` of `tensor` moved to SRAM buffer `sbuf` (DBuf), element e
+    of the GDRAM side at e - shift of it; `end`: the byte the kernel's SRAM use reaches."""
+    dk.bufs[sbuf.name] = sbuf
+    for s in cps:
+        m = s.mapped
+        side = "dst" if m.direction.endswith("2GDRAM") else "src"
+        op = m.ops[side]
+        m.ops = dict(m.ops, **{side: (sbuf.name, simp(Bin("-", op[1], shift))) + tuple(op[2:])})
+        m.direction = m.direction.replace("GDRAM", "SRAM")
+    dk.info["sram_bytes"] = max(int(dk.info.get("sram_bytes", 0)), end)
+    if not dk.info.get("on_chip"):
+        dk.body = _io_waits_move_too(dk.body)
+    dk.info.setdefault("on_chip", []).append(tensor)
+
+
 def keep_intermediates_on_chip(program, sram_limit):
     """Rewrite the launches' intermediates that pass the checks to SRAM; returns
     {tensor: {"launch", "bytes", "sram_offset"}} of those kept on chip."""
@@ -224,19 +240,8 @@ def keep_intermediates_on_chip(program, sram_limit):
             shift = simp(Bin("+", iconst(base), Bin("*", Var("tc"), iconst(q))))
             sname = f"kept{len(kept)}"   # distinct per tensor (two names that sanitise alike would share one)
             for k, g, cps in users:
-                dk = by[k]
-                gb = dk.bufs[g]
-                dk.bufs[sname] = DBuf(sname, "SRAM", elems, off, tensor=gb.tensor, ctype=gb.ctype,
-                                      elem_bytes=gb.elem_bytes)
-                for s in cps:
-                    m = s.mapped
-                    side = "dst" if m.direction.endswith("2GDRAM") else "src"
-                    op = m.ops[side]
-                    m.ops = dict(m.ops, **{side: (sname, simp(Bin("-", op[1], shift))) + tuple(op[2:])})
-                    m.direction = m.direction.replace("GDRAM", "SRAM")
-                dk.info["sram_bytes"] = max(int(dk.info.get("sram_bytes", 0)), off + nbytes)
-                if not dk.info.get("on_chip"):
-                    dk.body = _io_waits_move_too(dk.body)
-                dk.info.setdefault("on_chip", []).append(ref[1])
+                gb = by[k].bufs[g]
+                to_sram(by[k], DBuf(sname, "SRAM", elems, off, tensor=gb.tensor, ctype=gb.ctype,
+                                    elem_bytes=gb.elem_bytes), cps, shift, off + nbytes, ref[1])
             kept[ref[1]] = {"launch": ln.name, "bytes": elems * eb, "sram_offset": off}
     return kept

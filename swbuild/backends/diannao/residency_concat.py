@@ -20,7 +20,7 @@ from ...ir.loopnest import Bin, Var, iconst
 from ...ir.sizes import round_up
 from ..launches import alone
 from .devir import DBuf, simp
-from .residency import ALIGN, _copies, _io_waits_move_too, _layout, _ranges
+from .residency import ALIGN, _copies, _layout, _ranges, to_sram
 from .traffic import Unpredictable
 
 
@@ -125,21 +125,10 @@ def keep_concats_on_chip(program, sram_limit):
             placed.append((off, nbytes, first, last))
             sname = f"keptc{len(kept)}"
             for k, b, cps, eo in users:
-                dk = by[k]
-                gb = dk.bufs[b]
-                dk.bufs[sname] = DBuf(sname, "SRAM", elems, off, tensor=cont, ctype=gb.ctype, elem_bytes=eb)
                 # element e of the member is element e + eo of the container, at
                 # e + eo - base - clusterId x Q of the cluster's SRAM buffer
                 shift = simp(Bin("-", Bin("+", iconst(base), Bin("*", Var("tc"), iconst(q))), iconst(eo)))
-                for s in cps:
-                    m = s.mapped
-                    side = "dst" if m.direction.endswith("2GDRAM") else "src"
-                    o = m.ops[side]
-                    m.ops = dict(m.ops, **{side: (sname, simp(Bin("-", o[1], shift))) + tuple(o[2:])})
-                    m.direction = m.direction.replace("GDRAM", "SRAM")
-                dk.info["sram_bytes"] = max(int(dk.info.get("sram_bytes", 0)), off + nbytes)
-                if not dk.info.get("on_chip"):
-                    dk.body = _io_waits_move_too(dk.body)
-                dk.info.setdefault("on_chip", []).append(cont)
+                to_sram(by[k], DBuf(sname, "SRAM", elems, off, tensor=cont, ctype=by[k].bufs[b].ctype, elem_bytes=eb),
+                        cps, shift, off + nbytes, cont)
             kept[cont] = {"launch": ln.name, "bytes": elems * eb, "sram_offset": off, "slices": sorted(mem)}
     return kept
