@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...ir.loopnest import Acc, Load, Var, substitute_acc, transform
-from .defer_dequantize import _epilogue_reader, _pointwise
+from .defer_dequantize import _epilogue_reader, _pointwise, viewed_tensors
 
 
 def _single_int8_leaf(p, g, root):
@@ -44,8 +44,7 @@ def inline_dequantize(program, target, options):
     if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) <= 0:
         return program
     g = program.graph
-    shared = set(program.aliases) | set(program.aliases.values()) | set(program.slices) \
-        | {s.container for s in program.loop_slices.values()} | set(program.loop_slices)
+    shared = viewed_tensors(program)
     io = set(program.inputs) | set(program.outputs)
     kernels = list(program.kernels)
     gone = set()
