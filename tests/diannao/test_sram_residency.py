@@ -4,7 +4,7 @@ SRAM2NRAM) instead of GDRAM; outputs match onnxruntime, the predicted copy bytes
 emulator's, and GDRAM moves the intermediate's bytes fewer in each direction."""
 import pytest
 
-from swbuild.backends.diannao.residency import _layout
+from swbuild.backends.diannao.residency import cluster_layout
 from swbuild.driver import check
 
 from dn_build import build_model, run_check
@@ -53,8 +53,8 @@ def test_intermediate_in_sram(built):
 def test_layout_refuses_what_crosses_clusters():
     # cluster 1 reads a row cluster 0 wrote (a 3x3 consumer's halo): stays in GDRAM
     w = {0: (0, 100), 1: (100, 200), 2: (200, 300), 3: (300, 350)}
-    assert _layout(w, {0: (0, 100), 1: (90, 200)}) is None
-    assert _layout({0: (0, 120), 1: (100, 200)}, {}) is None          # write ranges overlap
-    assert _layout(w, {0: (0, 100), 3: (300, 350)}) == (0, 100, 100)
-    assert _layout({0: (0, 100), 1: (150, 200)}, {}) == (0, 150, 100)
-    assert _layout({0: (0, 100), 1: (100, 200), 2: (250, 300)}, {}) is None   # starts not linear in the cluster
+    assert cluster_layout(w, {0: (0, 100), 1: (90, 200)}) is None
+    assert cluster_layout({0: (0, 120), 1: (100, 200)}, {}) is None          # write ranges overlap
+    assert cluster_layout(w, {0: (0, 100), 3: (300, 350)}) == (0, 100, 100)
+    assert cluster_layout({0: (0, 100), 1: (150, 200)}, {}) == (0, 150, 100)
+    assert cluster_layout({0: (0, 100), 1: (100, 200), 2: (250, 300)}, {}) is None   # starts not linear in the cluster

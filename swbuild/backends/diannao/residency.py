@@ -32,7 +32,7 @@ from .traffic import TASKS, Unpredictable, ev
 ALIGN = 64     # SRAM buffer starts, as the schedule aligns its own
 
 
-def _copies(dk, gbuf):
+def gdram_copies(dk, gbuf):
     """The mapped copies of the kernel that read (GDRAM2*) or write (*2GDRAM) GDRAM buffer
     `gbuf`; None when something else touches it (a scalar load, an unmapped or non-copy
     statement), which residency cannot rewrite."""
@@ -60,7 +60,7 @@ def _bufs_of(s):
     return {s.dst.buf} | {ld.buf for ld in data_loads(s.expr)}
 
 
-def _ranges(dk, targets):
+def copy_ranges(dk, targets):
     """{(cluster, 'r'|'w'): [lo, hi)} element ranges of the copies in `targets` (Stmt ids),
     over every task of the launch."""
     out = {}
@@ -107,7 +107,7 @@ def _ranges(dk, targets):
     return out
 
 
-def _layout(writes, reads):
+def cluster_layout(writes, reads):
     """(base, Q, elements per cluster) such that cluster c's writes and reads lie in
     [base + c Q, base + c Q + elements), or None."""
     cs = sorted(writes)
@@ -153,7 +153,7 @@ def _candidates(program, ln, by):
                     continue
                 if len(g) != 1:
                     break
-                cps = _copies(dk, g[0])
+                cps = gdram_copies(dk, g[0])
                 if cps is None:
                     break
                 w = [s for s in cps if s.mapped.direction.endswith("2GDRAM")]
@@ -218,12 +218,12 @@ def keep_intermediates_on_chip(program, sram_limit):
             writes, reads = {}, {}
             try:
                 for k, g, cps in users:
-                    for (c, rw), r in _ranges(by[k], {id(s) for s in cps}).items():
+                    for (c, rw), r in copy_ranges(by[k], {id(s) for s in cps}).items():
                         d = writes if rw == "w" else reads
                         d[c] = r if c not in d else (min(d[c][0], r[0]), max(d[c][1], r[1]))
             except Unpredictable:
                 continue
-            lay = _layout(writes, reads)
+            lay = cluster_layout(writes, reads)
             if lay is None:
                 continue
             base, q, elems = lay

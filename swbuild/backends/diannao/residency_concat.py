@@ -20,7 +20,7 @@ from ...ir.loopnest import Bin, Var, iconst
 from ...ir.sizes import round_up
 from ..launches import alone
 from .devir import DBuf, simp
-from .residency import ALIGN, _copies, _layout, _ranges, to_sram
+from .residency import ALIGN, gdram_copies, cluster_layout, copy_ranges, to_sram
 from .traffic import Unpredictable
 
 
@@ -79,7 +79,7 @@ def keep_concats_on_chip(program, sram_limit):
                 for b, d in dk.bufs.items():
                     if d.space != "GDRAM" or d.tensor not in mem:
                         continue
-                    cps = _copies(dk, b)
+                    cps = gdram_copies(dk, b)
                     if cps is None or mem[d.tensor] % d.elem_bytes:
                         ok = False
                         break
@@ -101,13 +101,13 @@ def keep_concats_on_chip(program, sram_limit):
             writes, reads = {}, {}
             try:
                 for k, b, cps, eo in users:
-                    for (c, rw), r in _ranges(by[k], {id(s) for s in cps}).items():
+                    for (c, rw), r in copy_ranges(by[k], {id(s) for s in cps}).items():
                         d = writes if rw == "w" else reads
                         r = (r[0] + eo, r[1] + eo)
                         d[c] = r if c not in d else (min(d[c][0], r[0]), max(d[c][1], r[1]))
             except Unpredictable:
                 continue
-            lay = _layout(writes, reads)
+            lay = cluster_layout(writes, reads)
             if lay is None:
                 continue
             base, q, elems = lay
