@@ -54,6 +54,12 @@ class Program:
             t = self.aliases[t]
         return t
 
+    def viewed_tensors(self):
+        """Tensors another name views or holds (aliases, slices, loop slices and their
+        containers): their bytes are not one kernel's to retype."""
+        return set(self.aliases) | set(self.aliases.values()) | set(self.slices) \
+            | {s.container for s in self.loop_slices.values()} | set(self.loop_slices)
+
     def io_slot(self, root):
         """("in", i) or ("out", j) when graph input i / output j has storage `root`, else None."""
         for i, t in enumerate(self.inputs):

@@ -71,19 +71,12 @@ def _epilogue_reader(k, names):
     return _plain(k) and INTEGER_OPS.get(k.op) == "Conv" and k.combine == "sum" and not found
 
 
-def viewed_tensors(program):
-    """Tensors another name views or holds (aliases, slices, loop slices and their containers):
-    their bytes are not one kernel's to retype."""
-    return set(program.aliases) | set(program.aliases.values()) | set(program.slices) \
-        | {s.container for s in program.loop_slices.values()} | set(program.loop_slices)
-
-
 def defer_dequantize(program, target, options):
     """An integer convolution's DequantizeLinear into its element-wise readers (int8 in GDRAM)."""
     if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) <= 0:
         return program
     g = program.graph
-    shared = viewed_tensors(program)
+    shared = program.viewed_tensors()
     io = set(program.inputs) | set(program.outputs)
     kernels = list(program.kernels)
     for i, p in enumerate(kernels):

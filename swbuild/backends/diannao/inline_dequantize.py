@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...ir.loopnest import Acc, Load, Var, substitute_acc, transform
-from .defer_dequantize import _epilogue_reader, _pointwise, viewed_tensors
+from .defer_dequantize import _epilogue_reader, _pointwise
 
 
 def _single_int8_leaf(p, g, root):
@@ -44,7 +44,7 @@ def inline_dequantize(program, target, options):
     if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) <= 0:
         return program
     g = program.graph
-    shared = viewed_tensors(program)
+    shared = program.viewed_tensors()
     io = set(program.inputs) | set(program.outputs)
     kernels = list(program.kernels)
     gone = set()

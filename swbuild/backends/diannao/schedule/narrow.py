@@ -39,8 +39,7 @@ def _integer_conv(k):
 def candidates(program):
     """Roots of the int8 tensors the graph lets live as bytes (module docstring)."""
     g = program.graph
-    shared = set(program.aliases) | set(program.aliases.values()) | set(program.slices) \
-        | {s.container for s in program.loop_slices.values()} | set(program.loop_slices)
+    shared = program.viewed_tensors()
     io = {program.root(t) for t in list(program.inputs) + list(program.outputs)}
     writers, readers, other = {}, {}, set()
     for k in program.kernels:
