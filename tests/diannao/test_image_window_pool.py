@@ -3,8 +3,14 @@
 (ops/nn.py _image_window): its window count is then the constant H * W and the kernel runs as
 one __bang_avgpool window per channel block instead of scalar code. Against onnxruntime, on
 the vector unit, its GDRAM bytes (the image once, the means once) predicted equal to the
-emulator's; and the pools where that is not the same sum keep their AveragePool."""
+emulator's; the same model through the Sunway pipelines (the lowering is shared); and the
+pools where that is not the same sum keep their AveragePool."""
+import json
+import subprocess
+import sys
+
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
@@ -62,3 +68,17 @@ def test_inception_tail_is_a_global_pool_on_the_vector_unit(tc, tmp_path):
 def test_pools_that_are_not_the_image_mean_keep_their_average_pool(attrs):
     prog = _lowered(_pool(attrs), rand(1, 64, 6, 6, seed=4))
     assert [k.op for k in prog.kernels] == ["AveragePool"]
+
+
+@pytest.mark.parametrize("target", ["sunway-emu", "sunway-pro-emu"])
+def test_sunway_targets_run_the_global_pool_too(target, tmp_path):
+    m = make([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("AveragePool", ["r"], ["y"], **INCEPTION_TAIL)],
+             [("x", [1, 64, 6, 6])], [("y", None)])
+    path = tmp_path / "tail.onnx"
+    onnx.save(m, path)
+    r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", str(path), "--target", target, "-Q",
+                        "-o", str(tmp_path / "b")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["status"] == "pass" and doc["max_abs_err"] < 1e-6
+    assert not doc["emulator"]["dma_mismatches"] and doc["emulator"]["write_conflicts"] == 0
