@@ -176,6 +176,10 @@ def _pool(ctx, node, combine):
     dil = attr_ints(node, "dilations", [1] * nd)
     k_eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
     pb, pe = _pads(node, in_sp, k_eff, strides, out_sp)
+    if combine == "sum" and _image_window(node, in_sp, out_sp, ks, dil, pb):
+        from .reduce import global_pool_kernel
+        ctx.add(global_pool_kernel(ctx, node, avg=True))
+        return
     kb = KernelBuilder(ctx, node)
     axes = [Axis("n", N), Axis("c", C)] + [Axis(f"o{d}", out_sp[d]) for d in range(nd)]
     kr = [Axis(f"k{d}", ks[d]) for d in range(nd)]
@@ -194,6 +198,19 @@ def _pool(ctx, node, combine):
         epi = Bin("/", _acc(), cnt)
     ctx.add(kb.kernel(out.name, axes, xv, reduce_axes=tuple(kr), combine=combine,
                       init=-math.inf if combine == "max" else 0.0, epilogue=epi))
+
+
+def _image_window(node, in_sp, out_sp, ks, dil, pb):
+    """An AveragePool that excludes padding and whose one window holds the whole image and
+    some padding (light Inception-v1: 7x7, pads 0,0,1,1 on 6x6): every output is the mean of
+    all H x W pixels, a GlobalAveragePool. The same pixels summed in the same order (rows, then
+    columns; the padding's +0.0 terms change no value), divided by H * W once: a window count
+    that is constant, so vector code takes it instead of scalar code (a varying count)."""
+    if int(node.attrs.get("count_include_pad", 0)) or any(o != 1 for o in out_sp) or any(d != 1 for d in dil):
+        return False
+    covers = all(pb[d] >= 0 and ks[d] - pb[d] >= in_sp[d] for d in range(len(in_sp)))
+    padded = any(ks[d] != in_sp[d] for d in range(len(in_sp)))     # unpadded: already a constant count
+    return covers and padded
 
 
 def _window_count(start, k, d, lo, hi):
