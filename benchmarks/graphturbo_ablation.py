@@ -29,6 +29,10 @@ over the previous one by its option:
     cross_layer    + cross_layer_prefetch (cross_layer.py: the next convolution's chunk-0
                    weight copy GDRAM -> SRAM issued by the kernel before it, after its last
                    compute); the default options
+    weight_broadcast + weight_broadcast=all (schedule/weight_broadcast.py: in rows mode each
+                   cluster loads a quarter of a weight block and sends it to the other clusters'
+                   SRAM with __memcpy SRAM2SRAM, so weights leave GDRAM once; off by default:
+                   the synchronous sends cost more cycles than they save, docs/diannao.md)
 
 Per model and configuration: modelled ms (emulator cycles at the toolchain's clock), GDRAM
 bytes, their ratio to the model's compulsory bytes, the physical bound and bound_ratio.
@@ -53,11 +57,13 @@ import time
 from pathlib import Path
 
 STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "concat_in_place", "merge_launches",
-         "sram_residency", "residency_split", "sram_concats", "cross_layer_prefetch"]   # switched on in this order
-CONFIGS = {name: {k: ("on" if i < n else "off") for i, k in enumerate(STEPS)}
+         "sram_residency", "residency_split", "sram_concats", "cross_layer_prefetch",
+         "weight_broadcast"]   # switched on in this order
+ON = {"weight_broadcast": "all"}    # the step's value where "on" is not the one measured
+CONFIGS = {name: {k: (ON.get(k, "on") if i < n else "off") for i, k in enumerate(STEPS)}
            for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "concat_in_place",
                                          "merge_launches", "sram_residency", "residency_split", "sram_concats",
-                                         "cross_layer"])}
+                                         "cross_layer", "weight_broadcast"])}
 NOT_BUILT = ["intermediates in NRAM", "instance ordering"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]
 ALL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",

@@ -126,6 +126,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
            "docs/grouping.md", "options.mesh_gemm", families=("sunway",)),
     Option("cluster_split", "onoff", "on", "DianNao: convolutions may split output-channel blocks over clusters, rows over a cluster's cores (docs/diannao.md)", "options.cluster_split", families=("diannao",)),
     Option("weight_prefetch", "onoff", "on", "DianNao: weight blocks through SRAM overlap GDRAM -> SRAM of the next chunk or block (__memcpy_async) with SRAM -> WRAM and the convolution of the current one (docs/diannao.md)", "options.weight_prefetch", families=("diannao",)),
+    Option("weight_broadcast", "blocks", "off", "DianNao: in rows mode each cluster loads a quarter of a weight block GDRAM -> SRAM and sends it to the other clusters' SRAM (__memcpy SRAM2SRAM with id_dst_cluster), so weights leave GDRAM once: where the schedule's estimate says it is no slower (on), or wherever it applies (all); docs/diannao.md", "options.weight_broadcast", families=("diannao",)),
     Option("input_stationary", "blocks", "on", "DianNao: a convolution keeps its input tile in NRAM and loops over output-channel blocks inside it, the cluster's weight blocks held in SRAM, where the schedule's estimate says it is faster (on), or wherever it fits (all); docs/diannao.md", "options.input_stationary", families=("diannao",)),
     Option("sram_residency", "onoff", "on", "DianNao, with grouping: an intermediate written and read only inside one grouped launch stays in its cluster's SRAM where every cluster reads back what its own cores wrote (docs/diannao.md)", "options.sram_residency", families=("diannao",)),
     Option("residency_split", "onoff", "on", "DianNao, with sram_residency: an element-wise kernel read only by rows-mode convolutions splits its pixels over the tasks as they split their rows, so its output can stay in each cluster's SRAM (docs/diannao.md)", "options.residency_split", families=("diannao",)),
@@ -141,7 +142,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file and SCons signature (swbuild/driver/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "input_stationary", "sram_residency", "residency_split", "sram_concats", "concat_in_place", "merge_launches", "stem_fold", "cross_layer_prefetch")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "weight_broadcast", "input_stationary", "sram_residency", "residency_split", "sram_concats", "concat_in_place", "merge_launches", "stem_fold", "cross_layer_prefetch")
 
 
 def inapplicable_options(options, family) -> list:

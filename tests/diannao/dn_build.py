@@ -10,7 +10,7 @@ from swbuild.driver.compiler import compile_to
 
 def build_model(tc, model, name, out_dir, partition="on", grouping=None, double_buffer=None, cluster_split=None,
                 weight_prefetch=None, sram_residency=None, input_stationary=None, concat_in_place=None,
-                merge_launches=None, stem_fold=None, cross_layer_prefetch=None):
+                merge_launches=None, stem_fold=None, cross_layer_prefetch=None, weight_broadcast=None):
     """compile + build; returns (plan dict, runner path). `grouping`, `double_buffer`: None for
     the default (on); `cluster_split`, `weight_prefetch`, `input_stationary` likewise."""
     out_dir = Path(out_dir)
@@ -23,7 +23,8 @@ def build_model(tc, model, name, out_dir, partition="on", grouping=None, double_
         | ({"concat_in_place": concat_in_place} if concat_in_place else {}) \
         | ({"merge_launches": merge_launches} if merge_launches else {}) \
         | ({"stem_fold": stem_fold} if stem_fold else {}) \
-        | ({"cross_layer_prefetch": cross_layer_prefetch} if cross_layer_prefetch else {})
+        | ({"cross_layer_prefetch": cross_layer_prefetch} if cross_layer_prefetch else {}) \
+        | ({"weight_broadcast": weight_broadcast} if weight_broadcast else {})
     prog, _ = compile_to(model, tc, out_dir, name, options=options)
     steps, _, exe = build.model_steps(tc, prog.prefix, out_dir, out_dir)
     build.run_steps(steps, log=lambda s: None)

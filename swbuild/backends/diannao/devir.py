@@ -217,6 +217,7 @@ class Stmt:
     mapped: object = None    # mapper.Mapped once selected
     note: str = ""
     asynchronous: bool = False   # a copy issued with __memcpy_async (pingpong.py)
+    dst_cluster: object = None   # SRAM2SRAM into this cluster's SRAM (Expr; schedule/weight_broadcast.py)
     whole_guard: tuple = ()      # a halo fill's guards its whole-tile form keeps (what lies outside is don't-care)
 
     def vars(self):

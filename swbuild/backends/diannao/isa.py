@@ -222,17 +222,19 @@ DESCRIPTIONS = [
          emit=lambda m: f"__bang_transpose({m.ptr('dst')}, {m.ptr('src')}, {m.val('height')}, {m.val('width')});"),
     Desc("__memset_nram", "fill", ((i, n),), Load("dst", (i,)), value, space={"dst": "NRAM"},
          emit=lambda m: f"__memset_nram({m.ptr('dst')}, {m.val('n')}, ({m.ctype()}){m.scalar('value')});"),
-    # data movement between the memory levels: contiguous, strided (segments), gather
+    # data movement between the memory levels: contiguous, strided (segments), gather; a copy
+    # into another cluster's SRAM appends id_dst_cluster (Stmt.dst_cluster; clang's BANG header
+    # declares both forms for SRAM2SRAM: zhourunyu/llvm-mlu, clang/lib/Headers/__clang_bang_intrinsics.h)
     Desc("__memcpy", "copy", ((s, segs), (i, n)), Load("dst", (s * ds + i,)), Load("src", (s * ss + i,)),
          rules=COPY_RULES,
          emit=lambda m: (f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction}, "
-                         f"{m.bytes('ds')}, {m.bytes('ss')}, {m.val('segs')} - 1);")),
+                         f"{m.bytes('ds')}, {m.bytes('ss')}, {m.val('segs')} - 1{m.to_cluster});")),
     Desc("__memcpy", "copy", ((i, n),), Load("dst", (i,)), Load("src", (i,)), rules=COPY_RULES,
-         emit=lambda m: f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction});"),
+         emit=lambda m: f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.bytes('n')}, {m.direction}{m.to_cluster});"),
     Desc("__memcpy", "copy", ((s, segs),), Load("dst", (s * ds,)), Load("src", (s * ss,)), rules=COPY_RULES,
          derived={"n": lambda p: 1},
          emit=lambda m: (f"{m.memcpy}({m.ptr('dst')}, {m.ptr('src')}, {m.elem_bytes()}, {m.direction}, "
-                         f"{m.bytes('ds')}, {m.bytes('ss')}, {m.val('segs')} - 1);")),
+                         f"{m.bytes('ds')}, {m.bytes('ss')}, {m.val('segs')} - 1{m.to_cluster});")),
 ]
 
 

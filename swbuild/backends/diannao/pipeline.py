@@ -54,6 +54,7 @@ class DianNaoState:
     int8_storage: frozenset = frozenset()         # tensors held as int8 bytes in GDRAM (schedule/narrow.py)
     cluster_split: bool = True                    # option cluster_split: schedule/conv.py's clusters mode
     weight_prefetch: bool = True                  # option weight_prefetch: schedule/conv.py's next weight block async
+    weight_broadcast: str = "off"                 # option weight_broadcast (off/on/all): schedule/weight_broadcast.py
     input_stationary: str = "on"                  # option input_stationary (off/on/all): schedule/conv.py's input tile kept over blocks
     on_chip: dict = field(default_factory=dict)   # option sram_residency: tensor -> where it stayed (residency.py)
     chunk_hints: dict = field(default_factory=dict)  # option residency_split: kernel -> axis-0 elements per task
@@ -83,6 +84,7 @@ def schedule_kernels(program, target, options):
     st.double_buffer = option_on(options, "double_buffer")
     st.cluster_split = option_on(options, "cluster_split")
     st.weight_prefetch = option_on(options, "weight_prefetch")
+    st.weight_broadcast = str(options.get("weight_broadcast", "off")).lower()
     st.input_stationary = str(options.get("input_stationary", "on")).lower()
     st.stem_fold = option_on(options, "stem_fold")
     # int8 activations as bytes in GDRAM where every kernel touching them can (schedule/narrow.py)

@@ -126,7 +126,7 @@ class KernelPrinter:
                 w.open(f"for (int {lp.var} = {self.ix(lp.lo)}; {lp.var} < {self.ix(simp(Bin('+', lp.lo, lp.ext)))}; ++{lp.var})")
                 opened += 1
             dyn = [k for k in ("n", "segs") if k in m.params and not isinstance(m.params[k], int) and const(m.params[k]) is None]
-            ctx = Emit(self, m, s.asynchronous)
+            ctx = Emit(self, m, s.asynchronous, s.dst_cluster)
             if dyn:   # run-time sizes (guards resolved without partitioning): name them, skip empty ones
                 w.open("")
                 w.lines[-1] = "    " * (w.depth - 1) + "{"
@@ -182,11 +182,14 @@ class KernelPrinter:
 class Emit:
     """What an instruction description's `emit` reads."""
 
-    def __init__(self, kp, m, asynchronous=False):
+    def __init__(self, kp, m, asynchronous=False, dst_cluster=None):
         self.kp, self.m = kp, m
         self.memcpy = "__memcpy_async" if asynchronous else "__memcpy"
         self.direction = m.direction
         self.local = {}
+        assert dst_cluster is None or (not asynchronous and m.direction == "SRAM2SRAM")   # no async form
+        # a copy into another cluster's SRAM: the id_dst_cluster argument of __memcpy
+        self.to_cluster = "" if dst_cluster is None else f", {kp.ix(dst_cluster)}"
 
     def ptr(self, op):
         buf, off = self.m.ops[op][0], self.m.ops[op][1]

@@ -17,7 +17,8 @@ from . import conv_stationary as stationary
 from .narrow import byte_pixels, narrow_ends
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
 from .stem import cheaper_fold, folded_copy_cycles, folded_rows, tile_pixels
-from .weight_prefetch import PREFETCH_MAX_NIB, W_CHUNKS, staged_weight_cycles
+from .weight_prefetch import PREFETCH_MAX_NIB, W_CHUNKS, chunked_block
+from . import weight_broadcast
 from .three_address import Operand, ThreeAddress, peak_temps
 
 
@@ -64,6 +65,7 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
     piped = getattr(kb.p.target_state, "double_buffer", False)
     split_clusters = getattr(kb.p.target_state, "cluster_split", False)
     prefetch = not pool and getattr(kb.p.target_state, "weight_prefetch", False)
+    bc = getattr(kb.p.target_state, "weight_broadcast", "off")     # weight_broadcast.py
 
     # A channels-first input (NCHW image of a stem) is gathered one element per copy segment
     # into the HWC tile; the alternative copies its rows (long segments) into a CHW tile and
@@ -156,7 +158,7 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
         if mode in ("rows", "clusters"):
             tasks_, blocks = (16, NCB) if mode == "rows" else (4, ceil_div(NCB, 4))
             steps = pipelined_cycles(ceil_div(NRT, tasks_), load, comp, store)
-            return G.N * G.G * blocks * (steps + staged_weight_cycles(blk, hw, prefetch))
+            return G.N * G.G * blocks * (steps + weight_broadcast.staged_cycles(mode, blk, hw, prefetch, bc))
         return G.N * G.G * ceil_div(NCB, 16) * (pipelined_cycles(NRT, load, comp, store) + blk * gran)
 
     def estimate(mode, cand, R, tr=False, st=False):
@@ -190,7 +192,7 @@ def _plan(kb, G, pool, fx, x8, o8, fold=1):
                 # next block's GDRAM -> SRAM (IO queue) and this one's SRAM -> WRAM + conv
                 P, MC = blk * gran / 4, blk / hw["sram_bytes_per_cycle"] + macs_tile / rate
                 return G.N * G.G * blocks * per * (NIB * in_tile + P + (NIB - 1) * max(P, MC) + MC)
-            t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * staged_weight_cycles(blk, hw, prefetch))
+            t = G.N * G.G * blocks * (per * NIB * (macs_tile / rate + in_tile) + NIB * weight_broadcast.staged_cycles(mode, blk, hw, prefetch, bc))
         else:
             per = ceil_div(NCB, 16)
             t = G.N * G.G * per * (NRT * NIB * (macs_tile / rate + in_tile) + (NIB if NIB == 1 else NRT * NIB) * blk * gran)
@@ -251,7 +253,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     xt = kb.alloc("NRAM", "xt", Cib * P, ctype=kb.bufs[xin].ctype, elem_bytes=kb.bufs[xin].elem_bytes) if tr else None
     accb = kb.alloc("NRAM", "acc", lanes)
     cv = kb.alloc("NRAM", "cv", lanes) if NIB > 1 else None
-    prefetch = False
+    prefetch = bcast = False
     st_blocks = (NCB if mode == "rows" else ceil_div(NCB, 4)) if st else 1
     if not pool:
         bank = ("conv_bank", Cob, K1 * Cib)
@@ -277,7 +279,8 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             chunked = getattr(kb.p.target_state, "weight_prefetch", False)
             Q = round_up(ceil_div(BSw, 4), 16 * (W_CHUNKS if chunked else 1))   # chunks of 64-B multiples
             QK = Q // W_CHUNKS
-            sw_ = kb.alloc("SRAM", "wsh", 4 * Q * (2 if prefetch else 1))
+            bcast = weight_broadcast.broadcasts(mode, BSw * 4, hw, chunked, kb.p.target_state.weight_broadcast, prefetch)
+            sw_ = kb.alloc("SRAM", "wsh", weight_broadcast.sram_elems(BSw, chunked) if bcast else 4 * Q * (2 if prefetch else 1))
     o8b = kb.alloc("NRAM", "o8", lanes, ctype="int8_t", elem_bytes=1) if o8 else None
     reps = {}
     for i, ld in enumerate(loads):
@@ -307,43 +310,18 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         return Stmt("copy", Load(wk, (Var("i"),)), Load(sw_, (simp(Bin("+", Var("i"), iconst(half * 4 * Q))),)),
                     [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"), asynchronous=asynchronous)
 
-    def w_chunk_to_sram(g, cb, ib, tk, exists, j):
-        """This core's part of chunk j of weight block ib, GDRAM -> SRAM, asynchronous."""
-        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
-        q, part = Var("q"), simp(Bin("+", Bin("*", tk, iconst(Q)), iconst(j * QK)))
-        return Stmt("copy", Load(sw_, (simp(Bin("+", part, q)),)), Load(gw, (simp(Bin("+", Bin("+", blk, part), q)),)),
-                    [SLoop("q", iconst(0), iconst(QK))],
-                    guard=exists + guards(ge(Bin("-", Bin("-", iconst(BSw - 1), part), q))), sid=kb.sid("copy", "w"),
-                    asynchronous=True)
-
-    def w_chunk_to_wram(exists, p, j):
-        """Core p's part of chunk j, SRAM -> WRAM, asynchronous (each core takes every part)."""
-        i, at = Var("i"), p * Q + j * QK
-        return Stmt("copy", Load(wk, (simp(Bin("+", i, iconst(at))),)), Load(sw_, (simp(Bin("+", i, iconst(at))),)),
-                    [SLoop("i", iconst(0), iconst(min(QK, BSw - at)))], guard=exists, sid=kb.sid("copy", "w"),
-                    asynchronous=True)
-
     def weights(n, g, cb, ib, tk, exists):
         """Load one weight block into WRAM: through SRAM, a quarter by each core of the cluster
         (rows and clusters modes; `exists` is the same on the cluster's cores, so the barriers
-        stay uniform), or directly."""
+        stay uniform), broadcast between the clusters (weight_broadcast.py), or directly."""
+        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
+        if bcast:
+            return weight_broadcast.block(kb, sw_, wk, gw, blk, BSw, chunked, exists)
         if mode in ("rows", "clusters") and chunked:
-            # chunk j + 1's quarters GDRAM -> SRAM (IO queue) while chunk j goes SRAM -> WRAM
-            # (move queue); __sync_io + barrier: every core's quarter of a chunk landed before
-            # any core reads it; __sync_compute: the previous conv is done with WRAM
-            out = [Barrier("cluster"), w_chunk_to_sram(g, cb, ib, tk, exists, 0)]
-            for j in range(W_CHUNKS):
-                out += [Sync("io"), Barrier("cluster")]
-                if j + 1 < W_CHUNKS:
-                    out.append(w_chunk_to_sram(g, cb, ib, tk, exists, j + 1))
-                if j == 0:
-                    out.append(Sync("compute"))
-                out += [w_chunk_to_wram(exists, p, j) for p in range(4) if p * Q + j * QK < BSw]
-            return out + [Sync("move")]
+            return chunked_block(kb, sw_, wk, gw, blk, tk, exists, Q, QK, BSw)
         if mode in ("rows", "clusters"):
             return [Barrier("cluster"), w_to_sram(g, cb, ib, tk, exists, 0), Barrier("cluster"),
                     w_to_wram(exists, 0, False)]
-        blk = simp(Bin("*", Bin("+", Bin("*", Bin("+", Bin("*", g, iconst(NCB)), cb), iconst(NIB)), ib), iconst(BSw)))
         return [Stmt("copy", Load(wk, (Var("i"),)), Load(gw, (simp(Bin("+", blk, Var("i"))),)),
                      [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"))]
 

@@ -10,6 +10,7 @@
 #include "bangemu/core.h"
 #include "bangemu/sched.h"
 #include "bangemu/memcpy.h"
+#include "bangemu/sram2sram.h"
 #include "bangemu/vector.h"
 #include "bangemu/conv.h"
 #include "bangemu/transpose.h"

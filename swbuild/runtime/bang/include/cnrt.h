@@ -210,6 +210,7 @@ inline void run_launch(const char* name, cnrtDim3_t dim, cnrtFunctionType_t type
   uintptr_t first = 0;
   int ta = 0, tb = 0;
   long long nc = write_conflicts(&first, &ta, &tb);
+  sram_interval_end();
   L->ks->write_conflicts += nc;
   if (nc && !L->ks->warned) {
     L->ks->warned = true;

@@ -308,6 +308,14 @@ inline long long write_conflicts(uintptr_t* first, int* a, int* b) {
   return total;
 }
 
+/* ---- SRAM accesses of the current barrier interval (sram2sram.h: copies to another
+ * cluster's SRAM race with that cluster's own accesses until a __sync_all) ---------------- */
+struct SramTouch { uintptr_t lo, hi; int cluster, task; bool write; };
+inline std::vector<SramTouch>& sram_touched() { static std::vector<SramTouch> v; return v; }
+/* set while operand() checks the destination of a copy to another cluster */
+inline bool& sram_remote_dst() { static bool b = false; return b; }
+inline bool sram_access(const char* fn, int cluster, int task, uintptr_t lo, uintptr_t hi, bool write);
+
 /* The operand [p, p+extent) must be in space `want`, aligned to `align` (offsets are
  * measured from the start of the space, as on the chip), inside the declared buffer it
  * starts in (on chip) or inside a cnrtMalloc block (GDRAM: anything else is a host
@@ -358,6 +366,8 @@ inline bool operand(const char* fn, const char* what, const void* p, long long e
     ok = violation(fn, fmt("%s operands must be %d-B aligned", space_name(sp), align),
                    fmt("%s=%s", what, where(p).c_str())) && ok;
   if (ok) ok = check_in_flight(fn, what, (uintptr_t)p, (uintptr_t)p + extent, write);
+  if (ok && sp == SRAM && !sram_remote_dst())
+    ok = sram_access(fn, cur().cluster, cur().id, (uintptr_t)p, (uintptr_t)p + extent, write);
   if (ok) {
     KernelStats* ks = S().launch->ks;
     ks->peak[sp] = std::max(ks->peak[sp], off + extent);

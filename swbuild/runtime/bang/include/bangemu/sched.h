@@ -18,6 +18,8 @@
 
 namespace bangemu {
 
+inline void sram_interval_end();   /* sram2sram.h */
+
 inline void copy_out(int s, std::vector<char>& buf) {
   Region r = region(s);
   buf.assign(r.lo, r.hi);
@@ -117,8 +119,10 @@ inline void barrier(int kind) {
     return;
   }
   count = 0;
-  if (kind == 2) epoch_all()++;   /* orders GDRAM writes for the conflict check */
-  else {
+  if (kind == 2) {
+    epoch_all()++;   /* orders GDRAM writes for the conflict check */
+    sram_interval_end();
+  } else {
     auto& ec = epoch_cluster();
     if ((int)ec.size() <= t.cluster) ec.resize(t.cluster + 1, 0);
     ec[t.cluster]++;
