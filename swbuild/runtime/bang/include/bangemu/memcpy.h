@@ -37,6 +37,20 @@ inline long long memcpy_cycles(void* dst, const void* src, long long size, int s
   return c + ceil_div(size * segs, bpc);
 }
 
+/* The size, segment count and stride rules every __memcpy shares. */
+inline bool copy_shape_ok(const char* fn, long long size, long long segnum, long long dst_stride,
+                          long long src_stride) {
+  bool ok = true;
+  if (size < 0) ok = violation(fn, "size must not be negative", fmt("size=%lld", size));
+  if (segnum < 0 || segnum > BANGEMU_MEMCPY_MAX_SEGNUM)
+    ok = violation(fn, fmt("segnum must be in 0..%d", BANGEMU_MEMCPY_MAX_SEGNUM), fmt("segnum=%lld", segnum));
+  if (segnum > 0 && dst_stride < size)
+    ok = violation(fn, "dst_stride must be >= len", fmt("dst_stride=%lld, len=%lld", dst_stride, size));
+  if (segnum > 0 && src_stride < 0)
+    ok = violation(fn, "src_stride must not be negative", fmt("src_stride=%lld", src_stride));
+  return ok;
+}
+
 inline void do_memcpy(int op, void* dst, const void* src, long long size, int dir,
                       long long dst_stride, long long src_stride, long long segnum) {
   const char* fn = op_name(op);
@@ -49,14 +63,7 @@ inline void do_memcpy(int op, void* dst, const void* src, long long size, int di
   const char* dn = dir_name(dir);
   int ws, wd;
   dir_spaces(dir, &ws, &wd);
-  bool ok = true;
-  if (size < 0) ok = violation(fn, "size must not be negative", fmt("size=%lld", size));
-  if (segnum < 0 || segnum > BANGEMU_MEMCPY_MAX_SEGNUM)
-    ok = violation(fn, fmt("segnum must be in 0..%d", BANGEMU_MEMCPY_MAX_SEGNUM), fmt("segnum=%lld", segnum));
-  if (segnum > 0 && dst_stride < size)
-    ok = violation(fn, "dst_stride must be >= len", fmt("dst_stride=%lld, len=%lld", dst_stride, size));
-  if (segnum > 0 && src_stride < 0)
-    ok = violation(fn, "src_stride must not be negative", fmt("src_stride=%lld", src_stride));
+  bool ok = copy_shape_ok(fn, size, segnum, dst_stride, src_stride);
   if (!ok) return;
   /* Direction: each pointer's actual space must be the one the direction names. */
   int sd = space_of(dst), ss = space_of(src);

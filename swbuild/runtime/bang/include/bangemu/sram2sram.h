@@ -65,14 +65,7 @@ inline void do_sram2sram(void* dst, const void* src, long long size, int dir, lo
   }
   /* the rules of every SRAM2SRAM copy (size, strides, spaces, bounds, alignment) on the
    * address the destination has in its own cluster: the same layout in every cluster */
-  bool ok = true;
-  if (size < 0) ok = violation(fn, "size must not be negative", fmt("size=%lld", size));
-  if (segnum < 0 || segnum > BANGEMU_MEMCPY_MAX_SEGNUM)
-    ok = violation(fn, fmt("segnum must be in 0..%d", BANGEMU_MEMCPY_MAX_SEGNUM), fmt("segnum=%lld", segnum));
-  if (segnum > 0 && dst_stride < size)
-    ok = violation(fn, "dst_stride must be >= len", fmt("dst_stride=%lld, len=%lld", dst_stride, size));
-  if (segnum > 0 && src_stride < 0)
-    ok = violation(fn, "src_stride must not be negative", fmt("src_stride=%lld", src_stride));
+  bool ok = copy_shape_ok(fn, size, segnum, dst_stride, src_stride);
   if (!ok) return;
   long long dext = segnum * dst_stride + size, sext = segnum * src_stride + size;
   check_redzones(fn);
