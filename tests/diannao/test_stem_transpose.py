@@ -58,6 +58,10 @@ def _check_copies(plan, stats, out_dir, folded=1):
     body = device.split(f" void {k['name']}(")[1].split("\n__mlu_")[0]    # its kernel or group function
     lens = [int(n) for n in re.findall(r"__memcpy(?:_async)?\([^;]*?, (\d+), GDRAM2NRAM", body)]
     assert lens and min(lens) >= H * eb, lens
+    # no copy is segments contiguous on both sides (size == both strides): the output row
+    # tile, all its channels, is stored as one segment (mapper.py's score)
+    packed = re.findall(r"__memcpy(?:_async)?\([^;]*?, (\d+), [A-Z0-9]+, \1, \1, \d+ - 1\)", body)
+    assert not packed, packed
     return k, body
 
 

@@ -177,6 +177,20 @@ def test_copies_fuse_loops_and_keep_outer_ones():
     assert _map(stmt("copy", Load("w", (i,)), Load("s", (i,)), [("i", 10)])) is None
 
 
+def test_contiguous_segments_are_one_copy():
+    """Pixels of 64 lanes packed on both sides (a conv's output row tile stored to NHWC with all
+    its channels): one contiguous __memcpy, not 112 segments of 64 lanes at strides 64 (the
+    same work and calls; each segment after the first costs strided_segment_cycles)."""
+    p, c = v("p"), v("c")
+    s = stmt("copy", Load("g", (simp(p * 64 + c + 7168),)), Load("a", (simp(p * 64 + c),)), [("p", 112), ("c", 64)])
+    m = _map(s)
+    assert m.name == "__memcpy" and "segs" not in m.params and m.params["n"] == 112 * 64 and not m.outer
+    # a real stride (the tile's channels a block of a wider tensor) stays a strided copy
+    s = stmt("copy", Load("g", (simp(p * 128 + c),)), Load("a", (simp(p * 64 + c),)), [("p", 112), ("c", 64)])
+    m = _map(s)
+    assert m.params["segs"] == 112 and m.params["n"] == 64 and m.params["ds"] == 128
+
+
 def test_adding_an_instruction_is_adding_a_description(monkeypatch):
     i = v("i")
     s = stmt("compute", Load("d", (i,)), Bin("min", Load("a", (i,)), Load("b", (i,))), [("i", 64)])

@@ -401,7 +401,10 @@ def _score(m, ranges):
     for lp in m.outer:
         b = bounds(lp.ext, ranges)
         calls *= b[1] if b else 1 << 10
-    return (work, -calls)
+    # equal work and calls: the fewest copy segments (a strided copy whose segments are
+    # contiguous on both sides is one segment, each further one costs strided_segment_cycles)
+    segs = m.params.get("segs", 1)
+    return (work, -calls, -(segs if isinstance(segs, int) else 1 << 10))
 
 
 def map_stmt(st, dk, hw, ranges):
