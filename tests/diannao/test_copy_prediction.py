@@ -47,16 +47,18 @@ def test_every_class_predicted_exactly(mini):
 
 def test_per_channel_operands_come_from_gdram_once_per_channel_block(mini):
     """A convolution's bias (a per-channel epilogue operand) is copied from GDRAM for one
-    pixel and repeated over the tile on chip (schedule/conv.py channel_reps): its GDRAM bytes
-    are those of the channels, not of the tile; predicted exactly (test above)."""
+    pixel and repeated over the tile on chip (schedule/conv.py channel_reps, by doubling
+    contiguous copies, replicate.py): its GDRAM bytes are those of the channels, not of the
+    tile; predicted exactly (test above)."""
     plan, exe, _, _, doc, stats = mini
     device = next(exe.parent.glob("*_device.mlu")).read_text()
     repeated = [k for k in plan["kernels"] if k["class"] == "conv" and (k["copy_bytes"] or {}).get("NRAM2NRAM")]
     assert repeated
     for k in repeated:
         body = device.split(f"void {k['name']}(")[1].split("\n}\n")[0]
-        # one strided on-chip copy whose source stride is 0: the first pixel's lanes, repeated
-        assert ", NRAM2NRAM, " in body and body.count("NRAM2NRAM, 256, 0, ") + body.count("NRAM2NRAM, 512, 0, ") > 0
+        # contiguous on-chip copies (rows [0, m) to [m, 2m)), none strided with source stride 0
+        assert body.count("NRAM2NRAM);") > 0
+        assert body.count("NRAM2NRAM, 256, 0, ") + body.count("NRAM2NRAM, 512, 0, ") == 0
 
 
 @pytest.mark.parametrize("tamper", ["bytes", "direction", "unpredicted"])

@@ -24,6 +24,7 @@ from ...optimizer.grouping import group_kernels
 from ...optimizer.memory import plan_memory
 from ...config.recipe import option_on
 from .concat_slices import concat_in_place
+from .read_slices import narrow_offsets, partners, read_slices_in_place
 from .defer_dequantize import defer_dequantize
 from .inline_dequantize import inline_dequantize
 from .devir import Stmt, stmts
@@ -59,6 +60,7 @@ class DianNaoState:
     on_chip: dict = field(default_factory=dict)   # option sram_residency: tensor -> where it stayed (residency.py)
     chunk_hints: dict = field(default_factory=dict)  # option residency_split: kernel -> axis-0 elements per task
     storage_shapes: dict = field(default_factory=dict)  # option concat_in_place: tensor -> its Concat's NHWC shape
+    read_slices: dict = field(default_factory=dict)  # option concat_in_place: channel slice -> the tensor it is read in
 
 
 STATE = DianNaoState
@@ -74,7 +76,9 @@ def choose_storage_layouts(program, target, options):
 def write_concats_in_place(program, target, options):
     """Option `concat_in_place`: NHWC channel Concats' inputs written into their slices, copies dropped."""
     if option_on(options, "concat_in_place"):
-        program.target_state.storage_shapes = concat_in_place(program, program.target_state.layouts)
+        shapes = concat_in_place(program, program.target_state.layouts)
+        # and channel windows copied out of an NHWC tensor read where they are (read_slices.py)
+        program.target_state.storage_shapes = {**shapes, **read_slices_in_place(program, program.target_state.layouts)}
     return program
 
 
@@ -94,7 +98,7 @@ def schedule_kernels(program, target, options):
         st.store = Store(program.graph)
         st.dev = [SPECIAL_SCHEDULERS.get(k.kind, schedule_kernel)(k, program, target, st.layouts, st.store)
                   for k in program.kernels]
-        bad = narrow.unfulfilled(st.dev, st.int8_storage)
+        bad = partners(narrow.unfulfilled(st.dev, st.int8_storage), st.read_slices, program.root) & st.int8_storage
         if not bad:
             break
         st.int8_storage = st.int8_storage - bad
@@ -110,6 +114,7 @@ def replan_memory(program, target, options):
     """int8 activations stored as bytes (schedule/narrow.py) take one byte per element in the arena."""
     narrow = program.target_state.int8_storage
     if narrow:
+        narrow_offsets(program, narrow)
         plan_memory(program, target, options, itemsize={t: 1 for t in narrow})
     return program
 

@@ -12,7 +12,7 @@ from ....ir.sizes import ceil_div, round_up
 from ..preprocess import conv_ci_elems, pool_c_elems, staged_copy, vector_elems
 from ..pingpong import pipelined_cycles
 from .builder import ALIGN, Unschedulable, ge, guards, loop, tasks
-from .integer import INTEGER_OPS, clamp_instructions, conversion_rounds, fewer_passes, integral_in, saturating_int8
+from .integer import INTEGER_OPS, clamp_instructions, fewer_passes, rounded_in_conversion, saturating_int8
 from . import conv_stationary as stationary
 from .narrow import byte_pixels, narrow_ends
 from .conv_geometry import epilogue_classes, output_offset, input_offset, conv_geometry, pool_geometry
@@ -20,6 +20,7 @@ from .stem import cheaper_fold, folded_copy_cycles, folded_rows, tile_pixels
 from .weight_prefetch import PREFETCH_MAX_NIB, W_CHUNKS, chunked_block
 from . import weight_broadcast
 from .three_address import Operand, ThreeAddress, peak_temps
+from .replicate import doubling_copies
 
 
 def sched_conv(kb, pool=False):
@@ -31,7 +32,7 @@ def sched_conv(kb, pool=False):
     # (no float staging, a byte per element), an int8 result is converted in NRAM and stored
     x8, o8 = narrow_ends(kb, G, fx, pool)
     if fx or INTEGER_OPS.get(kb.k.op):     # the requantization in fewer vector passes (integer.py)
-        epi = conversion_rounds(saturating_int8(G.epilogue), integral_in(kb.k, kb.g)) if o8 else G.epilogue
+        epi = rounded_in_conversion(kb.k, kb.g, saturating_int8(G.epilogue)) if o8 else G.epilogue
         G = replace(G, epilogue=fewer_passes(epi, clamp_instructions(hw)) if epi is G.epilogue else epi)
     # the stem's kernel height folded into its channels where the estimate says it is cheaper
     G, best = cheaper_fold(G, pool, getattr(kb.p.target_state, "stem_fold", False),
@@ -326,7 +327,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                      [SLoop("i", iconst(0), iconst(BSw))], guard=exists, sid=kb.sid("copy", "w"))]
 
     # a per-channel operand repeats one pixel's Cob lanes over the tile: those come from GDRAM
-    # once and are copied on chip to the other pixels (one strided NRAM2NRAM, source stride 0)
+    # once and are copied on chip to the other pixels (doubling NRAM2NRAM copies, replicate.py)
     # instead of a strided GDRAM copy of every pixel's; when the lanes fit its size and
     # alignment rules (toolchain nram2nram_*)
     on_chip = R * G.Wo > 1 and Cob * 4 % hw["nram2nram_size_multiple_bytes"] == 0 \
@@ -349,10 +350,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             first = simp(subst(kb.offset(ld, env), {"ro": 0, "xo": 0}))     # a channel operand: the same at every pixel
             out += staged_copy(kb.sid("copy", "rep"), buf, at(cc), Load(gp, (first,)), out_loops[2:],
                                bound=guards(chan_bound(cb)), common=exists)
-            px = Var("px")
-            out.append(Stmt("copy", Load(buf, (at(Bin("+", Bin("*", Bin("+", px, iconst(1)), iconst(Cob)), cc)),)),
-                            Load(buf, (at(cc),)), [SLoop("px", iconst(0), iconst(R * G.Wo - 1)), out_loops[2]],
-                            guard=tuple(exists), sid=kb.sid("copy", "repn")))
+            out += doubling_copies(buf, at, Cob, R * G.Wo, exists, lambda: kb.sid("copy", "repn"))
         return out
 
     def tile(n, g, cb, row0, exists, tk, cexists=()):

@@ -29,6 +29,7 @@ from ....ir.graph import Tensor
 from ....ir.loopnest import Acc, Bin, Buffer, Const, Load, Select, Un, Var, substitute_acc, transform
 from ....optimizer.exact_ints import RANGES, sum_bound
 from .builder import Unschedulable
+from .conversion_join import joins_every_channel
 
 MAGIC = 12582912.0       # 1.5 * 2^23: (y + MAGIC) - MAGIC is rint(y), ties to even, for |y| <= 2^22
 # QLinearConv.high_sum / .low_sum: a wide QLinearConv's two digit sums (ops/quant_wide.py); .half_sum: its
@@ -100,19 +101,45 @@ def saturating_int8(e):
     return Bin("-", y.a, Const(MAGIC - z))
 
 
-def conversion_rounds(e, integral):
+def conversion_rounds(e, integral, constant=lambda load: None):
     """saturating_int8's (v + M) - (M - z), v = X * s with X an exact integer (integral(X): the
     accumulator, plus or minus a constant integer tensor), as v + z (v when z = 0): the
     conversion rounds ties to even itself, and v + z rounds to the same int8 as rint(v) + z
-    wherever _z_joins proves it for this s and z. One vector pass fewer (two when z = 0)."""
+    wherever _z_joins proves it for this s and z. One vector pass fewer (two when z = 0).
+    s may be a per-channel multiplier (a Load of a constant tensor, whose values constant(load)
+    gives): then every channel's is proven (conversion_join.py)."""
     if not (isinstance(e, Bin) and e.op == "-" and isinstance(e.b, Const) and isinstance(e.a, Bin)
             and e.a.op == "+" and e.a.b == Const(MAGIC)):
         return e
     v, z = e.a.a, MAGIC - float(e.b.value)
-    if not (isinstance(v, Bin) and v.op == "*" and isinstance(v.b, Const) and integral(v.a)) \
-            or not _z_joins(float(v.b.value), z):
+    if not (isinstance(v, Bin) and v.op == "*" and integral(v.a)):
+        return e
+    if isinstance(v.b, Const):
+        proven = _z_joins(float(v.b.value), z)
+    else:
+        scales = constant(v.b) if isinstance(v.b, Load) else None
+        proven = scales is not None and joins_every_channel(scales, z)
+    if not proven:
         return e
     return Bin("+", v, Const(z)) if z else v
+
+
+def rounded_in_conversion(k, g, e):
+    """conversion_rounds on kernel k's epilogue e, with its integral and constant operands."""
+    return conversion_rounds(e, integral_in(k, g), constant_in(k, g))
+
+
+def constant_in(k, g):
+    """constant(load) for conversion_rounds: the values of a constant tensor k reads whole (no
+    pads), finite; None for anything else."""
+    def constant(load):
+        b = k.buffers.get(load.buf)
+        data = None if b is None or load.pad is not None else g.tensors[b.tensor].data
+        if data is None:
+            return None
+        d = np.asarray(data, np.float64)
+        return d if d.size and np.all(np.isfinite(d)) else None
+    return constant
 
 
 def integral_in(k, g):

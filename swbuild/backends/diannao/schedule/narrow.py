@@ -41,11 +41,13 @@ def candidates(program):
     g = program.graph
     shared = program.viewed_tensors()
     io = {program.root(t) for t in list(program.inputs) + list(program.outputs)}
+    # a channel slice read in place (read_slices.py) is stored as its container: its readers count as x's
+    inside = getattr(program.target_state, "read_slices", None) or {}
     writers, readers, other = {}, {}, set()
     for k in program.kernels:
         out = k.buffers[k.out].tensor
         for name, b in k.buffers.items():
-            t = b.tensor
+            t = inside.get(b.tensor, b.tensor)
             if name == k.out:
                 writers.setdefault(t, []).append(k)
             elif (_integer_conv(k) and (_input_buffer(k) == name or _epilogue_only(k, name))) or _pointwise(k) \
@@ -61,7 +63,7 @@ def candidates(program):
             continue
         if len(ws) == 1 and (_integer_conv(ws[0]) or _pointwise(ws[0]) or ws[0].op in POOLS) and readers.get(t):
             out.add(t)
-    return frozenset(out)
+    return frozenset(out | {s for s, x in inside.items() if x in out})
 
 
 def _epilogue_only(k, name):
