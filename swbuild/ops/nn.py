@@ -177,7 +177,6 @@ def _pool(ctx, node, combine):
     k_eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
     pb, pe = _pads(node, in_sp, k_eff, strides, out_sp)
     if combine == "sum" and _image_window(node, in_sp, out_sp, ks, dil, pb):
-        from .reduce import global_pool_kernel
         ctx.add(global_pool_kernel(ctx, node, avg=True))
         return
     kb = KernelBuilder(ctx, node)
@@ -198,6 +197,21 @@ def _pool(ctx, node, combine):
         epi = Bin("/", _acc(), cnt)
     ctx.add(kb.kernel(out.name, axes, xv, reduce_axes=tuple(kr), combine=combine,
                       init=-math.inf if combine == "max" else 0.0, epilogue=epi))
+
+
+def global_pool_kernel(ctx, node, avg):
+    """The mean (or max) of each image of `node`'s input, output (N, C, 1, ...); an AveragePool
+    whose one window holds the image (_image_window below) is lowered as one too."""
+    x = ctx.graph.tensors[node.inputs[0]]
+    out = ctx.graph.tensors[node.outputs[0]]
+    N, C, *sp = x.shape
+    kb = KernelBuilder(ctx, node, "GlobalAveragePool" if avg else "GlobalMaxPool")
+    n, c = Axis("n", N), Axis("c", C)
+    rd = [Axis(f"r{d}", s) for d, s in enumerate(sp)]
+    xv = kb.load(x.name, [n.var, c.var] + [a.var for a in rd])
+    epi = Bin("/", _acc(), Const(float(math.prod(sp)))) if avg else _acc()
+    return kb.kernel(out.name, [n, c], xv, out_shape=[N, C], reduce_axes=tuple(rd),
+                     combine="sum" if avg else "max", init=0.0 if avg else -math.inf, epilogue=epi)
 
 
 def _image_window(node, in_sp, out_sp, ks, dil, pb):

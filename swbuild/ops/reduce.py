@@ -6,7 +6,7 @@ import math
 from ..ir.loopnest import Axis, Bin, Const, Select, Un
 from ..support.errors import UnsupportedError
 from .base import KernelBuilder, const_input, register
-from .nn import _acc
+from .nn import _acc, global_pool_kernel
 
 
 def _softmax_view(ctx, node):
@@ -92,22 +92,6 @@ def _scalar_reduce(kb, out, body, rd, comb, init, epi):
 @register("GlobalAveragePool", "GlobalMaxPool")
 def lower_global_pool(ctx, node):
     ctx.add(global_pool_kernel(ctx, node, node.op == "GlobalAveragePool"))
-
-
-def global_pool_kernel(ctx, node, avg):
-    """The mean (or max) of each image of `node`'s input, output (N, C, 1, ...); an AveragePool
-    whose one window holds the image (ops/nn.py _image_window) is lowered as one too."""
-    x = ctx.graph.tensors[node.inputs[0]]
-    out = ctx.graph.tensors[node.outputs[0]]
-    N, C, *sp = x.shape
-    kb = KernelBuilder(ctx, node, "GlobalAveragePool" if avg else "GlobalMaxPool")
-    n, c = Axis("n", N), Axis("c", C)
-    rd = [Axis(f"r{d}", s) for d, s in enumerate(sp)]
-    xv = kb.load(x.name, [n.var, c.var] + [a.var for a in rd])
-    epi = Bin("/", _acc(), Const(float(math.prod(sp)))) if avg else _acc()
-    return kb.kernel(out.name, [n, c], xv, out_shape=[N, C], reduce_axes=tuple(rd),
-                     combine="sum" if avg else "max", init=0.0 if avg else -math.inf, epilogue=epi)
-
 
 
 @register("CumSum")
