@@ -8,23 +8,11 @@ from swbuild.driver import build, check
 from swbuild.driver.compiler import compile_to
 
 
-def build_model(tc, model, name, out_dir, partition="on", grouping=None, double_buffer=None, cluster_split=None,
-                weight_prefetch=None, sram_residency=None, input_stationary=None, concat_in_place=None,
-                merge_launches=None, stem_fold=None, cross_layer_prefetch=None, weight_broadcast=None):
-    """compile + build; returns (plan dict, runner path). `grouping`, `double_buffer`: None for
-    the default (on); `cluster_split`, `weight_prefetch`, `input_stationary` likewise."""
+def build_model(tc, model, name, out_dir, partition="on", **options):
+    """compile + build; returns (plan dict, runner path). `options`: recipe options by name
+    (grouping="off", weight_prefetch="on", ...); None leaves an option at its default."""
     out_dir = Path(out_dir)
-    options = {"partition": partition} | ({"grouping": grouping} if grouping else {}) \
-        | ({"double_buffer": double_buffer} if double_buffer else {}) \
-        | ({"cluster_split": cluster_split} if cluster_split else {}) \
-        | ({"weight_prefetch": weight_prefetch} if weight_prefetch else {}) \
-        | ({"sram_residency": sram_residency} if sram_residency else {}) \
-        | ({"input_stationary": input_stationary} if input_stationary else {}) \
-        | ({"concat_in_place": concat_in_place} if concat_in_place else {}) \
-        | ({"merge_launches": merge_launches} if merge_launches else {}) \
-        | ({"stem_fold": stem_fold} if stem_fold else {}) \
-        | ({"cross_layer_prefetch": cross_layer_prefetch} if cross_layer_prefetch else {}) \
-        | ({"weight_broadcast": weight_broadcast} if weight_broadcast else {})
+    options = {"partition": partition} | {k: v for k, v in options.items() if v}
     prog, _ = compile_to(model, tc, out_dir, name, options=options)
     steps, _, exe = build.model_steps(tc, prog.prefix, out_dir, out_dir)
     build.run_steps(steps, log=lambda s: None)
@@ -38,6 +26,20 @@ def run_check(plan, exe, reference, inputs, rtol=1e-3, atol=1e-4):
         _, stats, err, code, _ = check.run_runner(exe, plan, inputs, tmp)
     assert code == 0, err
     return doc, stats
+
+
+def checked_variants(tc, tmp_path_factory, model, name, variants, seed, rtol=1e-3, atol=1e-4):
+    """Build `model` once per entry of `variants` ({label: build_model options}) and check each
+    against onnxruntime on the same seeded inputs: {label: (plan, check document, emulator
+    statistics, device source text)}."""
+    out = {}
+    for label, options in variants.items():
+        d = tmp_path_factory.mktemp(f"{name}-{label}")
+        plan, exe = build_model(tc, model, name, d, **options)
+        inputs = check.seeded_inputs(plan["inputs"], seed)
+        doc, stats = run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs, rtol, atol)
+        out[label] = plan, doc, stats, (d / f"{plan['prefix']}_device.mlu").read_text()
+    return out
 
 
 def build_bit_exact(tc, model, name, x, tmp_path, **options):

@@ -7,23 +7,14 @@ import re
 
 import pytest
 
-from swbuild.driver import check
-
-from dn_build import build_model, run_check
+from dn_build import checked_variants
 from dn_models import pointwise_chain
 
 
 @pytest.fixture(scope="module")
 def built(tc, tmp_path_factory):
-    model = pointwise_chain(128, 256, 14, 5)
-    out = {}
-    for opt in ("off", "on"):
-        d = tmp_path_factory.mktemp(f"xl-{opt}")
-        plan, exe = build_model(tc, model, "xl", d, cross_layer_prefetch=opt)
-        inputs = check.seeded_inputs(plan["inputs"], 4)
-        doc, stats = run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs)
-        out[opt] = plan, doc, stats, (d / f"{plan['prefix']}_device.mlu").read_text()
-    return out
+    return checked_variants(tc, tmp_path_factory, pointwise_chain(128, 256, 14, 5), "xl",
+                            {opt: dict(cross_layer_prefetch=opt) for opt in ("off", "on")}, 4)
 
 
 def _functions(src):

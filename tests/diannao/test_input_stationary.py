@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from swbuild.driver import check
 
-from dn_build import build_model, run_check
+from dn_build import checked_variants
 from dn_models import _model, vi
 
 # (spatial size, input channels, output channels, kernel): 3x3 with a halo and a 1x1 whose
@@ -39,15 +38,8 @@ def nhwc_convs(cases, seed=4):
 
 @pytest.fixture(scope="module")
 def both(tc, tmp_path_factory):
-    model = nhwc_convs(CASES)
-    out = {}
-    for st in ("off", "all"):
-        d = tmp_path_factory.mktemp(f"xst-{st}")
-        plan, exe = build_model(tc, model, "xst", d, grouping="off", input_stationary=st)
-        inputs = check.seeded_inputs(plan["inputs"], 3)
-        doc, stats = run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs, 1e-4, 1e-5)
-        out[st] = plan, doc, stats, (d / f"{plan['prefix']}_device.mlu").read_text()
-    return out
+    return checked_variants(tc, tmp_path_factory, nhwc_convs(CASES), "xst",
+                            {st: dict(grouping="off", input_stationary=st) for st in ("off", "all")}, 3, 1e-4, 1e-5)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -8,9 +8,7 @@ import re
 
 import pytest
 
-from swbuild.driver import check
-
-from dn_build import build_model, run_check
+from dn_build import checked_variants
 from dn_models import conv_relu_pairs
 
 # 3x3 (input channels, output channels, spatial size): one output-channel block, rows mode
@@ -20,16 +18,10 @@ CASES = [(64, 64, 28), (128, 128, 14)]
 @pytest.fixture(scope="module", params=["on", "off"])
 def both(tc, tmp_path_factory, request):
     """weight_broadcast off and all, with weight_prefetch (chunked staging) on or off."""
-    model = conv_relu_pairs(CASES, 5, "wbc")
-    out = {}
-    for bc in ("off", "all"):
-        d = tmp_path_factory.mktemp(f"wbc-{bc}-{request.param}")
-        plan, exe = build_model(tc, model, "wbc", d, grouping="off", weight_prefetch=request.param, weight_broadcast=bc,
-                                 input_stationary="off")      # the staged blocks (input-stationary ones are not broadcast)
-        inputs = check.seeded_inputs(plan["inputs"], 2)
-        doc, stats = run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs)
-        out[bc] = plan, doc, stats, (d / f"{plan['prefix']}_device.mlu").read_text()
-    return out
+    # input_stationary off: the staged blocks (input-stationary ones are not broadcast)
+    return checked_variants(tc, tmp_path_factory, conv_relu_pairs(CASES, 5, "wbc"), "wbc",
+                            {bc: dict(grouping="off", weight_prefetch=request.param, weight_broadcast=bc,
+                                      input_stationary="off") for bc in ("off", "all")}, 2)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -9,9 +9,7 @@ import re
 
 import pytest
 
-from swbuild.driver import check
-
-from dn_build import build_model, cycles_by_kernel, run_check
+from dn_build import checked_variants, cycles_by_kernel
 from dn_models import conv_relu_pairs
 
 # 3x3 (input channels, output channels, spatial size): 4.7 MB of weights, more than one WRAM
@@ -25,15 +23,8 @@ def conv():
 
 @pytest.fixture(scope="module")
 def both(tc, tmp_path_factory):
-    model = conv()
-    out = {}
-    for pf in ("off", "on"):
-        d = tmp_path_factory.mktemp(f"wpf-{pf}")
-        plan, exe = build_model(tc, model, "wpf", d, grouping="off", weight_prefetch=pf)
-        inputs = check.seeded_inputs(plan["inputs"], 3)
-        doc, stats = run_check(plan, exe, check.onnxruntime_reference(model, inputs), inputs)
-        out[pf] = plan, doc, stats, (d / f"{plan['prefix']}_device.mlu").read_text()
-    return out
+    return checked_variants(tc, tmp_path_factory, conv(), "wpf",
+                            {pf: dict(grouping="off", weight_prefetch=pf) for pf in ("off", "on")}, 3)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
