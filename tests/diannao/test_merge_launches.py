@@ -4,6 +4,7 @@ outputs still match onnxruntime, the copies are the same bytes (predicted = emul
 the time falls by what the launches it no longer makes cost less the barriers replacing them."""
 import pytest
 
+from swbuild.backends.diannao.report import build_report
 from swbuild.driver import check
 
 from dn_build import build_model, run_check
@@ -38,3 +39,13 @@ def test_one_launch_same_copies_less_time(tc, built):
     saved = built["off"][1]["emulator"]["cycles"] - built["on"][1]["emulator"]["cycles"]
     hw = tc.hardware
     assert saved == (len(off["kernels"]) - 1) * (int(hw["launch_cycles"]) - int(hw["sync_all_cycles"]))
+
+
+def test_report_of_the_one_launch_lists_each_kernels_schedule(tc, built):
+    """`swbuild report --json` of a merged launch: each kernel it runs with the schedule its plan
+    chose (a conv's mode and blocks), not only the launch's."""
+    plan, _, stats = built["on"]
+    (launch,) = build_report(plan, stats, tc)["kernels"]
+    subs = plan["kernels"][0]["kernels"]
+    assert [k["schedule"] for k in launch["kernels"]] == [k.get("schedule", {}) for k in subs]
+    assert any(k["schedule"].get("mode") for k in launch["kernels"])     # the convolutions' partition

@@ -103,8 +103,9 @@ def build_report(plan, stats, tc):
                         "wram_peak_bytes": int(m.get("wram_peak_bytes", 0)),
                         "sram_peak_bytes": int(m.get("sram_peak_bytes", 0)),
                         "nram_planned_bytes": k["nram_bytes"], "violations": int(m.get("violations", 0)),
-                        **({"group": k["group"], "kernels": [{x: sub[x] for x in ("name", "op", "node", "fused", "class",
-                                                                                  "flops")} for sub in k["kernels"]]}
+                        **({"group": k["group"], "kernels": [{**{x: sub[x] for x in ("name", "op", "node", "fused", "class",
+                                                                                     "flops")},
+                                                             "schedule": sub.get("schedule", {})} for sub in k["kernels"]]}
                            if k["op"] == "Group" else {})})
     main = gdram_bytes(mbytes)
     return {
