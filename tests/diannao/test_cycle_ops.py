@@ -8,7 +8,6 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dn_build import checked_variants
