@@ -28,7 +28,10 @@ over the previous one by its option:
                    in SRAM where all its writers and readers split rows alike)
     cross_layer    + cross_layer_prefetch (cross_layer.py: the next convolution's chunk-0
                    weight copy GDRAM -> SRAM issued by the kernel before it, after its last
-                   compute); the default options
+                   compute)
+    cycle_ops      + cycle_ops (schedule/cycle_ops.py: a convolution epilogue's per-channel
+                   operands read by __bang_cycle_add/sub/mul as one row of channels, not
+                   replicated over the tile by NRAM2NRAM copies); the default options
     weight_broadcast + weight_broadcast=all (schedule/weight_broadcast.py: in rows mode each
                    cluster loads a quarter of a weight block and sends it to the other clusters'
                    SRAM with __memcpy SRAM2SRAM, so weights leave GDRAM once; off by default:
@@ -57,13 +60,13 @@ import time
 from pathlib import Path
 
 STEPS = ["double_buffer", "grouping", "cluster_split", "weight_prefetch", "concat_in_place", "merge_launches",
-         "sram_residency", "residency_split", "sram_concats", "cross_layer_prefetch",
+         "sram_residency", "residency_split", "sram_concats", "cross_layer_prefetch", "cycle_ops",
          "weight_broadcast"]   # switched on in this order
 ON = {"weight_broadcast": "all"}    # the step's value where "on" is not the one measured
 CONFIGS = {name: {k: (ON.get(k, "on") if i < n else "off") for i, k in enumerate(STEPS)}
            for n, name in enumerate(["off", "pipelined", "grouped", "cluster_split", "weight_prefetch", "concat_in_place",
                                          "merge_launches", "sram_residency", "residency_split", "sram_concats",
-                                         "cross_layer", "weight_broadcast"])}
+                                         "cross_layer", "cycle_ops", "weight_broadcast"])}
 NOT_BUILT = ["intermediates in NRAM", "instance ordering"]
 DEFAULT_MODELS = ["resnet50", "inception_v1", "densenet121"]
 ALL_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet",

@@ -134,6 +134,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
     Option("merge_launches", "onoff", "on", "DianNao, with grouping: consecutive kernels run in one launch with a __sync_all() between two of them, whatever their groups (docs/diannao.md)", "options.merge_launches", families=("diannao",)),
     Option("cross_layer_prefetch", "onoff", "on", "DianNao, with grouping: in a launch of several kernels, the first weight chunk of the next convolution goes GDRAM -> SRAM while the current kernel computes its last step (docs/diannao.md)", "options.cross_layer_prefetch", families=("diannao",)),
     Option("stem_fold", "onoff", "on", "DianNao: a convolution on a channels-first image (a stem) may fold its kernel height into its input channels (a tile of one output row holding its window's image rows as channels), where the schedule's estimate says it is faster (docs/diannao.md)", "options.stem_fold", families=("diannao",)),
+    Option("cycle_ops", "onoff", "on", "DianNao: a convolution epilogue's per-channel operands (bias, per-channel requantization multipliers) stay one row of channels in NRAM, read by __bang_cycle_add/sub/mul, instead of being replicated over the tile by NRAM2NRAM copies (docs/diannao.md)", "options.cycle_ops", families=("diannao",)),
     Option("concat_in_place", "onoff", "on", "DianNao: an input of a channel Concat of NHWC tensors is written by its producer straight into its channels of the Concat output (segmented copies), and the Concat's copy kernels are dropped; a kernel copying a channel window of an NHWC tensor is dropped too, its readers reading the window in place (read_slices.py; docs/diannao.md)", "options.concat_in_place", families=("diannao",)),
     Option("weights", "weights", "embed", "embed: the weights are linked into the library; file: read from "
            "<prefix>_weights.bin at run time (a big model's build tree holds them once)", "options.weights"),
@@ -142,7 +143,7 @@ OPTIONS: dict[str, Option] = {o.key: o for o in (
 _CHECK_KEYS = {o.field.split(".")[1]: o for o in OPTIONS.values() if o.field.startswith("check.")}
 _OPTION_KEYS = {o.key: o for o in OPTIONS.values() if o.field.startswith("options.")}
 # Kept in a recipe's options only when given, so a one-core-group build keeps its lock file and SCons signature (swbuild/driver/mpi.py reads them with their defaults).
-WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "weight_broadcast", "input_stationary", "sram_residency", "residency_split", "sram_concats", "concat_in_place", "merge_launches", "stem_fold", "cross_layer_prefetch")
+WHEN_GIVEN = ("core_groups", "nodes", "parallel", "grouping", "weights", "channel_blocks", "stitch", "mesh_gemm", "cluster_split", "weight_prefetch", "weight_broadcast", "input_stationary", "sram_residency", "residency_split", "sram_concats", "concat_in_place", "merge_launches", "stem_fold", "cross_layer_prefetch", "cycle_ops")
 
 
 def inapplicable_options(options, family) -> list:

@@ -45,15 +45,25 @@ def test_every_class_predicted_exactly(mini):
     assert {"conv", "pool", "gemm", "elementwise", "lrn", "rowreduce"} <= seen
 
 
-def test_per_channel_operands_come_from_gdram_once_per_channel_block(mini):
+def test_per_channel_operands_come_from_gdram_once_per_channel_block(mini, tc, tmp_path):
     """A convolution's bias (a per-channel epilogue operand) is copied from GDRAM for one
-    pixel and repeated over the tile on chip (schedule/conv.py channel_reps, by doubling
-    contiguous copies, replicate.py): its GDRAM bytes are those of the channels, not of the
-    tile; predicted exactly (test above)."""
+    pixel: by default it stays that row of channels, read by __bang_cycle_add (cycle_ops.py),
+    no on-chip copy; with cycle_ops off it is repeated over the tile on chip (schedule/conv.py
+    channel_reps, by doubling contiguous copies, replicate.py). Either way its GDRAM bytes are
+    those of the channels, not of the tile; predicted exactly (test above)."""
     plan, exe, _, _, doc, stats = mini
     device = next(exe.parent.glob("*_device.mlu")).read_text()
+    convs = [k for k in plan["kernels"] if k["class"] == "conv"]
+    assert convs and not any((k["copy_bytes"] or {}).get("NRAM2NRAM") for k in convs)
+    assert any("__bang_cycle_add(" in device.split(f"void {k['name']}(")[1].split("\n}\n")[0] for k in convs)
+    path = next(exe.parent.parent.glob("*.onnx"))
+    plan, exe = build_model(tc, onnx.load(str(path)), "mini", tmp_path / "b", grouping="off", cycle_ops="off")
+    inputs = check.seeded_inputs(plan["inputs"], 3)
+    doc, _ = run_check(plan, exe, check.onnxruntime_reference(onnx.load(str(path)), inputs), inputs)
+    assert doc["status"] == "pass" and doc["emulator"]["copy_mismatches"] == []
+    device = next(exe.parent.glob("*_device.mlu")).read_text()
     repeated = [k for k in plan["kernels"] if k["class"] == "conv" and (k["copy_bytes"] or {}).get("NRAM2NRAM")]
-    assert repeated
+    assert repeated and "__bang_cycle_" not in device
     for k in repeated:
         body = device.split(f"void {k['name']}(")[1].split("\n}\n")[0]
         # contiguous on-chip copies (rows [0, m) to [m, 2m)), none strided with source stride 0

@@ -18,6 +18,7 @@ from ...ir.loopnest import Bin, Const, Load, Select, Un, Var
 i, s, ho, wo, co, y, x, ci, c = (Var(n) for n in ("i", "s", "ho", "wo", "co", "y", "x", "ci", "c"))
 j, height, width = Var("j"), Var("height"), Var("width")
 n, segs, ds, ss = (Var(n) for n in ("n", "segs", "ds", "ss"))
+cyc = Var("cyc")
 Ho, Wo, Co, Ci, C, W, kh, kw, sh, sw = (Var(n) for n in ("Ho", "Wo", "Co", "Ci", "C", "W", "kh", "kw", "sh", "sw"))
 value = Var("value")
 
@@ -133,6 +134,20 @@ def _binary(name, op):
                 emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.ptr('b')}, {m.val('n')});")
 
 
+def _cycle(name, op):
+    """dst[s·cyc + i] = a[s·cyc + i] op b[i]: b's cyc elements repeated over segs of them (a
+    per-channel operand over an HWC tile, schedule/cycle_ops.py). The signature as Cambricon's
+    mlu-ops calls it, __bang_cycle_mul(dst, src, cycle_src, elem_count, cycle_count); the
+    rules bangemu/vector.h checks: both counts whole vectors, 64-B aligned NRAM."""
+    return Desc(name, "compute", ((s, segs), (i, cyc)), Load("dst", (s * cyc + i,)),
+                Bin(op, Load("a", (s * cyc + i,)), Load("b", (i,))),
+                space={"dst": "NRAM", "a": "NRAM", "b": "NRAM"},
+                rules=_vec("dst", "a", "b") + (("cycle_count * sizeof(T) a multiple of the vector size", lambda m: m.const(
+                    "cyc") is not None and m.const("cyc") * 4 % m.hw["vector_size_multiple_bytes"] == 0),),
+                derived={"n": lambda p: p["segs"] * p["cyc"] if isinstance(p["segs"], int) else None},
+                emit=lambda m, f=name: f"{f}({m.ptr('dst')}, {m.ptr('a')}, {m.ptr('b')}, {m.val('n')}, {m.val('cyc')});")
+
+
 def _scalar(name, op):
     return Desc(name, "compute", ((i, n),), Load("dst", (i,)), Bin(op, Load("a", (i,)), value),
                 space={"dst": "NRAM", "a": "NRAM"}, rules=_vec("dst", "a"),
@@ -199,6 +214,9 @@ DESCRIPTIONS = [
     _binary("__bang_add", "+"),
     _binary("__bang_sub", "-"),
     _binary("__bang_mul", "*"),
+    _cycle("__bang_cycle_add", "+"),
+    _cycle("__bang_cycle_sub", "-"),
+    _cycle("__bang_cycle_mul", "*"),
     _scalar("__bang_add_scalar", "+"),
     _scalar("__bang_sub_scalar", "-"),
     _scalar("__bang_mul_scalar", "*"),

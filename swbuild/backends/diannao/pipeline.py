@@ -91,6 +91,7 @@ def schedule_kernels(program, target, options):
     st.weight_broadcast = str(options.get("weight_broadcast", "off")).lower()
     st.input_stationary = str(options.get("input_stationary", "on")).lower()
     st.stem_fold = option_on(options, "stem_fold")
+    st.cycle_ops = option_on(options, "cycle_ops")
     # int8 activations as bytes in GDRAM where every kernel touching them can (schedule/narrow.py)
     st.int8_storage = narrow.candidates(program) if int(target.hardware.get("conv_int8_macs_per_cycle", 0)) > 0 \
         else frozenset()

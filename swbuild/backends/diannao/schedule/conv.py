@@ -21,6 +21,7 @@ from .weight_prefetch import PREFETCH_MAX_NIB, W_CHUNKS, chunked_block
 from . import weight_broadcast
 from .three_address import Operand, ThreeAddress, peak_temps
 from .replicate import doubling_copies
+from .cycle_ops import cyclable, cycle_reads
 
 
 def sched_conv(kb, pool=False):
@@ -283,11 +284,16 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             bcast = weight_broadcast.broadcasts(mode, BSw * 4, hw, chunked, kb.p.target_state.weight_broadcast, prefetch)
             sw_ = kb.alloc("SRAM", "wsh", weight_broadcast.sram_elems(BSw, chunked) if bcast else 4 * Q * (2 if prefetch else 1))
     o8b = kb.alloc("NRAM", "o8", lanes, ctype="int8_t", elem_bytes=1) if o8 else None
+    # per-channel operands kept as Cob lanes, read by cycle instructions (cycle_ops.py), or
+    # replicated over the tile's lanes
+    cyc = not pool and getattr(kb.p.target_state, "cycle_ops", False) and cyclable(G.epilogue, loads, kinds, lanes, Cob, hw)
+    slot = Cob if cyc else lanes
     reps = {}
     for i, ld in enumerate(loads):
         if kinds[ld] != "scalar":
             reps[ld] = kb.alloc("NRAM", f"{'c' if kinds[ld] == 'channel' else 'p'}{i}",     # input-stationary:
-                                lanes * (st_blocks if st and kinds[ld] == "channel" else 1))   # a slot per block
+                                slot * st_blocks if st and kinds[ld] == "channel" else      # a slot per block
+                                slot if kinds[ld] == "channel" else lanes)
     # int8 per-pixel operands (narrow.py byte_pixels): a byte tile each, widened in NRAM
     p8 = {ld: kb.alloc("NRAM", f"{reps[ld]}b", lanes, ctype="int8_t", elem_bytes=1)
           for ld in byte_pixels(kb, loads, kinds, pool)}
@@ -343,14 +349,15 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
                 continue
             env = G.axes_env(n, g, simp(Bin("+", Bin("*", cb, iconst(Cob)), cc)), ro, xo)
             gp = kb.gparam(kb.k.buffers[ld.buf].tensor)
-            if not on_chip:
+            if not on_chip and not cyc:
                 out += staged_copy(kb.sid("copy", "rep"), buf, at(lane_ix), Load(gp, (kb.offset(ld, env),)), out_loops,
                                    bound=guards(chan_bound(cb)), common=exists)
                 continue
             first = simp(subst(kb.offset(ld, env), {"ro": 0, "xo": 0}))     # a channel operand: the same at every pixel
             out += staged_copy(kb.sid("copy", "rep"), buf, at(cc), Load(gp, (first,)), out_loops[2:],
                                bound=guards(chan_bound(cb)), common=exists)
-            out += doubling_copies(buf, at, Cob, R * G.Wo, exists, lambda: kb.sid("copy", "repn"))
+            if not cyc:
+                out += doubling_copies(buf, at, Cob, R * G.Wo, exists, lambda: kb.sid("copy", "repn"))
         return out
 
     def tile(n, g, cb, row0, exists, tk, cexists=()):
@@ -485,8 +492,10 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
             for name in sorted(ta.temps):
                 if name not in kb.bufs:
                     kb.alloc("NRAM", name, lanes)
-            stm += ta.stmts if jb is None else \
-                stationary.slot_reads(ta.stmts, {reps[ld] for ld in loads if kinds[ld] == "channel"}, jb, lanes)
+            chans = {reps[ld] for ld in loads if kinds[ld] == "channel"}
+            pixtail = ge(Bin("-", Bin("*", Bin("-", iconst(G.Ho), row0), iconst(G.Wo)), Bin("+", Var("p"), iconst(1))))
+            ta_stmts = cycle_reads(ta.stmts, chans, Cob, lanetail, pixtail) if cyc else ta.stmts
+            stm += ta_stmts if jb is None else stationary.slot_reads(ta_stmts, chans, jb, slot)
             resb = res.ref if res.kind == "buf" else accb
             if o8:      # the requantized lanes (integers of int8's range, narrow.py) to bytes, stored as such
                 stm.append(Stmt("compute", Load(o8b, (ln,)), Un("to_int8", Load(resb, (ln,))), lane_loop,
@@ -520,7 +529,7 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
         if st:      # weights and per-channel operands of the cluster's blocks once per task (the
             # slots unrolled: pingpong.py would take a loop of loads for tiles and halve its buffer)
             reps_ = [x for jb in range(st_blocks) for x in channel_reps(
-                iconst(0), iconst(0), *stationary.block(mode, st_blocks, NCB, iconst(jb)), iconst(jb * lanes))]
+                iconst(0), iconst(0), *stationary.block(mode, st_blocks, NCB, iconst(jb)), iconst(jb * slot))]
             return stationary.weights_resident(kb, mode, st_blocks, NCB, BSw, Q2, sw_, gw, tk) + reps_ + \
                 stationary.row_tiles(mode, G.N, NRT, R, NCB, st_blocks, t, tk, tile)
 

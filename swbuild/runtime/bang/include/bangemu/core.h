@@ -140,7 +140,7 @@ enum Op {
   OP_MUL_SCALAR, OP_RELU, OP_SIGMOID, OP_TANH, OP_EXP, OP_ABS, OP_MAXPOOL, OP_AVGPOOL,
   OP_CONV, OP_MEMSET_NRAM, OP_WRITE_ZERO, OP_WRITE_VALUE, OP_SUM, OP_MAX, OP_SYNC_CLUSTER,
   OP_SYNC_ALL, OP_FLOAT2INT8, OP_FLOAT2INT16, OP_INT82FLOAT, OP_TRANSPOSE, OP_SCALAR,
-  OP_MAXEQ_SCALAR, OP_MINEQ_SCALAR, OP_LOG, OP_COUNT
+  OP_MAXEQ_SCALAR, OP_MINEQ_SCALAR, OP_LOG, OP_CYCLE_ADD, OP_CYCLE_SUB, OP_CYCLE_MUL, OP_COUNT
 };
 inline const char* op_name(int op) {
   static const char* n[] = {
@@ -151,7 +151,8 @@ inline const char* op_name(int op) {
       "__memset_nram", "__bang_write_zero", "__bang_write_value", "__bang_sum",
       "__bang_max", "__sync_cluster", "__sync_all", "__bang_float2int8_rn", "__bang_float2int16_rn",
       "__bang_int82float", "__bang_transpose", "scalar_ops", "__bang_maxeq_scalar",
-      "__bang_mineq_scalar", "__bang_active_log"};
+      "__bang_mineq_scalar", "__bang_active_log", "__bang_cycle_add", "__bang_cycle_sub",
+      "__bang_cycle_mul"};
   return n[op];
 }
 

@@ -49,6 +49,29 @@ inline void binary(int op, T* dst, const T* a, const T* b, int n, F f) {
   charge(op, vector_cycles(by));
 }
 
+/* dst[i] = f(a[i], b[i % m]) for i < n: the cycle ops, b's m elements repeated over a (what a
+ * per-channel operand of an HWC tile is). Signature as Cambricon's mlu-ops calls them
+ * (__bang_cycle_mul(dst, src, cycle_src, elem_count, cycle_count), e.g. its yolo_box and
+ * voxelization kernels); rules: the non-cycle op's for both counts (NRAM, 64-B aligned,
+ * a multiple of 128 B: mlu-ops aligns cycle_count to NFU_ALIGN_SIZE, assumed required) and
+ * elem_count a multiple of cycle_count; cost: the non-cycle op of elem_count (assumed). */
+template <class T, class F>
+inline void cycle_binary(int op, T* dst, const T* a, const T* b, int n, int m, F f) {
+  const char* fn = op_name(op);
+  if (!count_rule(fn, n, sizeof(T)) || !count_rule(fn, m, sizeof(T))) return;
+  if (n % m != 0) {
+    violation(fn, "elem_count must be a multiple of cycle_count", fmt("elem_count=%d, cycle_count=%d", n, m));
+    return;
+  }
+  long long by = (long long)n * sizeof(T);
+  bool ok = vec(fn, "dst", dst, by);
+  ok = vec(fn, "src", a, by) && ok;
+  ok = vec(fn, "cycle_src", b, (long long)m * sizeof(T)) && ok;
+  if (!ok) return;
+  for (int i = 0; i < n; ++i) dst[i] = f(a[i], b[i % m]);
+  charge(op, vector_cycles(by));
+}
+
 /* dst may equal src (in place). */
 template <class T, class F>
 inline void unary(int op, T* dst, const T* src, int n, F f, long long per_chunk = 1) {
@@ -117,6 +140,15 @@ BANGEMU_BINARY(__bang_add, OP_ADD, a + b)
 BANGEMU_BINARY(__bang_sub, OP_SUB, a - b)
 BANGEMU_BINARY(__bang_mul, OP_MUL, a * b)
 #undef BANGEMU_BINARY
+
+#define BANGEMU_CYCLE(name, OP, expr)                                                     \
+  template <class T> inline void name(T* dst, const T* src, const T* cyc, int n, int m) {   \
+    ::bangemu::cycle_binary(::bangemu::OP, dst, src, cyc, n, m, [](T a, T b) { return (T)(expr); }); \
+  }
+BANGEMU_CYCLE(__bang_cycle_add, OP_CYCLE_ADD, a + b)
+BANGEMU_CYCLE(__bang_cycle_sub, OP_CYCLE_SUB, a - b)
+BANGEMU_CYCLE(__bang_cycle_mul, OP_CYCLE_MUL, a * b)
+#undef BANGEMU_CYCLE
 
 #define BANGEMU_SCALAR(name, OP, expr)                                                    \
   template <class T>                                                                      \
