@@ -8,16 +8,18 @@ from __future__ import annotations
 from .table import ms
 
 
-def physical_bound_seconds(flops, compulsory_bytes, peak_flops, bandwidth):
-    compute = flops / peak_flops if peak_flops else 0.0
+def physical_bound_seconds(flops, compulsory_bytes, peak_flops, bandwidth, compute_seconds=None):
+    """compute_seconds: the flops already timed at their own roofs (a model whose kernels run at
+    different peaks, e.g. int8 convolutions beside float ones); else flops / peak_flops."""
+    compute = compute_seconds if compute_seconds is not None else flops / peak_flops if peak_flops else 0.0
     memory = compulsory_bytes / bandwidth if bandwidth else 0.0
     return max(compute, memory)
 
 
-def bound_fields(flops, compulsory_bytes, peak_flops, bandwidth, modeled_seconds):
+def bound_fields(flops, compulsory_bytes, peak_flops, bandwidth, modeled_seconds, compute_seconds=None):
     """The report's keys: the bound, which roof sets it, and modelled / bound."""
-    bound = physical_bound_seconds(flops, compulsory_bytes, peak_flops, bandwidth)
-    compute = flops / peak_flops if peak_flops else 0.0
+    bound = physical_bound_seconds(flops, compulsory_bytes, peak_flops, bandwidth, compute_seconds)
+    compute = compute_seconds if compute_seconds is not None else flops / peak_flops if peak_flops else 0.0
     return {"physical_bound_seconds": bound,
             "physical_bound_limit": "compute" if bound and compute >= bound else "memory",
             "bound_ratio": modeled_seconds / bound if bound else 0.0}

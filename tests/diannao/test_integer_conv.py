@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dn_build import build_model, run_check
+from swbuild.backends.diannao.report import build_report
 from swbuild.driver import check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
@@ -64,18 +65,30 @@ def _conv64(seed=0):
 
 def test_fixed_point_convolution_is_charged_the_int8_rate(tc, tmp_path):
     """The same convolution in float and in int8: the emulator's __bang_conv cycles fall by
-    about the ratio of the toolchain's rates (8), less the fixed start-up of each call."""
+    about the ratio of the toolchain's rates (8), less the fixed start-up of each call; the
+    report's physical bound times each kernel's flops at its own rate (the int8 convolution's
+    at 4096 MACs a cycle), so no model is modelled faster than its bound."""
     x = np.random.default_rng(6).standard_normal((1, 64, 16, 16)).astype(np.float32)
     cyc = {}
+    hw = tc.hardware
     for name, m in (("f", _conv64()), ("q", ort_quantized(tmp_path, model=_conv64(), activations="QInt8"))):
         plan, exe = build_model(tc, m, name, tmp_path / name)
         ref = check.onnxruntime_reference(m, {"x": x})
         doc, stats = run_check(plan, exe, ref, {"x": x}, 1e-3, 1e-4)
         assert doc["status"] == "pass", doc.get("reason")
+        rep = build_report(plan, stats, tc)
+        subs = [s for k in plan["kernels"] for s in k.get("kernels", [k])]
+        fx = [s["schedule"].get("fixed_point", 0) for s in subs if s["class"] == "conv"]
+        assert fx == ([1] if name == "q" else [0])
+        peak = {0: hw["conv_float_macs_per_cycle"], 1: hw["conv_int8_macs_per_cycle"]}
+        compute = sum(s["flops"] / (2 * peak[s["schedule"].get("fixed_point", 0)] * hw["cores"] * hw["clock_hz"])
+                      for s in subs)
+        memory = rep["model_compulsory_bytes"] / hw["mem_bandwidth_bytes_per_s"]
+        assert rep["physical_bound_seconds"] == pytest.approx(max(compute, memory), rel=1e-12)
+        assert rep["bound_ratio"] >= 1.0
         cyc[name] = sum(k.get("instruction_cycles", {}).get("__bang_conv", 0) for k in stats["kernels"])
         calls = sum(k["instructions"].get("__bang_conv", 0) for k in stats["kernels"])
         cyc[name + "_startup"] = calls * tc.hardware["conv_startup_cycles"]
-    hw = tc.hardware
     assert hw["conv_int8_macs_per_cycle"] == 8 * hw["conv_float_macs_per_cycle"]
     work = {k: cyc[k] - cyc[k + "_startup"] for k in ("f", "q")}
     assert 7 <= work["f"] / work["q"] <= 8.5, cyc

@@ -96,7 +96,7 @@ def plan(program, tc):
                         "wram_bytes": dk.info.get("wram_bytes", 0), "sram_bytes": dk.info.get("sram_bytes", 0),
                         "schedule": {k: v for k, v in info.items() if k in ("mode", "R", "Cob", "Cib", "NIB", "NRT", "NCB", "why",
                                                                          "narrow_in", "narrow_out", "transposed_input", "input_stationary",
-                                                                         "folded_height")},
+                                                                         "folded_height", "fixed_point")},
                         "statements_after_partition": dk.info.get("statements_after_partition"),
                         "copy_bytes": copies, **({"copy_bytes_unpredicted": why} if why else {}),
                         **({"recurrence": dk.info["recurrence"]} if "recurrence" in dk.info else {})})

@@ -54,14 +54,27 @@ def _add(into, d):
         into[k] = into.get(k, 0) + int(v)
 
 
-def peak_flops(hw):
-    """The machine's roof: every core's convolution unit at full rate (fp32)."""
-    return 2.0 * float(hw.get("conv_float_macs_per_cycle", 0)) * int(hw.get("cores", 1)) * float(hw.get("clock_hz", 1e9))
+RATES = {1: "conv_int8_macs_per_cycle", 2: "conv_int16_macs_per_cycle"}   # schedule/integer.py fixed_point
 
 
-def roofline_seconds(hw, flops, gdram_bytes):
-    peak, bw = peak_flops(hw), float(hw.get("mem_bandwidth_bytes_per_s", 0))
-    return max(flops / peak if peak else 0.0, gdram_bytes / bw if bw else 0.0)
+def peak_flops(hw, fixed_point=0):
+    """The machine's roof: every core's convolution unit at full rate, fp32 or (fixed_point 1 /
+    2) the int8 / int16 rate of a fixed-point __bang_conv."""
+    rate = float(hw.get(RATES.get(fixed_point, "conv_float_macs_per_cycle"), 0))
+    return 2.0 * rate * int(hw.get("cores", 1)) * float(hw.get("clock_hz", 1e9))
+
+
+def compute_seconds(hw, k):
+    """A plan kernel's flops at its own roof (an int8 convolution's at the int8 rate); a merged
+    launch's, the sum of its kernels'."""
+    subs = k.get("kernels") or [k]
+    peaks = [peak_flops(hw, s.get("schedule", {}).get("fixed_point", 0)) for s in subs]
+    return sum(s["flops"] / p for s, p in zip(subs, peaks) if p)
+
+
+def roofline_seconds(hw, compute, gdram_bytes):
+    bw = float(hw.get("mem_bandwidth_bytes_per_s", 0))
+    return max(compute, gdram_bytes / bw if bw else 0.0)
 
 
 def gdram_bytes(memcpy_bytes):
@@ -74,7 +87,7 @@ def build_report(plan, stats, tc):
     hw = tc.hardware
     clock = float(hw.get("clock_hz", 1e9))
     kernels, instr, icycles, mbytes = [], {}, {}, {}
-    cycles = flops = 0
+    cycles = flops = compute = 0
     for k in plan["kernels"]:
         m = meas.get(k["name"], {})
         c = int(m.get("cycles", 0))
@@ -85,7 +98,8 @@ def build_report(plan, stats, tc):
         _add(icycles, m.get("instruction_cycles", {}))
         n = k["compute_statements"]
         traffic = gdram_bytes(m.get("memcpy_bytes", {}))
-        roof = roofline_seconds(hw, k["flops"], traffic)
+        compute += compute_seconds(hw, k)
+        roof = roofline_seconds(hw, compute_seconds(hw, k), traffic)
         kernels.append({"name": k["name"], "op": k["op"], "node": k["node"], "fused": k["fused"], "class": k["class"],
                         "flops": k["flops"], "cycles": c, "launches": int(m.get("launches", 0)),
                         "modeled_seconds": c / clock,
@@ -123,7 +137,7 @@ def build_report(plan, stats, tc):
         "roofline_fraction": sum(k["roofline_seconds"] for k in kernels) / (cycles / clock) if cycles else 0.0,
         "peak_flops": peak_flops(hw), "roof_bytes_per_s": float(hw.get("mem_bandwidth_bytes_per_s", 0)),
         **bound_fields(flops, plan.get("model_compulsory_bytes", 0), peak_flops(hw),
-                       float(hw.get("mem_bandwidth_bytes_per_s", 0)), cycles / clock),
+                       float(hw.get("mem_bandwidth_bytes_per_s", 0)), cycles / clock, compute),
         "tensorized_fraction": plan["tensorized_fraction"], "compute_statements": plan["compute_statements"],
         "tensorized_statements": plan["tensorized_statements"],
         "violations": int((stats or {}).get("violations", 0)),

@@ -579,5 +579,5 @@ def _emit_conv(kb, G, pool, mode, Cob, Cib, NIB, R, W_in, loads, kinds, fx=0, x8
     b = tasks(body)
     return kb.finish("pool" if pool else ("gemm" if INTEGER_OPS.get(kb.k.op, kb.k.op) in ("Gemm", "MatMul") else "conv"), b,
                      mode=mode, R=R, Cob=Cob, Cib=Cib, NIB=NIB, NRT=NRT, NCB=NCB, W_in=W_in, transposed_input=tr,
-                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold,
+                     narrow_in=x8, narrow_out=o8, input_stationary=st, folded_height=fold, fixed_point=fx,
                      narrow_bufs=frozenset(ld.buf for ld in p8))
