@@ -36,8 +36,7 @@ def shared_once(tmp_path_factory, request):
     others wait and load it (the node-test bundle is minutes of compiling: twice is waste)."""
     import fcntl
     import pickle
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if hasattr(request.config, "workerinput") else base   # xdist worker
+    root = _shared_root(tmp_path_factory, request.config)
 
     def get(name, build):
         d = root / f"shared_{name}"
@@ -53,6 +52,23 @@ def shared_once(tmp_path_factory, request):
             tmp.replace(done)       # a failed build leaves no result: the next worker retries
             return result
     return get
+
+
+def _shared_root(tmp_path_factory, config):
+    """The run's directory every xdist worker sees (the workers' basetemps are its children)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(config, "workerinput") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_builds_root(tmp_path_factory, request):
+    """shared_builds.py's builds (the emulation runtime library) go to the run's directory."""
+    import shared_builds
+    d = _shared_root(tmp_path_factory, request.config) / "shared_builds"
+    d.mkdir(exist_ok=True)
+    shared_builds.ROOT = d
+    yield d
+    shared_builds.ROOT = None
 
 
 # Disk: a whole run compiles thousands of programs (9 to 18 GB of build trees, enough to
