@@ -71,6 +71,28 @@ def shared_builds_root(tmp_path_factory, request):
     shared_builds.ROOT = None
 
 
+@pytest.fixture(scope="session")
+def shared_check(shared_once):
+    """`shared_check(*ARGS)`: `swbuild check ARGS -o DIR` run once per test session
+    (shared_once, keyed by ARGS) and returned as (returncode, stdout, stderr, DIR). Tests that
+    need the same model built for the same target with the same options (tests/models,
+    tests/optimizer: the light models, vgg16 and resnet50 on sunway-emu) take its runner in DIR
+    instead of building it again: the build, not the run, is most of a whole-model test's CPU.
+    A failed check is a result too, so every test that asks for it fails. DIR stays to the
+    end of the run: share only what two tests use."""
+    import hashlib
+
+    def get(*args):
+        key = hashlib.sha256("\0".join(map(str, args)).encode()).hexdigest()[:16]
+
+        def build(d):
+            r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", *map(str, args), "-o", str(d)],
+                               capture_output=True, text=True)
+            return r.returncode, r.stdout, r.stderr, d
+        return shared_once(f"check_{key}", build)
+    return get
+
+
 # Disk: a whole run compiles thousands of programs (9 to 18 GB of build trees, enough to
 # fill CI's disk). tmp_path_retention_policy = "failed" (pyproject) drops each passing test's
 # own tmp_path; the hook below drops the directories a module- or class-scoped fixture made
