@@ -36,8 +36,7 @@ def shared_once(tmp_path_factory, request):
     others wait and load it (the node-test bundle is minutes of compiling: twice is waste)."""
     import fcntl
     import pickle
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if hasattr(request.config, "workerinput") else base   # xdist worker
+    root = _shared_root(tmp_path_factory, request.config)
 
     def get(name, build):
         d = root / f"shared_{name}"
@@ -52,6 +51,45 @@ def shared_once(tmp_path_factory, request):
             tmp.write_bytes(pickle.dumps(result))
             tmp.replace(done)       # a failed build leaves no result: the next worker retries
             return result
+    return get
+
+
+def _shared_root(tmp_path_factory, config):
+    """The run's directory every xdist worker sees (the workers' basetemps are its children)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(config, "workerinput") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_builds_root(tmp_path_factory, request):
+    """shared_builds.py's builds (the emulation runtime library) go to the run's directory."""
+    import shared_builds
+    d = _shared_root(tmp_path_factory, request.config) / "shared_builds"
+    d.mkdir(exist_ok=True)
+    shared_builds.ROOT = d
+    yield d
+    shared_builds.ROOT = None
+
+
+@pytest.fixture(scope="session")
+def shared_check(shared_once):
+    """`shared_check(*ARGS)`: `swbuild check ARGS -o DIR` run once per test session
+    (shared_once, keyed by ARGS) and returned as (returncode, stdout, stderr, DIR). Tests that
+    need the same model built for the same target with the same options (tests/models,
+    tests/optimizer: the light models, vgg16 and resnet50 on sunway-emu) take its runner in DIR
+    instead of building it again: the build, not the run, is most of a whole-model test's CPU.
+    A failed check is a result too, so every test that asks for it fails. DIR stays to the
+    end of the run: share only what two tests use."""
+    import hashlib
+
+    def get(*args):
+        key = hashlib.sha256("\0".join(map(str, args)).encode()).hexdigest()[:16]
+
+        def build(d):
+            r = subprocess.run([sys.executable, "-m", "swbuild.cli", "check", *map(str, args), "-o", str(d)],
+                               capture_output=True, text=True)
+            return r.returncode, r.stdout, r.stderr, d
+        return shared_once(f"check_{key}", build)
     return get
 
 

@@ -4,6 +4,7 @@ import json
 from onnx import helper
 
 from onnx_builders import as_array, bind_params, make, rand  # noqa: F401  (make, rand: re-exported to the tests here)
+import shared_builds
 from swbuild.driver import build, check
 from swbuild.config import toolchain
 from swbuild.driver.compiler import compile_to
@@ -14,9 +15,9 @@ def build_runner(m, target, tmp_path, name):
     runtime; returns (plan, runner path)."""
     tc = toolchain.load(target)
     prog, _ = compile_to(m, tc, tmp_path, name)
-    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "rt")
+    rt_lib = shared_builds.runtime_lib(tc, tmp_path / "rt")
     steps, _, exe = build.model_steps(tc, prog.prefix, tmp_path, tmp_path, rt_lib)
-    build.run_steps(rt_steps + steps, log=lambda s: None)
+    build.run_steps(steps, log=lambda s: None)
     return json.loads((tmp_path / f"{prog.prefix}.plan.json").read_text()), exe
 
 

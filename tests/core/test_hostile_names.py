@@ -6,6 +6,7 @@ import pytest
 from onnx import helper
 
 from core_models import make
+import shared_builds
 from swbuild.driver import build, check
 from swbuild.config import toolchain
 from swbuild.driver.compiler import compile_to
@@ -23,9 +24,9 @@ def test_hostile_tensor_names_and_model_name_build_and_run(tmp_path, target):
     tc = toolchain.load(target)
     prog, _ = compile_to(m, tc, tmp_path, "athread")
     assert prog.prefix != "athread"
-    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "rt")
+    rt_lib = shared_builds.runtime_lib(tc, tmp_path / "rt")
     steps, _, exe = build.model_steps(tc, prog.prefix, tmp_path, tmp_path, rt_lib)
-    build.run_steps(rt_steps + steps, log=lambda s: None)
+    build.run_steps(steps, log=lambda s: None)
     plan = json.loads((tmp_path / f"{prog.prefix}.plan.json").read_text())
     inputs = check.seeded_inputs(plan["inputs"], 0)
     doc = check.check_build(plan, exe, lambda ins: check.onnxruntime_reference(m, ins), inputs, 1e-5, 1e-6)

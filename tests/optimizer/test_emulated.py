@@ -11,6 +11,7 @@ import pytest
 from onnx import helper
 
 from opt_models import make, rand
+import shared_builds
 from swbuild.backends.launches import kernel_entries
 from swbuild.backends.sunway.report import emulator_findings
 
@@ -106,9 +107,9 @@ def _run_pinned(model, target, options, tmp_path, monkeypatch=None, **pins):
         pin_pipeline(monkeypatch, **pins)
     tc = toolchain.load(target)
     program, _ = compile_to(model, tc, tmp_path, "pin", options=options)
-    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "_runtime")
+    rt_lib = shared_builds.runtime_lib(tc, tmp_path / "_runtime")
     steps, _, exe = build.model_steps(tc, program.prefix, tmp_path, tmp_path, rt_lib)
-    build.run_steps(rt_steps + steps, log=lambda s: None)
+    build.run_steps(steps, log=lambda s: None)
     plan = json.loads((tmp_path / f"{program.prefix}.plan.json").read_text())
     x = rand(*plan["inputs"][0]["shape"], seed=11)
     got, stats, err, code, _ = check.run_runner(exe, plan, {plan["inputs"][0]["name"]: x}, tmp_path)

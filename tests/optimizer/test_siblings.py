@@ -13,6 +13,7 @@ import pytest
 from onnx import helper
 
 from opt_models import make, program, rand, sunway
+import shared_builds
 from swbuild.backends.sunway.passes import siblings as sb
 from swbuild.backends.sunway.schedule.passes import SunwayState
 from swbuild.optimizer.memory import inplace_concat
@@ -161,9 +162,9 @@ def test_merged_windows_are_exact_under_the_emulator(tmp_path, monkeypatch, scal
     p, _ = compile_to(model, tc, tmp_path, "w")
     plan = json.loads((tmp_path / f"{p.prefix}.plan.json").read_text())
     assert sum(k["op"] == "Conv" for k in kernel_entries(plan["kernels"])) == 3
-    rt_steps, rt_lib = build.runtime_steps(tc, tmp_path / "_runtime")
+    rt_lib = shared_builds.runtime_lib(tc, tmp_path / "_runtime")
     steps, _, exe = build.model_steps(tc, p.prefix, tmp_path, tmp_path, rt_lib)
-    build.run_steps(rt_steps + steps, log=lambda s: None)
+    build.run_steps(steps, log=lambda s: None)
     x = rand(1, 16, 12, 12, seed=11)
     monkeypatch.setenv("SWEMU_DMA", "random:3")
     got, stats, err, code, _ = check.run_runner(exe, plan, {"x": x}, tmp_path)

@@ -2,6 +2,7 @@
 built (the toolchain's compilers, flags, runtime defines), for the runtime test suites."""
 from pathlib import Path
 
+import shared_builds
 from swbuild.driver import build
 from swbuild.config import toolchain
 
@@ -12,7 +13,7 @@ def build_program(name, out, host, slave, exe, level="stores"):
     """Compiles c/HOST and c/SLAVE for toolchain `name` (SWEMU_INSTRUMENT `level` on the
     slave side), links them with libswemu.a into out/EXE; returns the executable's path."""
     tc = toolchain.load(name)
-    steps, lib = build.runtime_steps(tc, out)
+    lib, steps = shared_builds.runtime_lib(tc, out), []     # once a run (shared_builds.py)
     extra = {"host": [], "slave": toolchain.swemu_instrument_flags(level)}
     flags = lambda side: (list(tc.flags[side]) + extra[side] + ["-Wall", "-Werror"]
                           + sum((["-I", str(i)] for i in tc.runtime_include_dirs()), [])
