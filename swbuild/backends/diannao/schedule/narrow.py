@@ -83,7 +83,11 @@ def narrow_ends(kb, G, fx, pool):
         # no maximum takes from a pixel of int8's range (-inf needs a float)
         real = G.pt < G.kh and G.pl < G.kw and (G.Ho - 1) * G.sh - G.pt <= G.H - 1 \
             and (G.Wo - 1) * G.sw - G.pl <= G.W - 1
-        x8 = G.combine == "max" and real and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
+        # an average over windows without padding (an integer global pool, pool_sum.py): the
+        # widened bytes are the values, the fills never read
+        inside = G.pt == 0 and G.pl == 0 and (G.Ho - 1) * G.sh + G.kh <= G.H and (G.Wo - 1) * G.sw + G.kw <= G.W
+        x8 = (real if G.combine == "max" else G.combine == "avg" and inside) \
+            and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
         return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
     x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
         and -128 <= G.fill <= 127
@@ -98,8 +102,9 @@ def byte_pixels(kb, loads, kinds, pool):
 
 
 def _pool_input(k, name):
-    """The input of a MaxPool (schedule/conv.py widens its byte tile in NRAM)."""
-    return k.op in POOLS and k.combine == "max" and isinstance(k.body, Load) and k.body.buf == name
+    """The input of a MaxPool or an integer global pool (schedule/conv.py widens its byte tile in NRAM)."""
+    pooled = k.op in POOLS and k.combine == "max" or k.op == "QLinearGlobalAveragePool" and k.combine == "sum"
+    return pooled and isinstance(k.body, Load) and k.body.buf == name
 
 
 def _pointwise(k):
