@@ -5,8 +5,9 @@ per element cross GDRAM where the MLU's fixed-point convolution reads one. An in
 stored as bytes when its one writer ends in a requantization (an integer convolution, a
 quantized MaxPool, an element-wise kernel ending in QuantizeLinear: its lanes are integers
 of int8's range) and its readers are integer convolutions that run __bang_conv on int8
-(schedule/integer.py fixed_point 1) or read it in their epilogue, element-wise kernels or MaxPools (their byte tile widened
-in NRAM, pads reading -128 where every window holds a pixel). The writer converts its lanes
+(schedule/integer.py fixed_point 1) or read it in their epilogue, element-wise kernels, MaxPools or
+integer global pools (their byte tile widened in NRAM, a MaxPool's pads reading -128 where every
+window holds a pixel). The writer converts its lanes
 in NRAM (__bang_float2int8_rn, exact on such integers) and stores a byte each; a
 convolution copies the bytes straight into the tile __bang_conv reads (schedule/conv.py
 narrow_ends, byte_pixels), an element-wise kernel widens its tile in NRAM (__bang_int82float, exact).
