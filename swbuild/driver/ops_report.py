@@ -73,8 +73,11 @@ def dtype_path(graph, notes, node):
         # the lowering's note; qdq_fuse's: why a chain stays float, or that onnxruntime keeps it float
         text = "; ".join(t for t in (notes.get(node.name), graph.qdq_notes.get(node.name)) if t)
         u8 = [t for t in list(node.inputs) + list(node.outputs) if t in graph.rebiased]
-        return text + ("; uint8 held as int8 (value - 128, zero point - 128: the same real values, "
-                       "optimizer/uint8_as_int8.py)" if u8 and node.name in notes else "")
+        if node.op.startswith("com.microsoft."):        # zero points kept, the 128 added back (ops/quant_ms.py)
+            held = "uint8 held as int8 (value - 128; the kernel adds 128 back and computes on the uint8 values, "
+        else:
+            held = "uint8 held as int8 (value - 128, zero point - 128: the same real values, "
+        return text + (f"; {held}optimizer/uint8_as_int8.py)" if u8 and node.name in notes else "")
     ts = list(node.inputs) + list(node.outputs)
     held = sorted({graph.exact_ints[t] for t in ts if t in graph.exact_ints})
     if held:

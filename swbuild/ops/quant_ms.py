@@ -31,6 +31,12 @@ CPU kernels (MLAS) compute on x86 with AVX2:
   round differently (the table differs, or the value before rint lies within 64 ulps of a
   rounding boundary) is patched from onnxruntime's own table, obtained at compile time by
   running the node over all 256 inputs.
+
+QLinearAdd, QLinearGlobalAveragePool and QGemm may read and write uint8 tensors held as int8
+(value - 128, optimizer/uint8_as_int8.py) with their zero points unchanged: each held input
+gets its 128 added back (exact), so the arithmetic and the exhaustive checks above are
+onnxruntime's on the uint8 values, and a held output subtracts 128 before its saturation to
+int8's range (exact on the rounded integer).
 """
 from __future__ import annotations
 
@@ -66,11 +72,30 @@ def _param(ctx, node, k, what, default=None):
     return int(v.reshape(-1)[0])
 
 
+def _offset(ctx, name):
+    """128 where tensor `name` holds a uint8 tensor as int8 (value - 128, optimizer/uint8_as_int8.py),
+    else 0: the kernels add it back (exact) and compute on the uint8 values, as onnxruntime does."""
+    return 128 if ctx.graph.rebiased.get(name) == "uint8" else 0
+
+
+def _dtype(ctx, name):
+    """The model's dtype of tensor `name` for the notes (uint8 where it is held as int8)."""
+    return "uint8" if _offset(ctx, name) else int_dtype(ctx, name)
+
+
+def _true(kb, ctx, name, v):
+    """The loaded value v of tensor `name` as the model's own (uint8 where it is held as int8)."""
+    off = _offset(ctx, name)
+    return Bin("+", v, Const(float(off))) if off else v
+
+
 def _values(ctx, node, name):
+    """[lo, hi] and every value of the 8-bit input `name`, as the model's dtype has them."""
     lo, hi = _range(ctx, node, name)
     if hi - lo > 255:
-        raise UnsupportedError(f"node '{node.name}' ({node.op}): tensor '{name}' has dtype {int_dtype(ctx, name)}; "
+        raise UnsupportedError(f"node '{node.name}' ({node.op}): tensor '{name}' has dtype {_dtype(ctx, name)}; "
                                "8-bit inputs only (the kernel is checked over every input value)")
+    lo, hi = lo + _offset(ctx, name), hi + _offset(ctx, name)
     return lo, hi, np.arange(lo, hi + 1, dtype=F32)
 
 
@@ -138,9 +163,16 @@ def _binary(ctx, node):
     lo, hi = _range(ctx, node, out.name)
     kb = KernelBuilder(ctx, node, node.op[len(MS):])
     axes = [Axis(f"i{k}", d) for k, d in enumerate(out.shape)]
-    a = kb.load(A.name, broadcast_index(A.shape, axes), shape=A.shape)
-    b = kb.load(B.name, broadcast_index(B.shape, axes), shape=B.shape)
+    a = _true(kb, ctx, A.name, kb.load(A.name, broadcast_index(A.shape, axes), shape=A.shape))
+    b = _true(kb, ctx, B.name, kb.load(B.name, broadcast_index(B.shape, axes), shape=B.shape))
     return A, B, out, (sa, za, sb, zb, sc, zc), (lo, hi), kb, axes, a, b
+
+
+def _stored(ctx, out, y, lo, hi):
+    """saturate(y, lo, hi) of the model's output values as the output is held: y - 128 where a
+    uint8 output is held as int8 (lo, hi: the held dtype's range), exact on the integer y."""
+    off = _offset(ctx, out)
+    return saturate(y if not off else Bin("+", y, Const(float(-off))), lo, hi)
 
 
 @register(MS + "QLinearAdd")
@@ -162,6 +194,8 @@ def lower_qlinear_add(ctx, node):
         raise UnsupportedError(f"node '{node.name}' ({node.op}): scale ratios {rac}, {rbc} are too far apart to "
                                "model onnxruntime's fused multiply-add exactly")
     fixed = F32(F32(zc) - part)
+    off = _offset(ctx, out.name)
+    lo, hi = lo + off, hi + off            # the model's output range (uint8 where held as int8)
     want = _mlas_saturate(t, lo, hi)
     # the kernel: two roundings where onnxruntime has one (same association)
     if mode == "A":
@@ -173,9 +207,10 @@ def lower_qlinear_add(ctx, node):
     else:
         y = Bin("+", Bin("*", a, Const(float(rac))), Bin("+", Bin("*", b, Const(float(rbc))), Const(float(fixed))))
         tk = (ga * rac).astype(F32) + ((gb * rbc).astype(F32) + fixed).astype(F32)
-    y, n = _patch(node, saturate(Un("round", y), lo, hi), a, b, want, _ours_saturate(tk.astype(F32), lo, hi), va, vb)
+    y, n = _patch(node, _stored(ctx, out.name, Un("round", y), lo - off, hi - off), a, b, want - off,
+                  _ours_saturate(tk.astype(F32), lo, hi) - off, va, vb)
     ctx.add(kb.kernel(out.name, axes, y))
-    note(ctx, node, f"{int_dtype(ctx, A.name)} + {int_dtype(ctx, B.name)} -> {int_dtype(ctx, out.name)} held as exact "
+    note(ctx, node, f"{_dtype(ctx, A.name)} + {_dtype(ctx, B.name)} -> {_dtype(ctx, out.name)} held as exact "
                     f"float32: a * {rac} + b * {rbc} + {fixed} as onnxruntime's AVX2 kernel (span mode {mode}), "
                     f"checked over all {va.size * vb.size} input pairs, {n} patched where its fma rounds differently")
 
@@ -189,7 +224,7 @@ def lower_qlinear_mul(ctx, node):
     e = Bin("*", a if not za else Bin("-", a, Const(float(za))), b if not zb else Bin("-", b, Const(float(zb))))
     t = Bin("+", Bin("*", e, Const(float(ratio))), Const(float(zc)))
     ctx.add(kb.kernel(out.name, axes, saturate(Un("round", t), lo, hi)))
-    note(ctx, node, f"{int_dtype(ctx, A.name)} x {int_dtype(ctx, B.name)} -> {int_dtype(ctx, out.name)} held as exact "
+    note(ctx, node, f"{_dtype(ctx, A.name)} x {_dtype(ctx, B.name)} -> {_dtype(ctx, out.name)} held as exact "
                     f"float32: (a - za) * (b - zb) exact, * {ratio} + {zc}, rint, saturated (MLAS's SSE2 kernel)")
 
 
@@ -205,25 +240,29 @@ def _global_pool(ctx, node, x, out, last):
     zx, zy = _param(ctx, node, 2, "x_zero_point", 0), _param(ctx, node, 4, "y_zero_point", 0)
     lo, hi = _range(ctx, node, out.name)
     xlo, xhi, _ = _values(ctx, node, x.name)
+    xoff = _offset(ctx, x.name)
     spatial = list(range(1, len(x.shape) - 1)) if last else list(range(2, len(x.shape)))
     image = int(np.prod([x.shape[d] for d in spatial]))
     scale = F32(sx / F32(sy * F32(image)))
     if image >= 1 << 24 or scale < 2.0 ** -32 or scale >= 256.0:
         raise UnsupportedError(f"node '{node.name}' ({node.op}): multiplier {scale} over {image} values is outside "
                                "the range onnxruntime computes (2^-32 <= x_scale / (y_scale * size) < 256)")
-    prove_exact(node, float(image * max(abs(xhi - zx), abs(xlo - zx))), f"{image} values per output")
+    prove_exact(node, float(image * max(abs(xhi - zx), abs(xlo - zx), abs(xhi - xoff), abs(xlo - xoff))),
+                f"{image} values per output")
     kb = KernelBuilder(ctx, node, node.op[len(MS):])
     keep = [Axis(f"i{d}", x.shape[d]) if d not in spatial else None for d in range(len(x.shape))]
     red = [Axis(f"r{d}", x.shape[d]) for d in spatial]
     it = iter(red)
     idx = [a.var if a is not None else next(it).var for a in keep]
     axes = [a if a is not None else Axis(f"o{d}", 1) for d, a in enumerate(keep)]
-    e = Acc() if not zx else Bin("-", Acc(), Const(float(zx * image)))
+    # the held values' sum is the uint8 values' minus 128 per value (an exact integer either way)
+    e = Acc() if zx == xoff else Bin("-", Acc(), Const(float((zx - xoff) * image)))
     q = Un("round", Bin("*", e, Const(float(scale))))
+    zy -= _offset(ctx, out.name)
     epi = saturate(q if not zy else Bin("+", q, Const(float(zy))), lo, hi)
     ctx.add(kb.kernel(out.name, axes, kb.load(x.name, idx), out_shape=out.shape, reduce_axes=tuple(red),
                       combine="sum", init=0.0, epilogue=epi))
-    note(ctx, node, f"{int_dtype(ctx, x.name)} -> {int_dtype(ctx, out.name)} held as exact float32: exact sum of "
+    note(ctx, node, f"{_dtype(ctx, x.name)} -> {_dtype(ctx, out.name)} held as exact float32: exact sum of "
                     f"{image}, * {scale}, rint, + zero point, saturated (MLAS)")
 
 
@@ -282,7 +321,7 @@ def lower_qlinear_average_pool(ctx, node):
         cnt = kb.load(ctx.new_const(counts.astype(np.float32), node.name + "_counts"), [a.var for a in axes[2:]])
     y = Bin("+", Bin("/", Bin("/", total, cnt), Const(float(sy))), Const(float(zy)))
     ctx.add(kb.kernel(out.name, axes, saturate(Un("round", y), lo, hi)))
-    note(ctx, node, f"{int_dtype(ctx, x.name)} -> {int_dtype(ctx, out.name)} held as exact float32: dequantized, "
+    note(ctx, node, f"{_dtype(ctx, x.name)} -> {_dtype(ctx, out.name)} held as exact float32: dequantized, "
                     f"{taps} values summed in onnxruntime's order, / count, / y_scale + zero point, rint, saturated")
 
 
@@ -305,6 +344,7 @@ def lower_qgemm(ctx, node):
     bd = bv - (0 if bz is None else bz.reshape(1, -1))
     c = _const_values(ctx, node, 6, "C") if len(node.inputs) > 6 and node.inputs[6] else None
     ys = _param(ctx, node, 7, "y_scale") if len(node.inputs) > 7 and node.inputs[7] else None
+    za -= _offset(ctx, A.name)      # A held as int8: a - a_zero_point is the same integer
     lo, hi = _diffs(ctx, node, A.name, np.array([za]))
     bound = sum_bound(bd.T, lo, hi) + (0.0 if c is None else float(np.abs(c).max()))
     bound = prove_exact(node, bound, f"K = {K}, a - a_zero_point in [{lo:.0f}, {hi:.0f}]")
@@ -327,13 +367,13 @@ def lower_qgemm(ctx, node):
         epi = Bin("*", e, sv)
         what = "float32"
     else:
-        zy = _param(ctx, node, 8, "y_zero_point", 0)
+        zy = _param(ctx, node, 8, "y_zero_point", 0) - _offset(ctx, out.name)
         lo, hi = _range(ctx, node, out.name)
         q = Un("round", Bin("*", e, sv))
         epi = saturate(q if not zy else Bin("+", q, Const(float(zy))), lo, hi)
-        what = f"{int_dtype(ctx, out.name)} (requantized as MLAS)"
+        what = f"{_dtype(ctx, out.name)} (requantized as MLAS)"
     ctx.add(kb.kernel(out.name, [m, n], Bin("*", av, bl), reduce_axes=(k,), combine="sum", init=0.0, epilogue=epi))
-    note(ctx, node, f"{int_dtype(ctx, A.name)} x {int_dtype(ctx, node.inputs[3])} -> int32 sum -> {what}: float32 "
+    note(ctx, node, f"{_dtype(ctx, A.name)} x {_dtype(ctx, node.inputs[3])} -> int32 sum -> {what}: float32 "
                     f"sums proven exact (|sum| <= {bound} < 2^24)")
 
 
@@ -363,7 +403,7 @@ def lower_qlinear_leaky_relu(ctx, node):
     alpha = F32(node.attrs.get("alpha", 0.01))
     y = Select(Bin(">=", v, Const(0.0)), v, Bin("*", Const(float(alpha)), v))
     ctx.add(kb.kernel(out.name, axes, _quantize(y, sy, zy, lo, hi), out_shape=[x.size]))
-    note(ctx, node, f"{int_dtype(ctx, x.name)} -> {int_dtype(ctx, out.name)} held as exact float32: dequantize, "
+    note(ctx, node, f"{_dtype(ctx, x.name)} -> {_dtype(ctx, out.name)} held as exact float32: dequantize, "
                     f"LeakyRelu({alpha}), quantize, the steps of onnxruntime's table")
 
 
@@ -402,7 +442,7 @@ def lower_qlinear_sigmoid(ctx, node):
     y = _quantize(Un("sigmoid", v), sy, zy, lo, hi)
     y, n = _patch(node, y, xv, None, want.reshape(-1, 1), got.reshape(-1, 1), vx, None)
     ctx.add(kb.kernel(out.name, axes, y, out_shape=[x.size]))
-    note(ctx, node, f"{dt} -> {int_dtype(ctx, out.name)} held as exact float32: dequantize, sigmoid, quantize, "
+    note(ctx, node, f"{dt} -> {_dtype(ctx, out.name)} held as exact float32: dequantize, sigmoid, quantize, "
                     f"{n} of 256 input values patched from onnxruntime's table (MLAS's logistic approximation)")
 
 
@@ -432,5 +472,5 @@ def lower_qlinear_concat(ctx, node):
         off = tuple(at if j == axis else 0 for j in range(len(out.shape)))
         ctx.add(kb.kernel(out.name, axes, y, out_shape=out.shape, out_offset=off))
         at += x.shape[axis]
-    note(ctx, node, f"{int_dtype(ctx, out.name)} held as exact float32: inputs {', '.join(paths)} (dequantize, then "
+    note(ctx, node, f"{_dtype(ctx, out.name)} held as exact float32: inputs {', '.join(paths)} (dequantize, then "
                     "quantize with the output's scale, as onnxruntime's table)")

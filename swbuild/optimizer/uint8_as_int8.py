@@ -13,9 +13,12 @@ values (layout ops, a Cast from uint8 to uint8 as PyTorch's export writes after 
 QuantizeLinear, MaxPool: max(v) - 128 = max(v - 128), its pads never win), when every
 writer is a QuantizeLinear / QLinearConv / QLinearMatMul with a constant zero point (or none:
 0) and every reader a DequantizeLinear / QLinearConv / QLinearMatMul (its input x or a) with a
-constant zero point, or such a move. Anything else touching the set (a graph input or output,
-another Cast, a run-time zero point from DynamicQuantizeLinear, onnxruntime's com.microsoft ops, a
-Pad with a value) leaves the whole set as it is: still exact, on the uint8 path.
+constant zero point, or such a move; onnxruntime's QLinearAdd, QLinearGlobalAveragePool and QGemm
+read and write the set with their zero points unchanged: their lowering adds the 128 back
+(ops/quant_ms.py), so its arithmetic is onnxruntime's on the uint8 values. Anything else touching
+the set (a graph input or output, another Cast, a run-time zero point from DynamicQuantizeLinear,
+onnxruntime's other com.microsoft ops, a Pad with a value) leaves the whole set as it is: still
+exact, on the uint8 path.
 Runs after optimizer/qdq_fuse.py, so QDQ fusion decides on the model's own dtypes.
 """
 from __future__ import annotations
@@ -29,6 +32,12 @@ from .exact_ints import LAYOUT_OPS, SELECT_OPS
 # op -> {input index of a quantized value: index of its zero point} (outputs: output 0, zero point index)
 READS = {"DequantizeLinear": {0: 2}, "QLinearConv": {0: 2}, "QLinearMatMul": {0: 2}}
 WRITES = {"QuantizeLinear": 2, "QLinearConv": 7, "QLinearMatMul": 7}
+# onnxruntime's ops whose lowering (ops/quant_ms.py) reads graph.rebiased and computes on the uint8
+# values themselves (v + 128, exact), with the node's own zero points: their inputs (by index) and
+# output 0 join a set unchanged. QGemm writes uint8 only with a y_scale (input 7).
+MS = "com.microsoft."
+AWARE_READS = {MS + "QLinearAdd": (0, 3), MS + "QLinearGlobalAveragePool": (0,), MS + "QGemm": (0,)}
+AWARE_WRITES = (MS + "QLinearAdd", MS + "QLinearGlobalAveragePool", MS + "QGemm")
 MOVES = tuple(op for op in LAYOUT_OPS if op != "Gather") + SELECT_OPS    # every input 0.. moves to the outputs
 OFFSET = 128
 
@@ -89,7 +98,8 @@ def _why_not(graph, members, prod, cons):
         if p is None:
             return f"'{t}' has no writer"
         moved = _is_move(graph, p) and all(i in members for i in _moved_inputs(p))
-        if not moved and not (p.op in WRITES and p.outputs[0] == t and _zero_point_ok(graph, p, WRITES[p.op])):
+        written = p.op in WRITES and p.outputs[0] == t and _zero_point_ok(graph, p, WRITES[p.op])
+        if not moved and not written and not (p.op in AWARE_WRITES and p.outputs[0] == t):
             return f"'{t}' is written by '{p.name}' ({p.op})"
         for c in cons.get(t, []):
             reads = [k for k, i in enumerate(c.inputs) if i == t]
@@ -97,6 +107,8 @@ def _why_not(graph, members, prod, cons):
                     and (c.op == "Concat" or reads == [0]):
                 continue
             if c.op in READS and all(k in READS[c.op] and _zero_point_ok(graph, c, READS[c.op][k]) for k in reads):
+                continue
+            if all(k in AWARE_READS.get(c.op, ()) for k in reads):
                 continue
             return f"'{t}' is read by '{c.name}' ({c.op})"
     return None

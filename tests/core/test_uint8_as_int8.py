@@ -4,7 +4,7 @@ Zero points 0, 128 and 255 against onnxruntime (tests/diannao/test_uint8_int8_pa
 the same graph on diannao-emu)."""
 import numpy as np
 from onnx import TensorProto as TP
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from core_models import build_runner
 from uint8_models import ZERO_POINTS, chain_input, uint8_conv_chain
@@ -73,3 +73,28 @@ def test_uint8_chain_is_bit_exact_on_sunway(tmp_path):
     np.testing.assert_array_equal(got[0], ref[0])
     ops = [s.get("op") for k in plan["kernels"] for s in k.get("kernels", [k])]
     assert ops.count("QLinearConv") == 3, ops
+
+
+def test_onnxruntime_qoperator_ops_join_the_int8_sets_with_their_own_zero_points(tmp_path):
+    """QLinearAdd, QLinearGlobalAveragePool and QGemm read and write int8 sets with their zero
+    points unchanged (ops/quant_ms.py adds the 128 back and computes on the uint8 values), so a
+    QOperator ResNet's activations are int8 end to end; bit for bit against onnxruntime."""
+    from quant_models import ort_quantized
+    m = ort_quantized(tmp_path, "QOperator")
+    before = {n.op_type: list(n.input) for n in m.graph.node}
+    zps = {t.name: int(numpy_helper.to_array(t).reshape(-1)[0]) for t in m.graph.initializer
+           if t.data_type == TP.UINT8 and t.name.endswith("zero_point")}
+    g = _prepared(m)
+    ms = {n.op.split(".")[-1]: n for n in g.nodes if n.op.startswith("com.microsoft.")}
+    assert set(ms) == {"QLinearAdd", "QLinearGlobalAveragePool", "QGemm"}
+    for op, n in ms.items():
+        assert n.inputs == before[op], op           # zero points untouched
+        assert g.rebiased.get(n.outputs[0]) == "uint8" and g.exact_ints[n.outputs[0]] == "int8", op
+    add = ms["QLinearAdd"]
+    assert g.rebiased.get(add.inputs[0]) == g.rebiased.get(add.inputs[3]) == "uint8"
+    assert _zero_point(g, add.inputs[7]) == zps[add.inputs[7]] >= 0        # the model's uint8 zero point
+    x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    plan, exe = build_runner(m, "sunway-emu", tmp_path, "qop8")
+    ref = check.onnxruntime_reference(m, {"x": x})
+    got = check.run_runner(exe, plan, {"x": x}, tmp_path)[0]
+    np.testing.assert_array_equal(got[0], ref[0])

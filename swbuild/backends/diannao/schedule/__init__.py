@@ -34,6 +34,7 @@ from .integer import INTEGER_OPS, digit_floor, integer_as_conv
 from .lrn import sched_lrn
 from .rowreduce import sched_rowreduce
 from .narrow import saturated_store
+from .pool_sum import sum_from_mean
 from .quantize import identity_on_domain, pair_requantize, vector_quantize
 
 
@@ -67,6 +68,9 @@ def schedule_kernel(k, program, tc, layouts, store):
     window = global_pool_window(k)
     if window is not None:          # the whole image as one window: __bang_avgpool
         attempts.append(lambda kb: sched_conv(_as_kernel(kb, window), pool=True))
+    summed = sum_from_mean(k, program)
+    if summed is not None:          # an integer global pool's exact sum from __bang_avgpool (pool_sum.py)
+        attempts.append(lambda kb: sched_conv(_as_kernel(kb, summed), pool=True))
     if k.op == "LRN":
         attempts.append(sched_lrn)
     elif k.combine in ("max", "sum") and len(k.reduce_axes) == 1 and INTEGER_OPS.get(k.op, k.op) not in CONV_OPS:
@@ -102,7 +106,7 @@ def _vector_quantize(k, program, o8, hw=None):
             "its division kept (no reciprocal proven bit for bit)")
         if note not in program.notes:       # schedule_kernels may schedule a kernel twice
             program.notes.append(note)
-    return replace(k, body=body, epilogue=epi) if nb or ne else k
+    return replace(k, body=body, epilogue=epi) if (body, epi) != (k.body, k.epilogue) else k
 
 
 def _as_kernel(kb, k):

@@ -33,8 +33,10 @@ from .conversion_join import joins_every_channel
 
 MAGIC = 12582912.0       # 1.5 * 2^23: (y + MAGIC) - MAGIC is rint(y), ties to even, for |y| <= 2^22
 # QLinearConv.high_sum / .low_sum: a wide QLinearConv's two digit sums (ops/quant_wide.py); .half_sum: its
-# sums over halves of the input channels (ops/quant_split.py)
+# sums over halves of the input channels (ops/quant_split.py); QGemm: onnxruntime's (ops/quant_ms.py), a
+# QLinearMatMul with its bias C
 INTEGER_OPS = {"QLinearConv": "Conv", "ConvInteger": "Conv", "QLinearMatMul": "MatMul", "MatMulInteger": "MatMul",
+               "QGemm": "MatMul",
                "QLinearConv.high_sum": "Conv", "QLinearConv.low_sum": "Conv", "QLinearConv.half_sum": "Conv"}
 EXACT = 1 << 24
 

@@ -5,8 +5,9 @@ per element cross GDRAM where the MLU's fixed-point convolution reads one. An in
 stored as bytes when its one writer ends in a requantization (an integer convolution, a
 quantized MaxPool, an element-wise kernel ending in QuantizeLinear: its lanes are integers
 of int8's range) and its readers are integer convolutions that run __bang_conv on int8
-(schedule/integer.py fixed_point 1) or read it in their epilogue, element-wise kernels or MaxPools (their byte tile widened
-in NRAM, pads reading -128 where every window holds a pixel). The writer converts its lanes
+(schedule/integer.py fixed_point 1) or read it in their epilogue, element-wise kernels, MaxPools or
+integer global pools (their byte tile widened in NRAM, a MaxPool's pads reading -128 where every
+window holds a pixel). The writer converts its lanes
 in NRAM (__bang_float2int8_rn, exact on such integers) and stores a byte each; a
 convolution copies the bytes straight into the tile __bang_conv reads (schedule/conv.py
 narrow_ends, byte_pixels), an element-wise kernel widens its tile in NRAM (__bang_int82float, exact).
@@ -83,7 +84,11 @@ def narrow_ends(kb, G, fx, pool):
         # no maximum takes from a pixel of int8's range (-inf needs a float)
         real = G.pt < G.kh and G.pl < G.kw and (G.Ho - 1) * G.sh - G.pt <= G.H - 1 \
             and (G.Wo - 1) * G.sw - G.pl <= G.W - 1
-        x8 = G.combine == "max" and real and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
+        # an average over windows without padding (an integer global pool, pool_sum.py): the
+        # widened bytes are the values, the fills never read
+        inside = G.pt == 0 and G.pl == 0 and (G.Ho - 1) * G.sh + G.kh <= G.H and (G.Wo - 1) * G.sw + G.kw <= G.W
+        x8 = (real if G.combine == "max" else G.combine == "avg" and inside) \
+            and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow
         return x8, kb.p.root(kb.k.buffers[kb.k.out].tensor) in narrow
     x8 = fx == 1 and kb.p.root(kb.k.buffers[G.xbuf].tensor) in narrow and float(G.fill).is_integer() \
         and -128 <= G.fill <= 127
@@ -98,8 +103,9 @@ def byte_pixels(kb, loads, kinds, pool):
 
 
 def _pool_input(k, name):
-    """The input of a MaxPool (schedule/conv.py widens its byte tile in NRAM)."""
-    return k.op in POOLS and k.combine == "max" and isinstance(k.body, Load) and k.body.buf == name
+    """The input of a MaxPool or an integer global pool (schedule/conv.py widens its byte tile in NRAM)."""
+    pooled = k.op in POOLS and k.combine == "max" or k.op == "QLinearGlobalAveragePool" and k.combine == "sum"
+    return pooled and isinstance(k.body, Load) and k.body.buf == name
 
 
 def _pointwise(k):

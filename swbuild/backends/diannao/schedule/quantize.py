@@ -22,6 +22,12 @@ x / s is carried in two floats (exact_quotient.py) where that is proven to quant
 only else does the division stay (a scalar statement; three_address.py treats the magic
 addition as the rounding it is and keeps the division exact), the rest still vector code.
 
+A requantization without a division, saturate(rint(v) + z, lo, hi) of any v (onnxruntime's
+QLinearAdd, QLinearGlobalAveragePool, QGemm, ops/quant_ms.py), takes the same clamps and
+rounding, v as computed: clamping to the integers L, H before rint is the same as after, for
+every float v (NaN to L as the saturation sends it to lo). An integer kernel's own
+requantization of its accumulator is left to integer.py's vector_requant.
+
 A value stored as int8 bytes that depends on two int8 leaves only (a residual Add) then takes
 a cheaper form found and proven on all their pairs (pair_requantize).
 """
@@ -35,7 +41,7 @@ import numpy as np
 from ....ir.loopnest import Acc, Bin, Const, Load, Select, Un, substitute_acc, transform
 from ....optimizer.exact_ints import RANGES
 from . import exact_quotient
-from .integer import MAGIC
+from .integer import INTEGER_OPS, MAGIC
 from .narrow import _interval, clamp_parts
 from .reciprocal import CANDIDATES, exact_reciprocal
 
@@ -72,23 +78,27 @@ def vector_quantize(e, k, program, bytes_out=False, hw=None):
         if sat is None:
             return None
         a, z, lo, hi = sat
-        if not (isinstance(a, Bin) and a.op == "/" and isinstance(a.b, Const)):
-            return None
-        s = float(a.b.value)
-        if not (math.isfinite(s) and s > 0):
-            return None
-        num = transform(a.a, fn)
         L, H = lo - z, hi - z
-        r = exact_reciprocal(s, L, H)
-        if r is None:
-            r = _reciprocal_on_domain(a.a, s, L, H, k, program)
-        if r is None and isinstance(num, (Load, Acc)) and exact_quotient.cheaper(k, hw) and exact_quotient.proven(s, L, H):
-            v, r = exact_quotient.quotient(num, s), "two floats"       # exact_quotient.py
-        else:
-            v = Bin("*", num, Const(r)) if r is not None else Bin("/", num, Const(s))
-        notes.append((s, r))
+        if isinstance(a, Bin) and a.op == "/":
+            s = float(a.b.value) if isinstance(a.b, Const) else math.nan
+            if not (math.isfinite(s) and s > 0):
+                return None
+            num = transform(a.a, fn)
+            r = exact_reciprocal(s, L, H)
+            if r is None:
+                r = _reciprocal_on_domain(a.a, s, L, H, k, program)
+            if r is None and isinstance(num, (Load, Acc)) and exact_quotient.cheaper(k, hw) \
+                    and exact_quotient.proven(s, L, H):
+                v, r = exact_quotient.quotient(num, s), "two floats"       # exact_quotient.py
+            else:
+                v = Bin("*", num, Const(r)) if r is not None else Bin("/", num, Const(s))
+            notes.append((s, r))
+        elif _own_requant(a, k):
+            return None                 # an integer kernel's own requantization: integer.py's vector_requant
+        else:                           # a requantization computed without a division (QLinearAdd, QGemm...)
+            v, r = transform(a, fn), None
         saturating = top and bytes_out         # the conversion saturates to [-128, 127], NaN to 0
-        nan_free = r == "two floats" or _interval(a.a, k, program) is not None    # the quotient clamps x itself
+        nan_free = r == "two floats" or _interval(a, k, program) is not None    # the quotient clamps x itself
         if not (saturating and lo <= -128 and nan_free):     # may be NaN
             v = Select(Bin(">=", v, Const(L)), v, Const(L))
         if not (saturating and hi >= 127):
@@ -97,6 +107,23 @@ def vector_quantize(e, k, program, bytes_out=False, hw=None):
     out = fn(e, top=True)
     out = transform(e, fn) if out is None else out
     return out, notes
+
+
+def _own_requant(a, k):
+    """a reads the accumulator of an integer kernel (QLinearConv, QGemm...) other than through a
+    nested saturation: that kernel's own requantization, which integer.py rewrites itself."""
+    if k.op not in INTEGER_OPS:
+        return False
+    found = []
+
+    def visit(e):
+        if _saturation(e) is not None:
+            return e            # a nested requantization: its Acc is not a's own
+        if isinstance(e, Acc):
+            found.append(e)
+        return None
+    transform(a, visit)
+    return bool(found)
 
 
 def identity_on_domain(k, program):
