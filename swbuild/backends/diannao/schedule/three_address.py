@@ -124,24 +124,29 @@ class ThreeAddress:
                 e, b = Bin("*", e.a, e.b), Operand("scalar", simp(Bin("/", Const(1.0), b.ref)))
             if e.op in ("min", "max") and a.kind == "scalar":
                 a, b = b, a
-            # a constant bound is a clamp (one __bang_maxeq/mineq_scalar pass), exact for every
-            # number, NaN x giving s (docs/diannao.md "NaN, ±inf, -0.0"); the relu forms
-            # relu(x - s) + s and s - relu(s - x) round x - s (Clip(x, -1e8, 1e8) gave zeros). A
-            # run-time scalar (a graph input's element, maybe ±inf) keeps the element-wise min/max.
-            if e.op in ("min", "max") and b.kind == "scalar" and isinstance(b.ref, Const) \
-                    and math.isfinite(b.ref.value) and (e.op == "min" or b.ref.value != 0):
+            rewrite = None
+            # the relu forms of min and max need a finite s (s = inf: inf - inf), so a run-time
+            # scalar (a graph input's element) keeps the plain, element-wise min/max; they round
+            # x - s (docs/diannao.md, "Known gap": a bound far from x is wrong)
+            finite = b.kind == "scalar" and isinstance(b.ref, Const) and math.isfinite(b.ref.value)
+            if e.op == "-" and a.kind == "scalar":          # s - x = (x * -1) + s
+                a, b = b, a
+                rewrite = [("*", Const(-1.0)), ("+", "s")]
+            elif e.op == "max" and finite and b.ref.value != 0:
+                rewrite = [("-", "s"), ("relu",), ("+", "s")]              # max(x, s) = relu(x - s) + s
+            elif e.op == "min" and finite:                                # min(x, s) = s - relu(s - x)
+                rewrite = [("*", Const(-1.0)), ("+", "s"), ("relu",), ("*", Const(-1.0)), ("+", "s")]
+            if rewrite:
                 self._release(a)
                 t = self._dst([a])
-                x = self._val(a)
-                self._emit(t, Select(Bin("<=" if e.op == "min" else ">=", x, b.ref), x, b.ref))
+                src = self._val(a)
+                for step in rewrite:
+                    if step[0] == "relu":
+                        self._emit(t, Bin("max", src, Const(0.0)))
+                    else:
+                        self._emit(t, Bin(step[0], src, b.ref if step[1] == "s" else step[1]))
+                    src = Load(t, (Var("ln"),))
                 self._retire([a], t)
-                return Operand("buf", t)
-            if e.op == "-" and a.kind == "scalar":          # s - x = (x * -1) + s: two passes in place
-                self._release(b)
-                t = self._dst([b])
-                self._emit(t, Bin("*", self._val(b), Const(-1.0)))
-                self._emit(t, Bin("+", Load(t, (Var("ln"),)), a.ref))
-                self._retire([b], t)
                 return Operand("buf", t)
             self._release(a)
             self._release(b)
