@@ -83,7 +83,7 @@ def _dtype(ctx, name):
     return "uint8" if _offset(ctx, name) else int_dtype(ctx, name)
 
 
-def _true(kb, ctx, name, v):
+def _true(ctx, name, v):
     """The loaded value v of tensor `name` as the model's own (uint8 where it is held as int8)."""
     off = _offset(ctx, name)
     return Bin("+", v, Const(float(off))) if off else v
@@ -163,8 +163,8 @@ def _binary(ctx, node):
     lo, hi = _range(ctx, node, out.name)
     kb = KernelBuilder(ctx, node, node.op[len(MS):])
     axes = [Axis(f"i{k}", d) for k, d in enumerate(out.shape)]
-    a = _true(kb, ctx, A.name, kb.load(A.name, broadcast_index(A.shape, axes), shape=A.shape))
-    b = _true(kb, ctx, B.name, kb.load(B.name, broadcast_index(B.shape, axes), shape=B.shape))
+    a = _true(ctx, A.name, kb.load(A.name, broadcast_index(A.shape, axes), shape=A.shape))
+    b = _true(ctx, B.name, kb.load(B.name, broadcast_index(B.shape, axes), shape=B.shape))
     return A, B, out, (sa, za, sb, zb, sc, zc), (lo, hi), kb, axes, a, b
 
 

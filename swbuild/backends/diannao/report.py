@@ -98,8 +98,9 @@ def build_report(plan, stats, tc):
         _add(icycles, m.get("instruction_cycles", {}))
         n = k["compute_statements"]
         traffic = gdram_bytes(m.get("memcpy_bytes", {}))
-        compute += compute_seconds(hw, k)
-        roof = roofline_seconds(hw, compute_seconds(hw, k), traffic)
+        kcompute = compute_seconds(hw, k)
+        compute += kcompute
+        roof = roofline_seconds(hw, kcompute, traffic)
         kernels.append({"name": k["name"], "op": k["op"], "node": k["node"], "fused": k["fused"], "class": k["class"],
                         "flops": k["flops"], "cycles": c, "launches": int(m.get("launches", 0)),
                         "modeled_seconds": c / clock,
